@@ -1,0 +1,195 @@
+"""Artifacts of one run (lab.md §7), rendered deterministically and written safely.
+
+Rendering is pure (text in, text out); :func:`write_artifacts` builds the whole directory beside
+its target and moves it into place only when complete, so a failure leaves nothing half-written
+and an earlier run is never overwritten unless asked (``force``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from fractions import Fraction
+
+from . import __version__
+from .config import EngineConfig
+from .engine import CaseResult
+from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
+from .workload import RequestSpec, workload_sha256, workload_to_json
+
+__all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
+           "write_artifacts", "UNITS_NOTE"]
+
+#: Every file a run directory holds; ``--force`` replaces these and nothing else.
+ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
+                  "requests.jsonl", "timeline.jsonl", "table.txt")
+
+UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teaching model: no KV-cache "
+              "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
+
+
+class ArtifactError(OSError):
+    """The artifacts directory cannot be written; the message names the path."""
+
+
+@dataclass(frozen=True, slots=True)
+class LabRun:
+    """A finished run: its input, knobs, source description and one result per case."""
+
+    workload: list[RequestSpec]
+    config: EngineConfig
+    policy: str
+    source: str          # e.g. "scenario:baseline" or "workload:workload.json" (never a full path)
+    results: list[CaseResult]
+
+    @property
+    def summaries(self) -> list[dict]:
+        return [summarize(result) for result in self.results]
+
+
+def _number(value):
+    """JSON form of a metric: exact integers stay integers, other ratios round to 6 places."""
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else round(float(value), 6)
+    return value
+
+
+def _cell(value, places: int = 2) -> str:
+    """Text-table form: NA for an empty sample, integers as integers, ratios to ``places``."""
+    if value is None:
+        return "NA"
+    if isinstance(value, Fraction) and value.denominator != 1:
+        return f"{float(value):.{places}f}"
+    return str(int(value))
+
+
+def render_table(run: LabRun) -> str:
+    """The text table of lab.md §6 with a header line and the units note (``table.txt``)."""
+    config = run.config
+    timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
+    # No source here: a replay of workload.json must reproduce this file byte for byte.
+    header = (f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
+              f"{workload_sha256(run.workload)[:12]} | "
+              f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
+              f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
+    columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan")
+    rows = [columns]
+    for s in run.summaries:
+        throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
+        rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
+                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"])))
+    width0 = max(len(row[0]) for row in rows)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
+    lines = ["  ".join([row[0].ljust(width0)] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i])
+             for row in rows]
+    return "\n".join([header, *lines, UNITS_NOTE]) + "\n"
+
+
+def _manifest(run: LabRun) -> dict:
+    config = run.config
+    return {
+        "tool": "infer-sched-lab",
+        "version": __version__,
+        "source": run.source,
+        "workload_sha256": workload_sha256(run.workload),
+        "num_requests": len(run.workload),
+        "policy": run.policy,
+        "config": {"budget": config.budget, "decode_cost": config.decode_cost, "prefill_cost": 1,
+                   "max_active": config.max_active, "chunk_tokens": config.chunk_tokens},
+        "timeout_ticks": config.timeout_ticks,
+        "cases": [{"case": r.case.name, "batching": r.case.batching.value, "apc": r.case.apc,
+                   "chunk_tokens": r.case.chunk_tokens} for r in run.results],
+        "units": UNITS_NOTE,
+    }
+
+
+def _request_lines(run: LabRun):
+    for result in run.results:
+        for r in result.requests:
+            yield {
+                "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
+                "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
+                "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
+                "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
+                "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
+            }
+
+
+def _timeline_lines(run: LabRun):
+    for result in run.results:
+        for k in result.ticks:
+            yield {
+                "case": result.case.name, "tick": k.tick, "waiting": k.waiting, "active": k.active,
+                "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts,
+                "decoded": k.decoded, "prefilled": dict(k.prefilled), "budget_used": k.budget_used,
+                "finished": k.finished,
+            }
+
+
+def _summary_csv(summaries: list[dict]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(SUMMARY_FIELDS)
+    for s in summaries:
+        writer.writerow(["NA" if s[f] is None else _number(s[f]) for f in SUMMARY_FIELDS])
+    return out.getvalue()
+
+
+def _jsonl(records) -> str:
+    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+
+
+def render_artifacts(run: LabRun) -> dict[str, str]:
+    """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
+    summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
+    return {
+        "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
+        "workload.json": workload_to_json(run.workload),
+        "summary.json": json.dumps({"units": UNITS_NOTE, "percentiles": "nearest rank",
+                                    "cases": summaries}, indent=2, ensure_ascii=False) + "\n",
+        "summary.csv": _summary_csv(run.summaries),
+        "requests.jsonl": _jsonl(_request_lines(run)),
+        "timeline.jsonl": _jsonl(_timeline_lines(run)),
+        "table.txt": render_table(run),
+    }
+
+
+def write_artifacts(files: dict[str, str], directory: str, force: bool = False) -> None:
+    """Write ``files`` (name → text) as the directory ``directory``, atomically.
+
+    The files are written into a temporary directory beside the target and moved into place only
+    when all are complete. An existing non-empty target is refused unless ``force``; with
+    ``force`` only the named files are replaced and anything else there is left alone.
+    Raises :class:`ArtifactError` with one readable line.
+    """
+    target = os.path.normpath(directory)
+    parent = os.path.dirname(os.path.abspath(target))
+    exists = os.path.isdir(target)
+    if os.path.exists(target) and not exists:
+        raise ArtifactError(f"{directory}: exists and is not a directory")
+    if exists and os.listdir(target) and not force:
+        raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
+                            "to replace the lab's files there")
+    staging = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=parent)
+        for name, text in files.items():
+            with open(os.path.join(staging, name), "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+        if not exists:
+            os.rename(staging, target)
+            staging = None
+        else:
+            for name in files:
+                os.replace(os.path.join(staging, name), os.path.join(target, name))
+    except OSError as exc:
+        raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,116 @@
+"""Command line: ``python3 infer_sched_lab.py [--scenario S | --workload FILE] [--artifacts DIR] ...``.
+
+``main(argv)`` parses, runs the library, turns a domain error into one line on stderr and an
+exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import __version__
+from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
+from .config import ConfigError, EngineConfig, cases_for
+from .engine import run_cases
+from .policy import POLICIES
+from .workload import SCENARIOS, WorkloadError, load_workload, scenario
+
+__all__ = ["main", "run_lab"]
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports usage errors in one line (exit 2) without the usage block."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="infer_sched_lab.py",
+        description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
+                    "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
+                    "Time is in abstract ticks, work in abstract budget units.",
+        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error.",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
+                        help="built-in workload (lab.md §2); default: baseline")
+    source.add_argument("--workload", metavar="FILE",
+                        help="replay a workload JSON file, e.g. runs/baseline/workload.json")
+    parser.add_argument("--artifacts", metavar="DIR",
+                        help="write the run's artifacts into DIR (must be new or empty unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the lab's own files in an existing non-empty DIR (others are kept)")
+    parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
+                        help="deadline: a request not finished N ticks after its arrival times out")
+    parser.add_argument("--budget", type=_positive_int, default=64, metavar="UNITS",
+                        help="budget units per tick (default 64)")
+    parser.add_argument("--decode-cost", type=_positive_int, default=8, metavar="UNITS",
+                        help="budget units per decode token; a prefill token costs 1 (default 8)")
+    parser.add_argument("--max-active", type=_positive_int, default=4, metavar="N",
+                        help="most requests active (admitted, not ended) at once (default 4)")
+    parser.add_argument("--chunk-tokens", type=_positive_int, default=32, metavar="TOKENS",
+                        help="per-request prefill cap per tick in the chunked case (default 32)")
+    parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
+                        help="admission order of the waiting queue (default fcfs)")
+    parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
+    return parser
+
+
+def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline") -> LabRun:
+    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`."""
+    return LabRun(workload, config, policy, source, run_cases(workload, config, cases_for(config), policy))
+
+
+def _main_run(argv: list[str]) -> int:
+    args = _run_parser().parse_args(argv)
+    if args.workload is not None:
+        workload = load_workload(args.workload)
+        source = f"workload:{os.path.basename(args.workload)}"
+    else:
+        name = args.scenario or "baseline"
+        workload = scenario(name)
+        source = f"scenario:{name}"
+    config = EngineConfig(budget=args.budget, decode_cost=args.decode_cost, max_active=args.max_active,
+                          chunk_tokens=args.chunk_tokens, timeout_ticks=args.timeout_ticks)
+    run = run_lab(workload, config, args.policy, source)
+    files = render_artifacts(run)
+    sys.stdout.write(files["table.txt"])
+    if args.artifacts:
+        write_artifacts(files, args.artifacts, force=args.force)
+        print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
+    return EXIT_OK
+
+
+#: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
+SUBCOMMANDS: dict = {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    handler = SUBCOMMANDS.get(argv[0]) if argv else None
+    try:
+        if handler is not None:
+            return handler(argv[1:])
+        return _main_run(argv)
+    except (WorkloadError, ConfigError, ArtifactError) as exc:
+        print(f"infer_sched_lab.py: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT

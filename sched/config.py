@@ -1,0 +1,77 @@
+"""Engine knobs and the four configurations of one run (lab.md §3, §4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+__all__ = ["Batching", "Case", "ConfigError", "EngineConfig", "cases_for"]
+
+
+class ConfigError(ValueError):
+    """A configuration under which the lab cannot run; the message names the knob."""
+
+
+class Batching(Enum):
+    """How requests are admitted (lab.md §3 step 3)."""
+
+    STATIC = "static"          # admit a whole new batch only when the previous batch ended
+    CONTINUOUS = "continuous"  # admit whenever a slot is free
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """The model's knobs (lab.md §3), shared by the four cases of one run.
+
+    budget: budget units per tick; decode_cost: units per decode token (a prefill token costs 1);
+    max_active: batch cap (requests in PREFILL or DECODE); chunk_tokens: per-request prefill cap
+    per tick for the chunked case; timeout_ticks: deadline after arrival in ticks, or None.
+    Raises :class:`ConfigError` for a knob outside its range.
+    """
+
+    budget: int = 64
+    decode_cost: int = 8
+    max_active: int = 4
+    chunk_tokens: int = 32
+    timeout_ticks: int | None = None
+
+    def __post_init__(self) -> None:
+        for knob in ("budget", "decode_cost", "max_active", "chunk_tokens"):
+            value = getattr(self, knob)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"--{knob.replace('_', '-')} must be a positive integer, got {value!r}")
+        if self.timeout_ticks is not None and (
+                isinstance(self.timeout_ticks, bool) or not isinstance(self.timeout_ticks, int)
+                or self.timeout_ticks < 1):
+            raise ConfigError(f"--timeout-ticks must be a positive integer, got {self.timeout_ticks!r}")
+        if self.budget < self.decode_cost:
+            raise ConfigError(f"--budget ({self.budget}) is below --decode-cost ({self.decode_cost}): "
+                              "no request could ever decode a token")
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One configuration of a run (lab.md §4).
+
+    batching: static or continuous; apc: automatic prefix caching on/off; chunk_tokens: the
+    per-request prefill cap in tokens per tick, or None for no cap.
+    """
+
+    name: str
+    batching: Batching
+    apc: bool
+    chunk_tokens: int | None
+
+
+def cases_for(config: EngineConfig) -> tuple[Case, ...]:
+    """The four cases every run simulates, in table order (lab.md §4).
+
+    The chunked case is named after its cap: ``continuous+APC+chunk32`` with the default 32.
+    """
+    return (
+        Case("static", Batching.STATIC, apc=False, chunk_tokens=None),
+        Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None),
+        Case("continuous+APC", Batching.CONTINUOUS, apc=True, chunk_tokens=None),
+        Case(f"continuous+APC+chunk{config.chunk_tokens}", Batching.CONTINUOUS, apc=True,
+             chunk_tokens=config.chunk_tokens),
+    )

@@ -1,0 +1,43 @@
+"""Shared test helpers: running the CLI in-process and temporary directories."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shutil
+import tempfile
+import unittest
+
+from sched.cli import main
+
+PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPECTED = os.path.join(PROJECT, "expected")
+
+#: Reference directory name -> the CLI arguments that produce it (see tests/regenerate_expected.py).
+REFERENCE_RUNS = {
+    "baseline": [],
+    "prefix-broken": ["--scenario", "prefix-broken"],
+    "deadline30": ["--timeout-ticks", "30"],
+    "output-heavy": ["--scenario", "output-heavy"],
+}
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """Run ``main(argv)`` in-process; returns (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+def temp_dir(test: unittest.TestCase) -> str:
+    """A fresh temporary directory removed when the test ends."""
+    path = tempfile.mkdtemp(prefix="isl-test-")
+    test.addCleanup(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as handle:
+        return handle.read()

@@ -1,0 +1,108 @@
+"""The command line: determinism, replay, safe artifacts, bad input (lab.md §7)."""
+
+import json
+import os
+import unittest
+
+from sched.artifacts import ARTIFACT_FILES
+from tests.helpers import read, run_cli, temp_dir
+
+REPLAYED = ("workload.json", "summary.json", "summary.csv", "requests.jsonl", "timeline.jsonl", "table.txt")
+
+
+class DeterminismTest(unittest.TestCase):
+    def test_two_runs_are_byte_identical(self):
+        base = temp_dir(self)
+        for name in ("one", "two"):
+            code, _, err = run_cli(["--timeout-ticks", "30", "--artifacts", os.path.join(base, name)])
+            self.assertEqual(code, 0, err)
+        for artifact in ARTIFACT_FILES:
+            with self.subTest(artifact=artifact):
+                self.assertEqual(read(os.path.join(base, "one", artifact)), read(os.path.join(base, "two", artifact)))
+
+    def test_replay_of_workload_json_is_byte_identical(self):
+        base = temp_dir(self)
+        for scenario in ("baseline", "prefix-broken", "output-heavy"):
+            first, replay = os.path.join(base, scenario), os.path.join(base, scenario + "-replay")
+            self.assertEqual(run_cli(["--scenario", scenario, "--artifacts", first])[0], 0)
+            code, _, err = run_cli(["--workload", os.path.join(first, "workload.json"), "--artifacts", replay])
+            self.assertEqual(code, 0, err)
+            for artifact in REPLAYED:
+                with self.subTest(scenario=scenario, artifact=artifact):
+                    self.assertEqual(read(os.path.join(first, artifact)), read(os.path.join(replay, artifact)))
+            first_manifest = json.loads(read(os.path.join(first, "manifest.json")))
+            replay_manifest = json.loads(read(os.path.join(replay, "manifest.json")))
+            self.assertEqual(replay_manifest.pop("source"), "workload:workload.json")
+            first_manifest.pop("source")
+            self.assertEqual(first_manifest, replay_manifest)
+
+    def test_edited_workload_changes_the_run(self):
+        """The lab's exercise: U6's suffix from 160 to 640, replayed, makes U6 slower."""
+        base = temp_dir(self)
+        run_cli(["--artifacts", os.path.join(base, "a")])
+        data = json.loads(read(os.path.join(base, "a", "workload.json")))
+        data["requests"][6]["suffix_tokens"] = 640
+        edited = os.path.join(base, "edited.json")
+        with open(edited, "w", encoding="utf-8") as handle:
+            json.dump(data, handle)
+        code, _, err = run_cli(["--workload", edited, "--artifacts", os.path.join(base, "b")])
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in read(os.path.join(base, "b", "requests.jsonl")).splitlines()]
+        u6 = [r for r in rows if r["name"] == "U6" and r["case"] == "continuous"][0]
+        self.assertEqual(u6["prompt_tokens"], 640)
+        self.assertGreater(u6["ttft"], 27)  # 27 in the baseline's continuous case
+
+
+class SafeArtifactsTest(unittest.TestCase):
+    def test_existing_run_is_not_overwritten_without_force(self):
+        out = os.path.join(temp_dir(self), "run")
+        self.assertEqual(run_cli(["--artifacts", out])[0], 0)
+        before = read(os.path.join(out, "summary.json"))
+        code, _, err = run_cli(["--scenario", "output-heavy", "--artifacts", out])
+        self.assertEqual(code, 2)
+        self.assertIn("--force", err)
+        self.assertEqual(read(os.path.join(out, "summary.json")), before)
+        with open(os.path.join(out, "notes.txt"), "w", encoding="utf-8") as handle:
+            handle.write("mine")
+        self.assertEqual(run_cli(["--scenario", "output-heavy", "--artifacts", out, "--force"])[0], 0)
+        self.assertNotEqual(read(os.path.join(out, "summary.json")), before)
+        self.assertEqual(read(os.path.join(out, "notes.txt")), "mine")
+        self.assertEqual([n for n in os.listdir(os.path.dirname(out)) if n.startswith(".")], [])
+
+
+class BadInputTest(unittest.TestCase):
+    def test_bad_input_exits_2_with_one_line(self):
+        base = temp_dir(self)
+        cases = {
+            "unknown scenario": (["--scenario", "nope"], "nope"),
+            "missing workload": (["--workload", os.path.join(base, "missing.json")], "missing.json"),
+            "zero budget": (["--budget", "0"], "--budget"),
+            "negative max-active": (["--max-active", "-1"], "--max-active"),
+            "budget below decode cost": (["--budget", "4"], "--decode-cost"),
+            "scenario and workload": (["--scenario", "baseline", "--workload", "x.json"], "--workload"),
+        }
+        for label, (argv, needle) in cases.items():
+            with self.subTest(label):
+                out = os.path.join(base, label.replace(" ", "-"))
+                code, stdout, err = run_cli([*argv, "--artifacts", out])
+                self.assertEqual(code, 2)
+                self.assertIn(needle, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertNotIn("Traceback", err)
+                self.assertFalse(os.path.exists(out))
+
+    def test_help_names_units(self):
+        code, stdout, _ = run_cli(["--help"])
+        self.assertEqual(code, 0)
+        text = " ".join(stdout.split())
+        for word in ("ticks", "budget units", "tokens", "--timeout-ticks", "--chunk-tokens", "Exit codes"):
+            self.assertIn(word, text)
+
+    def test_shipped_baseline_workload_is_the_scenario(self):
+        from sched.workload import load_workload, scenario
+        from tests.helpers import PROJECT
+        self.assertEqual(load_workload(os.path.join(PROJECT, "workloads", "baseline.json")), scenario("baseline"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,93 @@
+"""The statistics contract of lab.md §5 on hand values."""
+
+import json
+import os
+import unittest
+from fractions import Fraction
+
+from sched.config import Batching, Case, EngineConfig
+from sched.engine import CaseResult, Request, Status
+from sched.metrics import itls, percentile, summarize, tpot
+from sched.workload import RequestSpec
+from tests.helpers import read, run_cli, temp_dir
+
+CASE = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
+
+
+def finished(name, arrival, token_times, status=Status.DONE, admitted_at=None, done_at=None, output=None):
+    spec = RequestSpec(name, arrival, None, 0, 1, output or max(len(token_times), 1))
+    request = Request(spec, 0, status=status, admitted_at=admitted_at, token_times=list(token_times))
+    request.done_at = done_at if done_at is not None else (token_times[-1] if token_times else arrival + 1)
+    return request
+
+
+class PercentileTest(unittest.TestCase):
+    def test_nearest_rank(self):
+        self.assertEqual(percentile(range(1, 21), 95), 19)    # ceil(0.95 * 20) = 19th value
+        self.assertEqual(percentile(range(1, 9), 95), 8)      # with 8 values P95 is the maximum
+        self.assertEqual(percentile([5, 1, 3], 50), 3)        # ceil(1.5) = 2nd of [1, 3, 5]
+        self.assertEqual(percentile([7], 95), 7)
+
+    def test_empty_sample_is_none_never_zero(self):
+        self.assertIsNone(percentile([], 95))
+
+
+class PerRequestTest(unittest.TestCase):
+    def test_worked_example_2_3_4_14(self):
+        request = finished("R", 0, [2, 3, 4, 14])
+        self.assertEqual(itls(request), [1, 1, 10])
+        self.assertEqual(tpot(request), 4)
+        self.assertEqual(percentile(itls(request), 95), 10)
+
+    def test_one_token_request_has_no_itl_or_tpot(self):
+        request = finished("R", 0, [5])
+        self.assertEqual(itls(request), [])
+        self.assertIsNone(tpot(request))
+
+    def test_tpot_is_exact(self):
+        self.assertEqual(tpot(finished("R", 0, [2, 3, 5])), Fraction(3, 2))
+
+
+class SummaryTest(unittest.TestCase):
+    def summary(self, requests):
+        return summarize(CaseResult(CASE, EngineConfig(), requests, []))
+
+    def test_error_rate_counts_requests_that_timed_out_while_queued(self):
+        """4 arrived: 2 ok, 1 timed out after 3 tokens, 1 timed out in the queue -> error 2/4."""
+        requests = [
+            finished("A", 0, [2, 3], admitted_at=0),
+            finished("B", 0, [4, 5], admitted_at=1),
+            finished("C", 0, [6, 7, 8], status=Status.TIMEOUT, admitted_at=2, done_at=10, output=5),
+            finished("D", 2, [], status=Status.TIMEOUT, done_at=12),
+        ]
+        s = self.summary(requests)
+        self.assertEqual((s["arrived"], s["succeeded"], s["error_rate"]), (4, 2, Fraction(1, 2)))
+        self.assertEqual(s["latency_samples"], 2)
+        # Throughput counts all 7 emitted tokens over the makespan 12 - 0; completed only A's and B's 4.
+        self.assertEqual(s["makespan"], 12)
+        self.assertEqual(s["throughput"], Fraction(7, 12))
+        self.assertEqual(s["completed_output_tps"], Fraction(4, 12))
+        # Latencies are success-only: TTFTs 2 and 4, P95 = 4; the failed C is not a sample.
+        self.assertEqual(s["p95_ttft"], 4)
+
+    def test_all_failed_gives_null_latencies_not_zero(self):
+        s = self.summary([finished("D", 0, [], status=Status.TIMEOUT, done_at=3)])
+        for field in ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait"):
+            self.assertIsNone(s[field], field)
+        self.assertEqual((s["latency_samples"], s["error_rate"]), (0, 1))
+
+    def test_null_in_json_and_na_in_text(self):
+        """With a 1-tick deadline nothing can succeed: every latency is null / NA."""
+        out = os.path.join(temp_dir(self), "run")
+        code, stdout, err = run_cli(["--timeout-ticks", "1", "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        cases = json.loads(read(os.path.join(out, "summary.json")))["cases"]
+        self.assertTrue(all(c["p95_ttft"] is None and c["succeeded"] == 0 for c in cases))
+        self.assertIn('"p95_ttft": null', read(os.path.join(out, "summary.json")))
+        row = read(os.path.join(out, "table.txt")).splitlines()[2].split()
+        self.assertEqual(row[:4], ["static", "NA", "NA", "NA"])
+        self.assertIn(",NA,", read(os.path.join(out, "summary.csv")))
+
+
+if __name__ == "__main__":
+    unittest.main()
