@@ -104,12 +104,18 @@ class TickRecord:
 
 @dataclass(slots=True)
 class CaseResult:
-    """Everything one case produced: requests in workload order and one record per walked tick."""
+    """Everything one case produced: requests in workload order and one record per walked tick.
+
+    ``budget_spent`` is the total of budget units used over the run; ``busy_ticks`` counts ticks in
+    which any budget was spent (compare.md §2 divides both by the makespan).
+    """
 
     case: Case
     config: EngineConfig
     requests: list[Request]
     ticks: list[TickRecord]
+    budget_spent: int = 0
+    busy_ticks: int = 0
 
 
 class Simulation:
@@ -139,6 +145,8 @@ class Simulation:
         self.active: list[Request] = []
         self._num_ended = 0
         self.ticks: list[TickRecord] = []
+        self.budget_spent = 0
+        self.busy_ticks = 0
 
     @property
     def finished(self) -> bool:
@@ -207,6 +215,10 @@ class Simulation:
             prefilled=prefilled, budget_used=config.budget - remaining, finished=finished,
         )
 
+        if remaining < config.budget:
+            self.budget_spent += config.budget - remaining
+            self.busy_ticks += 1
+
         # 6. Retire: finished requests leave the active list.
         if finished:
             self.active = [r for r in self.active if not r.status.ended]
@@ -220,7 +232,7 @@ class Simulation:
                 # Nothing to do until the next arrival: skipping gives the same results as walking.
                 self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
             self.ticks.append(self.step())
-        return CaseResult(self.case, self.config, self.requests, self.ticks)
+        return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ class TinyWorkloadTest(unittest.TestCase):
         self.assertEqual((r["B"].admitted_at, r["B"].token_times, r["B"].done_at, r["B"].hit_tokens), (1, [4, 5], 5, 0))
         self.assertEqual((r["C"].admitted_at, r["C"].token_times, r["C"].done_at, r["C"].hit_tokens), (4, [6], 6, 10))
         self.assertTrue(all(x.status is Status.DONE for x in result.requests))
+        self.assertEqual((result.budget_spent, result.busy_ticks), (16 + 16 + 8 + 8 + 6 + 4, 6))
 
     def test_static_admits_only_after_the_batch_ended(self):
         """Same workload, static batching, no APC.
