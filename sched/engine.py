@@ -4,6 +4,21 @@ Each tick ``t`` spends one budget in the order the spec gives: arrivals, deadlin
 decode first, prefill with what is left, retire. Token times are stamped ``t + 1`` (the token
 exists at the end of the tick that computed it). The engine never writes files.
 
+The cost follows events, not ticks × requests (lab.md §3 last paragraph: skipping must give the
+same results as walking):
+
+- idle ticks (nothing waiting or active) are skipped;
+- a decoding request holds an *open run* of consecutive token stamps that grows by itself while
+  every tick decodes it, so a tick in which every decoding request can pay costs O(1) per event
+  (arrival, admission, prefill chunk, completion, deadline), not O(active requests);
+- *steady decoding* (every active request decoding, the budget enough for all, no admission
+  possible, no arrival, completion or deadline due) is advanced in one jump to the next event;
+- the per-tick walk over the active list is kept for ticks where order matters: a decode tick
+  whose budget cannot pay every decoding request, and prefill (chunks in active order).
+
+``Simulation(..., per_tick=True)`` forces one :meth:`Simulation.step` per tick (no jumps); tests
+compare both walks with the lab core's literal engine on golden and randomised workloads.
+
 Example (the lab's baseline, continuous case)::
 
     >>> from sched.workload import scenario
@@ -17,7 +32,7 @@ Example (the lab's baseline, continuous case)::
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from .cache import PrefixCache
@@ -25,7 +40,12 @@ from .config import Batching, Case, EngineConfig
 from .policy import POLICIES
 from .workload import RequestSpec
 
-__all__ = ["Status", "Request", "TickRecord", "CaseResult", "Simulation", "simulate", "run_cases"]
+__all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simulation", "simulate",
+           "run_cases", "TIMELINE_DETAILS"]
+
+#: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
+#: record of counts per step or jump, or none.
+TIMELINE_DETAILS = ("full", "counts", "off")
 
 
 class Status(Enum):
@@ -42,23 +62,46 @@ class Status(Enum):
         return self in (Status.DONE, Status.TIMEOUT)
 
 
-@dataclass(slots=True, eq=False)
+class _Clock:
+    """The simulation's current tick, shared with its requests so open token runs can be read."""
+
+    __slots__ = ("now",)
+
+    def __init__(self, now: int = 0) -> None:
+        self.now = now
+
+
 class Request:
     """The simulated life of one request in one case.
 
-    Times are ticks (``None`` until they happen); counts are tokens. ``token_times`` holds the
-    tick stamp of each emitted output token, strictly increasing.
+    Times are ticks (``None`` until they happen); counts are tokens. Token stamps are stored as
+    runs of consecutive ticks (``token_runs``: ``[(first stamp, count), ...]``); ``token_times``
+    expands them into the list of stamps, strictly increasing, e.g. runs ``[(2, 3), (14, 1)]`` are
+    token times ``[2, 3, 4, 14]``. While a request decodes, its last run is *open*: it holds every
+    stamp from its start up to the simulation's current tick.
     """
 
-    spec: RequestSpec
-    index: int
-    status: Status = Status.WAITING
-    admitted_at: int | None = None
-    hit_tokens: int = 0
-    prefilled_tokens: int = 0
-    prefill_done_at: int | None = None
-    token_times: list[int] = field(default_factory=list)
-    done_at: int | None = None
+    __slots__ = ("spec", "index", "status", "admitted_at", "hit_tokens", "prefilled_tokens",
+                 "prefill_done_at", "done_at", "_runs", "_num_closed", "_open_from", "_clock")
+
+    def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
+                 admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
+                 prefill_done_at: int | None = None, token_times=None, done_at: int | None = None,
+                 _clock: _Clock | None = None) -> None:
+        self.spec = spec
+        self.index = index
+        self.status = status
+        self.admitted_at = admitted_at
+        self.hit_tokens = hit_tokens
+        self.prefilled_tokens = prefilled_tokens
+        self.prefill_done_at = prefill_done_at
+        self.done_at = done_at
+        self._clock = _clock
+        self._open_from: int | None = None
+        self.token_times = token_times or []
+
+    def __repr__(self) -> str:
+        return f"Request({self.name!r}, {self.status.value}, token_runs={self.token_runs})"
 
     @property
     def name(self) -> str:
@@ -73,9 +116,63 @@ class Request:
     def prefill_left(self) -> int:
         return self.prefill_tokens - self.prefilled_tokens
 
+    def _open_count(self) -> int:
+        # The open run holds stamps _open_from .. now (stamp now was computed in tick now - 1).
+        if self._open_from is None:
+            return 0
+        return max(0, self._clock.now - self._open_from + 1)
+
+    @property
+    def num_tokens(self) -> int:
+        """Output tokens emitted so far."""
+        return self._num_closed + self._open_count()
+
+    @property
+    def token_runs(self) -> list[tuple[int, int]]:
+        """Token stamps as runs ``(first stamp, count)`` of consecutive ticks, in order."""
+        runs = self._runs
+        closed = [(runs[i], runs[i + 1]) for i in range(0, len(runs), 2)]
+        count = self._open_count()
+        return closed + [(self._open_from, count)] if count else closed
+
+    @property
+    def token_times(self) -> list[int]:
+        """The tick stamp of each emitted output token, strictly increasing (a new list)."""
+        return [start + k for start, count in self.token_runs for k in range(count)]
+
+    @token_times.setter
+    def token_times(self, times) -> None:
+        self._runs: list[int] = []  # flat: start0, count0, start1, count1, ...
+        self._num_closed = 0
+        self._open_from = None
+        for stamp in times:
+            self._append_run(stamp, 1)
+
+    def _append_run(self, start: int, count: int) -> None:
+        runs = self._runs
+        if runs and runs[-2] + runs[-1] == start:
+            runs[-1] += count
+        else:
+            runs += (start, count)
+        self._num_closed += count
+
+    def _close_run(self, last_stamp: int) -> None:
+        """Close the open run after the token stamped ``last_stamp`` (nothing if it is empty)."""
+        if self._open_from is not None and last_stamp >= self._open_from:
+            self._append_run(self._open_from, last_stamp - self._open_from + 1)
+        self._open_from = None
+
     @property
     def first_token_at(self) -> int | None:
-        return self.token_times[0] if self.token_times else None
+        if self._runs:
+            return self._runs[0]
+        return self._open_from if self._open_count() else None
+
+    @property
+    def last_token_at(self) -> int | None:
+        if self._open_count():
+            return self._clock.now
+        return self._runs[-2] + self._runs[-1] - 1 if self._runs else None
 
     @property
     def succeeded(self) -> bool:
@@ -103,34 +200,63 @@ class TickRecord:
 
 
 @dataclass(slots=True)
-class CaseResult:
-    """Everything one case produced: requests in workload order and one record per walked tick.
+class TickCounts:
+    """Counts of one walked tick or one jump over ``num_ticks`` steady ticks (timeline ``counts``).
 
-    ``budget_spent`` is the total of budget units used over the run; ``busy_ticks`` counts ticks in
-    which any budget was spent (compare.md §2 divides both by the makespan).
+    ``num_waiting``/``num_active`` are taken after admission; ``num_decoded``, ``num_prefill_tokens``
+    and ``budget_used`` are totals over the span (tokens, budget units).
+    """
+
+    tick: int
+    num_ticks: int
+    num_waiting: int
+    num_active: int
+    num_admitted: int
+    num_cache_hits: int
+    num_timeouts: int
+    num_decoded: int
+    num_prefill_tokens: int
+    budget_used: int
+    num_finished: int
+
+
+@dataclass(slots=True)
+class CaseResult:
+    """Everything one case produced: requests in workload order and the timeline records.
+
+    ``ticks`` holds one :class:`TickRecord` per walked tick (detail ``full``), one
+    :class:`TickCounts` per step or jump (``counts``) or nothing (``off``). ``budget_spent`` is the
+    total of budget units used over the run; ``busy_ticks`` counts ticks in which any budget was
+    spent (compare.md §2 divides both by the makespan).
     """
 
     case: Case
     config: EngineConfig
     requests: list[Request]
-    ticks: list[TickRecord]
+    ticks: list
     budget_spent: int = 0
     busy_ticks: int = 0
 
 
 class Simulation:
-    """One case of one run, advanced tick by tick with :meth:`step` (lab.md §3).
+    """One case of one run, advanced with :meth:`step` (one tick) and :meth:`run` (lab.md §3).
 
     ``workload`` is the list of request specs in workload order; all state (queue, cache, clock)
-    lives in the instance, so simulations never see each other.
+    lives in the instance, so simulations never see each other. ``timeline`` is one of
+    :data:`TIMELINE_DETAILS`; ``per_tick=True`` walks every non-idle tick with :meth:`step`
+    (the reference walk) instead of jumping over steady decoding.
     """
 
     def __init__(self, workload: list[RequestSpec], config: EngineConfig, case: Case,
-                 policy: str = "fcfs") -> None:
+                 policy: str = "fcfs", *, timeline: str = "full", per_tick: bool = False) -> None:
+        if timeline not in TIMELINE_DETAILS:
+            raise ValueError(f"timeline detail must be one of {', '.join(TIMELINE_DETAILS)}, got {timeline!r}")
         self.config = config
         self.case = case
-        self.now = 0
-        self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
+        self.timeline = timeline
+        self.per_tick = per_tick
+        self._clock = _Clock()
+        self.requests = [Request(spec, index, _clock=self._clock) for index, spec in enumerate(workload)]
         self._key = POLICIES[policy]
         self._cache = PrefixCache()
         # Requests not yet arrived, in arrival order (ties by workload order).
@@ -142,25 +268,53 @@ class Simulation:
         self._deadline_cursor = 0
         self._waiting: list[tuple[tuple, Request]] = []   # heap by policy key, lazily pruned
         self._num_waiting = 0
-        self.active: list[Request] = []
+        # The active list, in admission order, keyed by admission number (O(1) removal); the
+        # requests still in prefill and the decoding ones without an open run, in the same order.
+        self._num_admitted = 0
+        self._seq: dict[int, int] = {}              # request index -> admission number
+        self._active: dict[int, Request] = {}
+        self._prefilling: dict[int, Request] = {}
+        self._stalled: dict[int, Request] = {}
+        # (stamp of the last token, admission number, open-run start, request) of each open run.
+        self._completions: list[tuple[int, int, int, Request]] = []
         self._num_ended = 0
-        self.ticks: list[TickRecord] = []
+        self.ticks: list = []
         self.budget_spent = 0
         self.busy_ticks = 0
+
+    @property
+    def now(self) -> int:
+        """The next tick to simulate."""
+        return self._clock.now
+
+    @now.setter
+    def now(self, tick: int) -> None:
+        self._clock.now = tick
+
+    @property
+    def active(self) -> list[Request]:
+        """The active list (admitted, not ended) in admission order."""
+        return list(self._active.values())
 
     @property
     def finished(self) -> bool:
         return self._num_ended == len(self.requests)
 
-    def step(self) -> TickRecord:
-        """Simulate tick ``self.now`` and advance the clock; returns what happened."""
+    def step(self):
+        """Simulate tick ``self.now`` and advance the clock by one.
+
+        Returns the tick's :class:`TickRecord` (detail ``full``), :class:`TickCounts` (``counts``)
+        or ``None`` (``off``).
+        """
         t = self.now
         config, case = self.config, self.case
+        full = self.timeline == "full"
         remaining = config.budget
 
         # 1. Arrivals: everything with arrival <= t joins the waiting queue.
-        while self._next_arrival < len(self._arrivals) and self._arrivals[self._next_arrival].spec.arrival <= t:
-            request = self._arrivals[self._next_arrival]
+        arrivals = self._arrivals
+        while self._next_arrival < len(arrivals) and arrivals[self._next_arrival].spec.arrival <= t:
+            request = arrivals[self._next_arrival]
             self._next_arrival += 1
             self._arrived.append(request)
             heapq.heappush(self._waiting, (self._key(request.spec, request.index, config.decode_cost), request))
@@ -171,70 +325,182 @@ class Simulation:
 
         # 3. Admission.
         admitted, hits = self._admit(t)
+        active_names = [r.name for r in self._active.values()] if full else None
 
         # 4. Decode first: requests whose prefill completed in an earlier tick, in active order.
-        decoded, finished = [], []
-        for request in self.active:
-            if request.status is not Status.DECODE:
-                continue
-            if remaining < config.decode_cost:
-                continue  # skipped for lack of budget: emits nothing this tick
-            remaining -= config.decode_cost
-            request.token_times.append(t + 1)  # stamped t + 1
-            decoded.append(request.name)
-            if len(request.token_times) == request.spec.output_tokens:
-                self._end(request, Status.DONE, t + 1)
-                finished.append(request.name)
+        num_decoding = len(self._active) - len(self._prefilling)
+        if num_decoding * config.decode_cost <= remaining:
+            # Every decoding request can pay: open runs grow by themselves (stamped t + 1).
+            decoded = [r.name for r in self._active.values() if r.status is Status.DECODE] if full else None
+            remaining -= num_decoding * config.decode_cost
+            for seq, request in self._stalled.items():
+                self._open_run(request, seq, t + 1)
+            self._stalled.clear()
+            finished = self._complete(t + 1)
+        else:
+            decoded, finished = self._decode_in_order(t, remaining)
+            remaining -= len(decoded) * config.decode_cost
 
         # 5. Prefill with what is left, in active order, each capped by the chunk size if any.
-        prefilled = []
-        for request in self.active:
-            if request.status is not Status.PREFILL or remaining == 0:
-                continue
-            tokens = min(request.prefill_left, remaining)
-            if case.chunk_tokens is not None:
-                tokens = min(tokens, case.chunk_tokens)
-            remaining -= tokens
-            request.prefilled_tokens += tokens
-            prefilled.append((request.name, tokens))
-            if request.prefill_left == 0:
-                # Decodes from t + 1 (first token stamped t + 2 at the earliest). The cache entry
-                # is inserted now but only read by admissions, which for this tick already ran:
-                # requests admitted from t + 1 on hit.
-                request.status = Status.DECODE
-                request.prefill_done_at = t
-                if case.apc:
-                    self._cache.insert(request.spec)
+        prefilled, num_prefill_tokens = [], 0
+        if remaining and self._prefilling:
+            completed = []
+            for seq, request in self._prefilling.items():
+                tokens = min(request.prefill_left, remaining)
+                if case.chunk_tokens is not None:
+                    tokens = min(tokens, case.chunk_tokens)
+                remaining -= tokens
+                num_prefill_tokens += tokens
+                request.prefilled_tokens += tokens
+                if full:
+                    prefilled.append((request.name, tokens))
+                if request.prefill_left == 0:
+                    # Decodes from t + 1 (first token stamped t + 2 at the earliest). The cache
+                    # entry is inserted now but only read by admissions, which for this tick
+                    # already ran: requests admitted from t + 1 on hit.
+                    request.status = Status.DECODE
+                    request.prefill_done_at = t
+                    completed.append(seq)
+                    self._open_run(request, seq, t + 2)
+                    if case.apc:
+                        self._cache.insert(request.spec)
+                if remaining == 0:
+                    break
+            for seq in completed:
+                del self._prefilling[seq]
 
-        record = TickRecord(
-            tick=t,
-            waiting=[r.name for _, r in sorted(self._waiting, key=lambda item: item[0])
-                     if r.status is Status.WAITING],
-            active=[r.name for r in self.active],
-            admitted=admitted, cache_hits=hits, timeouts=timeouts, decoded=decoded,
-            prefilled=prefilled, budget_used=config.budget - remaining, finished=finished,
-        )
-
-        if remaining < config.budget:
-            self.budget_spent += config.budget - remaining
+        used = config.budget - remaining
+        if used:
+            self.budget_spent += used
             self.busy_ticks += 1
-
-        # 6. Retire: finished requests leave the active list.
-        if finished:
-            self.active = [r for r in self.active if not r.status.ended]
+        if full:
+            record = TickRecord(
+                tick=t, waiting=self._waiting_names(), active=active_names, admitted=admitted,
+                cache_hits=hits, timeouts=timeouts, decoded=decoded, prefilled=prefilled,
+                budget_used=used, finished=finished)
+        elif self.timeline == "counts":
+            record = TickCounts(t, 1, self._num_waiting, len(self._active) + len(finished), len(admitted),
+                                len(hits), len(timeouts), (used - num_prefill_tokens) // config.decode_cost,
+                                num_prefill_tokens, used, len(finished))
+        else:
+            record = None
+        # 6. Retire: finished requests already left the active list in _complete/_decode_in_order.
         self.now = t + 1
         return record
 
     def run(self) -> CaseResult:
-        """Step until every request has ended; idle ticks (nothing waiting or active) are skipped."""
+        """Advance until every request has ended; returns the case's :class:`CaseResult`.
+
+        Idle ticks (nothing waiting or active) are skipped; unless ``per_tick``, steady decoding
+        is advanced in one jump (see the module docstring). Both give the same results.
+        """
+        keep = self.timeline != "off"
         while not self.finished:
-            if not self.active and not self._num_waiting:
+            if not self._active and not self._num_waiting:
                 # Nothing to do until the next arrival: skipping gives the same results as walking.
                 self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
-            self.ticks.append(self.step())
+            elif not self.per_tick:
+                self._jump()
+            record = self.step()
+            if keep:
+                self.ticks.append(record)
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _waiting_names(self) -> list[str]:
+        return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]
+
+    def _open_run(self, request: Request, seq: int, start: int) -> None:
+        """Start the request's open run at stamp ``start``; schedule the stamp of its last token."""
+        request._open_from = start
+        last = start + request.spec.output_tokens - request._num_closed - 1
+        heapq.heappush(self._completions, (last, seq, start, request))
+
+    def _next_completion(self) -> int | None:
+        """Stamp of the earliest last token of a still open run (stale entries are dropped)."""
+        heap = self._completions
+        while heap:
+            _, _, start, request = heap[0]
+            if request.status is Status.DECODE and request._open_from == start:
+                return heap[0][0]
+            heapq.heappop(heap)
+        return None
+
+    def _complete(self, stamp: int) -> list[str]:
+        """End, in active order, every request whose open run reaches its last token at ``stamp``."""
+        done = []
+        while (last := self._next_completion()) is not None and last <= stamp:
+            _, seq, _, request = heapq.heappop(self._completions)
+            done.append((seq, request))
+        done.sort(key=lambda item: item[0])
+        for seq, request in done:
+            request._close_run(stamp)
+            self._end(request, Status.DONE, stamp)
+            del self._active[seq]
+        return [request.name for _, request in done]
+
+    def _decode_in_order(self, t: int, remaining: int) -> tuple[list[str], list[str]]:
+        """The per-tick decode walk for a tick whose budget cannot pay every decoding request."""
+        decoded, finished = [], []
+        cost = self.config.decode_cost
+        for seq, request in list(self._active.items()):
+            if request.status is not Status.DECODE:
+                continue
+            if remaining < cost:
+                # Skipped for lack of budget: emits nothing this tick; its run closes at t.
+                if seq not in self._stalled:
+                    request._close_run(t)
+                    self._stalled[seq] = request
+                continue
+            remaining -= cost
+            if seq in self._stalled:
+                del self._stalled[seq]
+                self._open_run(request, seq, t + 1)
+            decoded.append(request.name)
+            if request._num_closed + t + 1 - request._open_from + 1 == request.spec.output_tokens:
+                request._close_run(t + 1)
+                self._end(request, Status.DONE, t + 1)
+                finished.append(request.name)
+                del self._active[seq]
+        return decoded, finished
+
+    def _jump(self) -> None:
+        """Advance over steady-decoding ticks up to (not including) the next event tick.
+
+        Steady: nothing in prefill or stalled, the budget pays every active request's decode, no
+        admission possible, and no arrival, deadline or completion before the target tick.
+        """
+        config, t = self.config, self.now
+        num_active = len(self._active)
+        if self._prefilling or self._stalled or num_active * config.decode_cost > config.budget:
+            return
+        if self._num_waiting and self.case.batching is Batching.CONTINUOUS and num_active < config.max_active:
+            return  # the next step admits
+        last = self._next_completion()
+        if last is None:
+            return
+        target = last - 1   # the tick that emits the last token of a run
+        if self._next_arrival < len(self._arrivals):
+            target = min(target, self._arrivals[self._next_arrival].spec.arrival)
+        if config.timeout_ticks is not None and self._deadline_cursor < len(self._arrived):
+            # The first not yet expired arrival's deadline bounds every unended request's.
+            target = min(target, self._arrived[self._deadline_cursor].spec.arrival + config.timeout_ticks)
+        span = target - t
+        if span <= 0:
+            return
+        used = num_active * config.decode_cost
+        self.budget_spent += span * used
+        self.busy_ticks += span
+        if self.timeline == "full":
+            # The records a per-tick walk would have written: nothing but every active request decoding.
+            waiting, names = self._waiting_names(), [r.name for r in self._active.values()]
+            self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(names), [], used, [])
+                              for tick in range(t, target))
+        elif self.timeline == "counts":
+            self.ticks.append(TickCounts(t, span, self._num_waiting, num_active, 0, 0, 0,
+                                         span * num_active, 0, span * used, 0))
+        self.now = target
 
     def _expire(self, t: int) -> list[str]:
         timeout = self.config.timeout_ticks
@@ -248,20 +514,25 @@ class Simulation:
             self._deadline_cursor += 1
             if request.status.ended:
                 continue
-            # Ends at its deadline with what it already emitted; nothing is invented for it.
+            # Ends at its deadline with what it already emitted (last stamp <= t); nothing is
+            # invented for it.
             if request.status is Status.WAITING:
                 self._num_waiting -= 1
+            else:
+                seq = self._seq[request.index]
+                request._close_run(t)
+                del self._active[seq]
+                self._prefilling.pop(seq, None)
+                self._stalled.pop(seq, None)
             self._end(request, Status.TIMEOUT, request.spec.arrival + timeout)
             expired.append(request.name)
-        if expired:
-            self.active = [r for r in self.active if not r.status.ended]
         return expired
 
     def _admit(self, t: int) -> tuple[list[str], list[str]]:
-        if self.case.batching is Batching.STATIC and self.active:
+        if self.case.batching is Batching.STATIC and self._active:
             return [], []  # static: a new batch only once the whole previous batch ended
         admitted, hits = [], []
-        while self._waiting and len(self.active) < self.config.max_active:
+        while self._waiting and len(self._active) < self.config.max_active:
             _, request = heapq.heappop(self._waiting)
             if request.status is not Status.WAITING:
                 continue  # timed out while queued
@@ -272,7 +543,11 @@ class Simulation:
                 request.hit_tokens = self._cache.hit_tokens(request.spec)
                 if request.hit_tokens:
                     hits.append(request.name)
-            self.active.append(request)
+            seq = self._num_admitted
+            self._num_admitted += 1
+            self._seq[request.index] = seq
+            self._active[seq] = request
+            self._prefilling[seq] = request
             admitted.append(request.name)
         return admitted, hits
 
@@ -282,12 +557,13 @@ class Simulation:
         self._num_ended += 1
 
 
-def simulate(workload: list[RequestSpec], config: EngineConfig, case: Case,
-             policy: str = "fcfs") -> CaseResult:
-    """Run one case to the end; see :class:`Simulation`."""
-    return Simulation(workload, config, case, policy).run()
+def simulate(workload: list[RequestSpec], config: EngineConfig, case: Case, policy: str = "fcfs",
+             **options) -> CaseResult:
+    """Run one case to the end; see :class:`Simulation` (``options``: ``timeline``, ``per_tick``)."""
+    return Simulation(workload, config, case, policy, **options).run()
 
 
-def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: str = "fcfs") -> list[CaseResult]:
+def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: str = "fcfs",
+              **options) -> list[CaseResult]:
     """Simulate every case on the same workload, each from a cold start (lab.md §4)."""
-    return [simulate(workload, config, case, policy) for case in cases]
+    return [simulate(workload, config, case, policy, **options) for case in cases]

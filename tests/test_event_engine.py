@@ -1,0 +1,86 @@
+"""The event-driven engine equals the per-tick walk (lab.md §3: skipping must not change results).
+
+Three walks of the same case are compared field by field: the lab core's literal engine
+(``tests/reference_engine.py``), the new engine forced per tick, and the new engine with jumps;
+on the golden scenarios and on seeded random workloads that mix starved decode, chunking,
+deadlines, static batching, policies and shared prefixes.
+"""
+
+import random
+import unittest
+
+from sched.config import EngineConfig, cases_for
+from sched.engine import Simulation, TickCounts
+from sched.metrics import summarize
+from sched.workload import RequestSpec, scenario
+from tests.reference_engine import ReferenceSimulation
+
+FIELDS = ("name", "index", "status", "admitted_at", "hit_tokens", "prefill_done_at", "token_times",
+          "done_at", "first_token_at")
+
+
+def _rows(result):
+    return [tuple(getattr(r, f) for f in FIELDS) for r in result.requests]
+
+
+def _random_workload(rng: random.Random, n: int) -> list[RequestSpec]:
+    specs, arrival = [], 0
+    for i in range(n):
+        arrival += rng.choice((0, 0, 1, 2, 5, 30))
+        key = rng.choice((None, "A", "B"))
+        prefix = rng.randint(1, 40) if key else 0
+        specs.append(RequestSpec(f"r{i}", arrival, key, prefix if key != "A" else 24, rng.randint(0 if key else 1, 60),
+                                 rng.randint(1, 30), rng.choice((None, 0, 1, 2))))
+    return specs
+
+
+class EventEngineEqualsPerTickWalk(unittest.TestCase):
+    def assert_same_walks(self, workload, config, policy="fcfs"):
+        for case in cases_for(config):
+            reference = ReferenceSimulation(workload, config, case, policy).run()
+            per_tick = Simulation(workload, config, case, policy, per_tick=True).run()
+            jumping = Simulation(workload, config, case, policy).run()
+            counts = Simulation(workload, config, case, policy, timeline="counts").run()
+            with self.subTest(case=case.name, config=config, policy=policy):
+                expected = _rows(reference)
+                self.assertEqual(_rows(per_tick), expected)
+                self.assertEqual(_rows(jumping), expected)
+                self.assertEqual(_rows(counts), expected)
+                self.assertEqual(jumping.ticks, reference.ticks)      # full records, jumped ticks expanded
+                self.assertEqual(per_tick.ticks, reference.ticks)
+                self.assertEqual(summarize(jumping), summarize(reference))
+                self.assertEqual((jumping.budget_spent, jumping.busy_ticks),
+                                 (reference.budget_spent, reference.busy_ticks))
+                self.assertTrue(all(isinstance(k, TickCounts) for k in counts.ticks))
+                self.assertEqual(sum(k.budget_used for k in counts.ticks), reference.budget_spent)
+                self.assertEqual(sum(k.num_ticks for k in counts.ticks if k.budget_used), reference.busy_ticks)
+
+    def test_golden_scenarios(self):
+        for name in ("baseline", "prefix-broken", "output-heavy"):
+            self.assert_same_walks(scenario(name), EngineConfig())
+        self.assert_same_walks(scenario("baseline"), EngineConfig(timeout_ticks=30))
+
+    def test_random_workloads(self):
+        """Seeded: budgets that starve decode (budget < active × decode cost), deadlines, policies."""
+        rng = random.Random(6)
+        for trial in range(40):
+            workload = _random_workload(rng, rng.randint(1, 25))
+            config = EngineConfig(budget=rng.choice((8, 16, 40, 64, 200)), decode_cost=rng.choice((1, 4, 8)),
+                                  max_active=rng.randint(1, 6), chunk_tokens=rng.choice((4, 16, 32)),
+                                  timeout_ticks=rng.choice((None, None, 15, 60)))
+            self.assert_same_walks(workload, config, rng.choice(("fcfs", "shortest", "priority")))
+
+    def test_steady_decoding_is_one_jump(self):
+        """One request, prompt 4, 1000 tokens, budget 64: tick 0 prefills, tick 1 starts decoding
+        (stamp 2), the run ends with stamp 1001 emitted in tick 1000. After tick 0 the request is
+        already decoding with nothing else due, so the timeline (counts) has the prefill tick, one
+        jump over ticks 1..999 and the walked finishing tick 1000."""
+        workload = [RequestSpec("A", 0, None, 0, 4, 1000)]
+        result = Simulation(workload, EngineConfig(), cases_for(EngineConfig())[1], timeline="counts").run()
+        self.assertEqual([(k.tick, k.num_ticks) for k in result.ticks], [(0, 1), (1, 999), (1000, 1)])
+        self.assertEqual(result.requests[0].token_runs, [(2, 1000)])
+        self.assertEqual(result.requests[0].done_at, 1001)
+
+
+if __name__ == "__main__":
+    unittest.main()
