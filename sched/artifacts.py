@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 
 from . import __version__
@@ -23,7 +23,7 @@ from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .workload import RequestSpec, workload_sha256, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
-           "write_artifacts", "UNITS_NOTE"]
+           "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
@@ -46,10 +46,15 @@ class LabRun:
     policy: str
     source: str          # e.g. "scenario:baseline" or "workload:workload.json" (never a full path)
     results: list[CaseResult]
+    timeline: str = "full"   # detail of the results' timeline records (sched.engine.TIMELINE_DETAILS)
+    _summaries: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def summaries(self) -> list[dict]:
-        return [summarize(result) for result in self.results]
+        """One :func:`summarize` row per case, computed once."""
+        if not self._summaries:
+            self._summaries.extend(summarize(result) for result in self.results)
+        return self._summaries
 
 
 def _number(value):
@@ -109,6 +114,9 @@ def _manifest(run: LabRun) -> dict:
 
 
 def _request_lines(run: LabRun):
+    if run.timeline != "full":
+        yield from _compact_request_lines(run)
+        return
     for result in run.results:
         for r in result.requests:
             yield {
@@ -120,7 +128,34 @@ def _request_lines(run: LabRun):
             }
 
 
+def _compact_request_lines(run: LabRun):
+    """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
+    ``token_times``; every other field is as in a full run."""
+    for result in run.results:
+        name = result.case.name
+        for r in result.requests:
+            spec, first, ok = r.spec, r.first_token_at, r.succeeded
+            yield {
+                "case": name, "name": r.name, "arrival": spec.arrival, "admitted_at": r.admitted_at,
+                "first_token_at": first, "done_at": r.done_at, "status": r.status.value,
+                "prompt_tokens": spec.prompt_tokens, "hit_tokens": r.hit_tokens,
+                "output_tokens": spec.output_tokens, "output_tokens_emitted": r.num_tokens,
+                "ttft": first - spec.arrival if ok else None,
+                "queue_wait": r.admitted_at - spec.arrival if ok else None,
+                "e2e": r.done_at - spec.arrival if ok else None, "token_runs": r.token_runs,
+            }
+
+
 def _timeline_lines(run: LabRun):
+    if run.timeline == "counts":
+        for result in run.results:
+            for k in result.ticks:
+                yield {"case": result.case.name, "tick": k.tick, "ticks": k.num_ticks, "waiting": k.num_waiting,
+                       "active": k.num_active, "admitted": k.num_admitted, "cache_hits": k.num_cache_hits,
+                       "timeouts": k.num_timeouts, "decoded": k.num_decoded,
+                       "prefill_tokens": k.num_prefill_tokens, "budget_used": k.budget_used,
+                       "finished": k.num_finished}
+        return
     for result in run.results:
         for k in result.ticks:
             yield {
@@ -141,10 +176,30 @@ def _summary_csv(summaries: list[dict]) -> str:
 
 
 def _jsonl(records) -> str:
-    return "".join(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
+    return "".join(_jsonl_chunks(records))
 
 
-def render_artifacts(run: LabRun) -> dict[str, str]:
+def _jsonl_chunks(records, lines_per_chunk: int = 4096):
+    """The JSON Lines text of ``records`` in chunks of a few thousand lines (for streaming)."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    chunk = []
+    for record in records:
+        chunk.append(encode(record))
+        if len(chunk) == lines_per_chunk:
+            yield "\n".join(chunk) + "\n"
+            chunk = []
+    if chunk:
+        yield "\n".join(chunk) + "\n"
+
+
+def stream_artifacts(run: LabRun) -> dict:
+    """Like :func:`render_artifacts`, but ``requests.jsonl`` and ``timeline.jsonl`` are iterators
+    of text chunks that :func:`write_artifacts` streams to disk; the bytes are the same."""
+    files = render_artifacts(run, jsonl=_jsonl_chunks)
+    return files
+
+
+def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
     summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
     return {
@@ -153,14 +208,14 @@ def render_artifacts(run: LabRun) -> dict[str, str]:
         "summary.json": json.dumps({"units": UNITS_NOTE, "percentiles": "nearest rank",
                                     "cases": summaries}, indent=2, ensure_ascii=False) + "\n",
         "summary.csv": _summary_csv(run.summaries),
-        "requests.jsonl": _jsonl(_request_lines(run)),
-        "timeline.jsonl": _jsonl(_timeline_lines(run)),
+        "requests.jsonl": jsonl(_request_lines(run)),
+        "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": render_table(run),
     }
 
 
 def write_artifacts(files: dict[str, str], directory: str, force: bool = False) -> None:
-    """Write ``files`` (name → text) as the directory ``directory``, atomically.
+    """Write ``files`` (name → text, or an iterable of text chunks) as ``directory``, atomically.
 
     The files are written into a temporary directory beside the target and moved into place only
     when all are complete. An existing non-empty target is refused unless ``force``; with
@@ -181,7 +236,10 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=parent)
         for name, text in files.items():
             with open(os.path.join(staging, name), "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
+                if isinstance(text, str):
+                    handle.write(text)
+                else:
+                    handle.writelines(text)
         if not exists:
             os.rename(staging, target)
             staging = None
@@ -193,3 +251,24 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def write_text_file(text: str, path: str) -> None:
+    """Write one text file atomically (temporary file beside it, then renamed into place).
+
+    The caller decides whether an existing file may be replaced. Raises :class:`ArtifactError`.
+    """
+    parent = os.path.dirname(os.path.abspath(path))
+    staging = None
+    try:
+        os.makedirs(parent, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
+            out.write(text)
+        os.replace(staging, path)
+        staging = None
+    except OSError as exc:
+        raise ArtifactError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
+        if staging is not None:
+            os.unlink(staging)

@@ -11,15 +11,21 @@ import os
 import sys
 
 from . import __version__
-from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
+from .artifacts import ArtifactError, LabRun, render_artifacts, stream_artifacts, write_artifacts, write_text_file
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import run_cases
+from .engine import TIMELINE_DETAILS, run_cases
 from .policy import POLICIES
-from .workload import SCENARIOS, WorkloadError, load_workload, scenario
+from .profiles import PROFILES, profile_knobs
+from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
+from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab"]
+__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS"]
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+
+#: Largest workload whose timeline is written in full by default: 1,000 requests keeps
+#: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
+FULL_TIMELINE_MAX_REQUESTS = 1000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,23 +64,48 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="replace the lab's own files in an existing non-empty DIR (others are kept)")
     parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
                         help="deadline: a request not finished N ticks after its arrival times out")
-    parser.add_argument("--budget", type=_positive_int, default=64, metavar="UNITS",
-                        help="budget units per tick (default 64)")
-    parser.add_argument("--decode-cost", type=_positive_int, default=8, metavar="UNITS",
-                        help="budget units per decode token; a prefill token costs 1 (default 8)")
-    parser.add_argument("--max-active", type=_positive_int, default=4, metavar="N",
-                        help="most requests active (admitted, not ended) at once (default 4)")
-    parser.add_argument("--chunk-tokens", type=_positive_int, default=32, metavar="TOKENS",
-                        help="per-request prefill cap per tick in the chunked case (default 32)")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="lab",
+                        help="knob defaults: lab (64/8/4/32, lab.md §3) or vllm (2048/1/256/512, a "
+                             "vLLM-like engine step); explicit knob flags override it (default lab)")
+    parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per tick (profile lab: 64)")
+    parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per decode token; a prefill token costs 1 (profile lab: 8)")
+    parser.add_argument("--max-active", type=_positive_int, default=None, metavar="N",
+                        help="most requests active (admitted, not ended) at once (profile lab: 4)")
+    parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
+                        help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
+    parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
+                        help="timeline.jsonl detail: full (one record per tick), counts (counts per "
+                             f"step or jump; requests.jsonl then gives token_runs) or off; default full "
+                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, counts above")
     parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
                         help="admission order of the waiting queue (default fcfs)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
 
-def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline") -> LabRun:
-    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`."""
-    return LabRun(workload, config, policy, source, run_cases(workload, config, cases_for(config), policy))
+def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline",
+            timeline: str | None = None) -> LabRun:
+    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
+
+    ``timeline`` is the detail level (``None``: :func:`default_timeline` for the workload's size).
+    """
+    timeline = timeline or default_timeline(len(workload))
+    return LabRun(workload, config, policy, source,
+                  run_cases(workload, config, cases_for(config), policy, timeline=timeline), timeline)
+
+
+def default_timeline(num_requests: int) -> str:
+    """``full`` up to :data:`FULL_TIMELINE_MAX_REQUESTS` requests, ``counts`` above."""
+    return "full" if num_requests <= FULL_TIMELINE_MAX_REQUESTS else "counts"
+
+
+def config_from_args(args) -> EngineConfig:
+    """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
+    knobs = profile_knobs(args.profile, budget=args.budget, decode_cost=args.decode_cost,
+                          max_active=args.max_active, chunk_tokens=args.chunk_tokens)
+    return EngineConfig(timeout_ticks=args.timeout_ticks, **knobs)
 
 
 def _main_run(argv: list[str]) -> int:
@@ -86,10 +117,11 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
-    config = EngineConfig(budget=args.budget, decode_cost=args.decode_cost, max_active=args.max_active,
-                          chunk_tokens=args.chunk_tokens, timeout_ticks=args.timeout_ticks)
-    run = run_lab(workload, config, args.policy, source)
-    files = render_artifacts(run)
+    run = run_lab(workload, config_from_args(args), args.policy, source, args.timeline)
+    if run.timeline == "full":
+        files = render_artifacts(run)
+    else:  # large: each artifact is streamed to disk line by line, never built in memory
+        files = stream_artifacts(run)
     sys.stdout.write(files["table.txt"])
     if args.artifacts:
         write_artifacts(files, args.artifacts, force=args.force)
@@ -97,8 +129,45 @@ def _main_run(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _import_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="infer_sched_lab.py import",
+                     description="Turn a real request trace into a lab workload (formats.md). Arrival "
+                                 "times become ticks of --tick-ms milliseconds.")
+    parser.add_argument("format", choices=FORMATS, help="azure (CSV), mooncake (JSONL) or lengths (CSV)")
+    parser.add_argument("file", help="the trace file")
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="workload JSON to write")
+    parser.add_argument("--force", action="store_true", help="replace an existing output file")
+    parser.add_argument("--tick-ms", type=float, default=DEFAULT_TICK_MS, metavar="MS",
+                        help=f"milliseconds one tick stands for (default {DEFAULT_TICK_MS:g}: one "
+                             "vLLM-like engine step, see README)")
+    parser.add_argument("--limit", type=_positive_int, metavar="N", help="keep at most N requests")
+    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+                        help="window start, seconds after the first row (default 0)")
+    parser.add_argument("--duration", type=float, metavar="SECONDS", help="window length in seconds")
+    parser.add_argument("--rate", type=float, metavar="REQ_PER_S", help="lengths: arrival rate (requests/s)")
+    parser.add_argument("--process", choices=("poisson", "gamma"), default="poisson",
+                        help="lengths: arrival process (default poisson)")
+    parser.add_argument("--cv", type=float, default=1.0,
+                        help="lengths, gamma: coefficient of variation of the gaps (shape 1/cv²; default 1)")
+    parser.add_argument("--seed", type=int, default=0, help="lengths: seed of the arrival process (default 0)")
+    return parser
+
+
+def _main_import(argv: list[str]) -> int:
+    args = _import_parser().parse_args(argv)
+    if os.path.exists(args.output) and not args.force:
+        raise WorkloadError(f"{args.output}: already exists; choose another file or pass --force")
+    options = ImportOptions(tick_ms=args.tick_ms, limit=args.limit, start=args.start, duration=args.duration,
+                            rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
+    result = import_trace(args.format, args.file, options)
+    write_text_file(workload_to_json(result.workload), args.output)
+    print(result.summary())
+    print(f"wrote {len(result.workload)} requests to {args.output} (1 tick = {args.tick_ms:g} ms)")
+    return EXIT_OK
+
+
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {}
+SUBCOMMANDS: dict = {"import": _main_import}
 
 
 def main(argv: list[str] | None = None) -> int:

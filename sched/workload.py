@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "RequestSpec",
@@ -29,7 +29,7 @@ __all__ = [
 
 #: Request fields in the order they are written (lab.md §7); ``priority`` is optional.
 REQUEST_FIELDS = ("name", "arrival", "prefix_key", "prefix_tokens", "suffix_tokens", "output_tokens")
-OPTIONAL_FIELDS = ("priority",)
+OPTIONAL_FIELDS = ("priority", "prefix_blocks")
 
 
 class WorkloadError(ValueError):
@@ -48,6 +48,8 @@ class RequestSpec:
     ``arrival`` is a tick; the other counts are tokens. ``prefix_key`` names an exactly shared
     prefix of ``prefix_tokens`` tokens (``None`` with 0 tokens when the prompt shares nothing).
     ``priority`` is optional (lower = more urgent, compare.md §1); ``None`` means not given.
+    ``prefix_blocks`` (block-level sharing, issue 6) lists the ids of the prompt's leading blocks
+    of ``block_size`` tokens (the workload header's); it replaces ``prefix_key`` (then ``None``).
     """
 
     name: str
@@ -57,6 +59,8 @@ class RequestSpec:
     suffix_tokens: int
     output_tokens: int
     priority: int | None = None
+    prefix_blocks: tuple | None = None
+    block_size: int | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -68,6 +72,8 @@ class RequestSpec:
         record = {field: getattr(self, field) for field in REQUEST_FIELDS}
         if self.priority is not None:
             record["priority"] = self.priority
+        if self.prefix_blocks is not None:
+            record["prefix_blocks"] = list(self.prefix_blocks)
         return record
 
 
@@ -168,7 +174,7 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
     """Validate decoded JSON as a workload; every problem is collected, then raised together."""
     if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
         raise WorkloadError(f"{source}: top level must be an object with a 'requests' list", source=source)
-    unknown = sorted(set(data) - {"requests", "description"})
+    unknown = sorted(set(data) - {"requests", "description", "block_size"})
     if unknown:
         raise WorkloadError(f"{source}: unknown top-level field {unknown[0]!r}", source=source)
     problems: list[str] = []
@@ -182,6 +188,8 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
         if spec.name in names:
             problems.append(f"{source}: request {index} ({spec.name}): field 'name': duplicate of request {names[spec.name]}")
         names.setdefault(spec.name, index)
+    if not problems:
+        specs = _with_blocks(data, specs, source, problems)
     if problems:
         raise WorkloadError(problems[0] if len(problems) == 1 else
                             f"{len(problems)} problems; first: {problems[0]}", source=source, problems=problems)
@@ -235,10 +243,46 @@ def _check_int(value, low: int, what: str, problems: list[str]) -> None:
 
 
 def workload_to_json(specs: list[RequestSpec]) -> str:
-    """The canonical ``workload.json`` text: one request per line, fixed field order, newline at end."""
+    """The canonical ``workload.json`` text: one request per line, fixed field order, newline at end.
+
+    A workload with block-level prefixes starts with a ``"block_size"`` header line; one without
+    is written exactly as before.
+    """
     lines = ",\n".join("    " + json.dumps(spec.to_json()) for spec in specs)
     body = f"\n{lines}\n  " if specs else ""
-    return "{\n  \"requests\": [" + body + "]\n}\n"
+    block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
+    header = "" if block_size is None else f"  \"block_size\": {block_size},\n"
+    return "{\n" + header + "  \"requests\": [" + body + "]\n}\n"
+
+
+# --- block-level prefixes (issue 6): header ``block_size`` + per-request ``prefix_blocks`` -------
+
+def _with_blocks(data: dict, specs: list[RequestSpec], source: str, problems: list[str]) -> list[RequestSpec]:
+    """Attach validated ``prefix_blocks`` and the header's ``block_size`` to already valid specs.
+
+    Rules: ``block_size`` a positive integer (needed as soon as one request has blocks);
+    ``prefix_blocks`` a non-empty list of integers or non-empty strings, only with
+    ``prefix_key: null`` and ``prefix_tokens: 0`` (the blocks cover the prompt's first tokens).
+    """
+    block_size = data.get("block_size")
+    if "block_size" in data:
+        _check_int(block_size, 1, f"{source}: field 'block_size'", problems)
+    out = []
+    for index, (raw, spec) in enumerate(zip(data["requests"], specs)):
+        blocks = raw.get("prefix_blocks")
+        if blocks is None:
+            out.append(spec if block_size is None else replace(spec, block_size=block_size))
+            continue
+        where = f"{source}: request {index} ({spec.name}): field 'prefix_blocks'"
+        if not isinstance(blocks, list) or not blocks or not all(
+                (isinstance(b, int) and not isinstance(b, bool)) or (isinstance(b, str) and b) for b in blocks):
+            problems.append(f"{where}: must be a non-empty list of integers or non-empty strings")
+        elif spec.prefix_key is not None or spec.prefix_tokens:
+            problems.append(f"{where}: replaces prefix_key; needs prefix_key null and prefix_tokens 0")
+        elif block_size is None:
+            problems.append(f"{where}: needs the workload header field 'block_size'")
+        out.append(replace(spec, prefix_blocks=tuple(blocks), block_size=block_size))
+    return out
 
 
 def workload_sha256(specs: list[RequestSpec]) -> str:
