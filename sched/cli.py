@@ -16,6 +16,7 @@ from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, run_cases
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
+from .sweep import render_sweep_csv, render_sweep_svg, render_sweep_table, run_sweep
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
@@ -45,6 +46,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """The engine's flags (deadline, profile, knobs, policy), shared by the run and ``sweep``."""
+    parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
+                        help="deadline: a request not finished N ticks after its arrival times out")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default="lab",
+                        help="knob defaults: lab (64/8/4/32, lab.md §3) or vllm (2048/1/256/512, a "
+                             "vLLM-like engine step); explicit knob flags override it (default lab)")
+    parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per tick (profile lab: 64)")
+    parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per decode token; a prefill token costs 1 (profile lab: 8)")
+    parser.add_argument("--max-active", type=_positive_int, default=None, metavar="N",
+                        help="most requests active (admitted, not ended) at once (profile lab: 4)")
+    parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
+                        help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
+    parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
+                        help="admission order of the waiting queue (default fcfs)")
+
+
 def _run_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="infer_sched_lab.py",
@@ -62,25 +82,11 @@ def _run_parser() -> argparse.ArgumentParser:
                         help="write the run's artifacts into DIR (must be new or empty unless --force)")
     parser.add_argument("--force", action="store_true",
                         help="replace the lab's own files in an existing non-empty DIR (others are kept)")
-    parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
-                        help="deadline: a request not finished N ticks after its arrival times out")
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="lab",
-                        help="knob defaults: lab (64/8/4/32, lab.md §3) or vllm (2048/1/256/512, a "
-                             "vLLM-like engine step); explicit knob flags override it (default lab)")
-    parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
-                        help="budget units per tick (profile lab: 64)")
-    parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
-                        help="budget units per decode token; a prefill token costs 1 (profile lab: 8)")
-    parser.add_argument("--max-active", type=_positive_int, default=None, metavar="N",
-                        help="most requests active (admitted, not ended) at once (profile lab: 4)")
-    parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
-                        help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
+    _add_engine_flags(parser)
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "
                              f"step or jump; requests.jsonl then gives token_runs) or off; default full "
                              f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, counts above")
-    parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
-                        help="admission order of the waiting queue (default fcfs)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -166,8 +172,44 @@ def _main_import(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _sweep_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="infer_sched_lab.py sweep",
+                     description="Run one workload at several load factors (arrival times divided by the "
+                                 "factor), every case, in parallel; print and write a table and an SVG chart.")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None, help="built-in workload")
+    source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
+    parser.add_argument("--loads", default="0.5,1,2,4", metavar="F,F,...",
+                        help="load factors, comma-separated (default 0.5,1,2,4)")
+    parser.add_argument("--out", metavar="DIR", help="write sweep.txt, sweep.csv and sweep.svg into DIR")
+    parser.add_argument("--force", action="store_true", help="replace the sweep's files in an existing DIR")
+    parser.add_argument("--workers", type=_positive_int, metavar="N", help="processes (default: all cores)")
+    _add_engine_flags(parser)
+    return parser
+
+
+def _main_sweep(argv: list[str]) -> int:
+    args = _sweep_parser().parse_args(argv)
+    if args.workload is not None:
+        workload = load_workload(args.workload)
+    else:
+        workload = scenario(args.scenario or "baseline")
+    try:
+        loads = [float(text) for text in args.loads.split(",")]
+        rows = run_sweep(workload, config_from_args(args), loads, args.policy, max_workers=args.workers)
+    except ValueError as exc:
+        raise ConfigError(f"--loads: {exc}") from None
+    files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
+             "sweep.svg": render_sweep_svg(rows)}
+    sys.stdout.write(files["sweep.txt"])
+    if args.out:
+        write_artifacts(files, args.out, force=args.force)
+        print(f"wrote {', '.join(files)} to {args.out}/")
+    return EXIT_OK
+
+
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {"import": _main_import}
+SUBCOMMANDS: dict = {"import": _main_import, "sweep": _main_sweep}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Benchmark of the event-driven engine (issue 6): prints figures, asserts nothing.
+
+    python3 bench/bench.py [--azure PATH] [--sizes 1000,10000,100000,1000000]
+
+1. The Azure conversation trace (19,366 requests; default path the shared data folder, skipped
+   when absent): imported at 30 ms per tick, all four cases under ``--profile vllm``, every
+   artifact written to a temporary directory (the CLI's own path: stream for large runs).
+2. Synthetic workloads of each size under ``--profile vllm``: seeded lengths (prompt 50-2000,
+   output 10-500 tokens, uniform) with Poisson arrivals at 1 request per tick, about 60 % of the
+   profile's capacity (2048 tokens per tick / ~1,280 tokens of work per request); all four cases,
+   one at a time, timeline ``off``, no artifacts.
+
+Wall time is measured with ``time.perf_counter``; peak memory is the process's maximum resident
+set size (``resource.getrusage``), which only grows, so each size runs in a fresh process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from sched.cli import main as lab_main  # noqa: E402
+from sched.config import EngineConfig, cases_for  # noqa: E402
+from sched.engine import simulate  # noqa: E402
+from sched.importers import arrival_offsets_ms  # noqa: E402
+from sched.metrics import summarize  # noqa: E402
+from sched.profiles import PROFILES  # noqa: E402
+from sched.workload import RequestSpec  # noqa: E402
+
+AZURE = "/work/shared/data/traces/AzureLLMInferenceTrace_conv.csv"
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kilobytes
+
+
+def synthetic(num_requests: int, seed: int = 1) -> list[RequestSpec]:
+    """Seeded synthetic workload: Poisson arrivals at 1 request per tick (tick_ms = 1000 / rate)."""
+    rng = random.Random(seed)
+    arrivals = arrival_offsets_ms(num_requests, 1000.0, "poisson", 1.0, rng)  # 1000 req/s, 1 ms ticks
+    return [RequestSpec(f"s{i}", int(at), None, 0, rng.randint(50, 2000), rng.randint(10, 500))
+            for i, at in enumerate(arrivals)]
+
+
+def _one_size(num_requests: int) -> dict:
+    start = time.perf_counter()
+    workload = synthetic(num_requests)
+    built = time.perf_counter()
+    config = EngineConfig(**PROFILES["vllm"])
+    ticks = 0
+    for case in cases_for(config):
+        summary = summarize(simulate(workload, config, case, timeline="off"))
+        ticks = max(ticks, summary["makespan"])
+    done = time.perf_counter()
+    return {"requests": num_requests, "build_s": built - start, "simulate_s": done - built,
+            "makespan": ticks, "peak_mb": _peak_mb()}
+
+
+def _azure(path: str) -> dict:
+    work = tempfile.mkdtemp(prefix="isl-bench-")
+    try:
+        workload = os.path.join(work, "conv.json")
+        start = time.perf_counter()
+        with open(os.devnull, "w") as sink:
+            stdout, sys.stdout = sys.stdout, sink
+            try:
+                lab_main(["import", "azure", path, "-o", workload])
+                imported = time.perf_counter()
+                code = lab_main(["--workload", workload, "--profile", "vllm", "--artifacts", os.path.join(work, "run")])
+            finally:
+                sys.stdout = stdout
+        done = time.perf_counter()
+        size = sum(os.path.getsize(os.path.join(work, "run", f)) for f in os.listdir(os.path.join(work, "run")))
+        return {"exit": code, "import_s": imported - start, "run_s": done - imported, "peak_mb": _peak_mb(),
+                "artifacts_mb": size / 2**20}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--azure", default=AZURE, help="path of AzureLLMInferenceTrace_conv.csv")
+    parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="synthetic sizes, comma-separated")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child == "azure":
+        print(json.dumps(_azure(args.azure)))
+        return 0
+    if args.child:
+        print(json.dumps(_one_size(int(args.child))))
+        return 0
+
+    def child(what: str) -> dict:
+        out = subprocess.run([sys.executable, __file__, "--child", what, "--azure", args.azure],
+                             check=True, capture_output=True, text=True).stdout
+        return json.loads(out.splitlines()[-1])
+
+    if os.path.exists(args.azure):
+        a = child("azure")
+        total = a["import_s"] + a["run_s"]
+        print(f"Azure conv trace, 19,366 requests, 4 cases + artifacts ({a['artifacts_mb']:.0f} MB): "
+              f"import {a['import_s']:.2f} s, run {a['run_s']:.2f} s, total {total:.2f} s, "
+              f"{4 * 19366 / a['run_s']:,.0f} simulated requests/s, peak {a['peak_mb']:.0f} MB")
+    else:
+        print(f"Azure conv trace not found at {args.azure}: skipped")
+    print(f"{'requests':>10} {'build s':>8} {'4 cases s':>10} {'sim req/s':>10} {'makespan':>10} "
+          f"{'peak MB':>8} {'time ×':>7}")
+    previous = None
+    for size in (int(x) for x in args.sizes.split(",")):
+        r = child(str(size))
+        growth = "" if previous is None else f"{r['simulate_s'] / previous['simulate_s']:.1f}"
+        print(f"{size:>10,} {r['build_s']:>8.2f} {r['simulate_s']:>10.2f} {4 * size / r['simulate_s']:>10,.0f} "
+              f"{r['makespan']:>10,} {r['peak_mb']:>8.0f} {growth:>7}", flush=True)
+        previous = r
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Scale features (issue 6): compact token runs, exact ITL histogram, timeline detail levels,
+streamed artifacts, and the load sweep with any executor."""
+
+import json
+import os
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+
+from sched.artifacts import render_artifacts, stream_artifacts
+from sched.cli import default_timeline, run_lab
+from sched.config import EngineConfig
+from sched.engine import Request, Status
+from sched.metrics import gap_histogram, itls, percentile, percentile_of_histogram
+from sched.sweep import render_sweep_svg, run_sweep, scale_arrivals
+from sched.workload import RequestSpec, scenario
+from tests.helpers import EXPECTED, read, run_cli, temp_dir
+
+
+class CompactTokensTest(unittest.TestCase):
+    def test_runs_and_histogram_match_the_spec_example(self):
+        """lab.md §5: token times [2, 3, 4, 14] -> runs [(2, 3), (14, 1)], gaps [1, 1, 10]."""
+        request = Request(RequestSpec("A", 0, None, 0, 1, 4), 0, status=Status.DONE, token_times=[2, 3, 4, 14])
+        self.assertEqual(request.token_runs, [(2, 3), (14, 1)])
+        self.assertEqual(request.token_times, [2, 3, 4, 14])
+        self.assertEqual(gap_histogram([request]), {1: 2, 10: 1})
+        self.assertEqual(percentile_of_histogram(gap_histogram([request]), 95), 10)
+
+    def test_histogram_percentile_equals_the_sorted_list(self):
+        values = [5, 1, 1, 3, 9, 3, 3, 2]
+        counts = {v: values.count(v) for v in set(values)}
+        for p in (1, 50, 95, 99, 100):
+            self.assertEqual(percentile_of_histogram(counts, p), percentile(values, p))
+        self.assertIsNone(percentile_of_histogram({}, 95))
+
+
+class TimelineDetailTest(unittest.TestCase):
+    def test_default_threshold(self):
+        self.assertEqual((default_timeline(8), default_timeline(1000), default_timeline(1001)),
+                         ("full", "full", "counts"))
+
+    def test_counts_detail_keeps_every_request_fact(self):
+        """With counts, requests.jsonl lines are canonical JSON whose token_runs expand to the
+        golden token_times and whose other fields equal the golden line's."""
+        files = render_artifacts(run_lab(scenario("baseline"), EngineConfig(), timeline="counts"))
+        golden = read(os.path.join(EXPECTED, "baseline", "requests.jsonl")).splitlines()
+        for line, expected in zip(files["requests.jsonl"].splitlines(), golden, strict=True):
+            row, want = json.loads(line), json.loads(expected)
+            self.assertEqual(line, json.dumps(row, ensure_ascii=False))
+            runs = row.pop("token_runs")
+            self.assertEqual([s + k for s, c in runs for k in range(c)], want.pop("token_times"))
+            self.assertEqual(row, want)
+        for line in files["timeline.jsonl"].splitlines():
+            self.assertEqual(line, json.dumps(json.loads(line), ensure_ascii=False))
+        for name in ("summary.json", "summary.csv", "table.txt"):
+            self.assertEqual(files[name], read(os.path.join(EXPECTED, "baseline", name)))
+
+    def test_streamed_artifacts_have_the_same_bytes(self):
+        run = run_lab(scenario("baseline"), EngineConfig(), timeline="counts")
+        streamed = {name: text if isinstance(text, str) else "".join(text)
+                    for name, text in stream_artifacts(run).items()}
+        self.assertEqual(streamed, render_artifacts(run))
+
+    def test_cli_timeline_off(self):
+        out = os.path.join(temp_dir(self), "run")
+        code, _, err = run_cli(["--timeline", "off", "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(read(os.path.join(out, "timeline.jsonl")), "")
+
+
+class SweepTest(unittest.TestCase):
+    def test_scale_arrivals(self):
+        """Arrivals [0, 3, 10]: factor 2 -> [0, 1, 5]; factor 1/2 -> [0, 6, 20]."""
+        workload = [RequestSpec(n, a, None, 0, 1, 1) for n, a in (("a", 0), ("b", 3), ("c", 10))]
+        self.assertEqual([s.arrival for s in scale_arrivals(workload, Fraction(2))], [0, 1, 5])
+        self.assertEqual([s.arrival for s in scale_arrivals(workload, Fraction(1, 2))], [0, 6, 20])
+
+    def test_load_one_is_the_plain_run_and_any_executor_works(self):
+        """At load 1 every row equals lab.md §6 (P95 TTFT 56/30/26/29, hits 0/0/384/384)."""
+        with ThreadPoolExecutor(2) as pool:
+            rows = run_sweep(scenario("baseline"), EngineConfig(), [1, 2], executor=pool)
+        self.assertEqual([(r["load"], r["p95_ttft"], r["hit_tokens"]) for r in rows[:4]],
+                         [(1, 56, 0), (1, 30, 0), (1, 26, 384), (1, 29, 384)])
+        self.assertEqual([r["load"] for r in rows[4:]], [2] * 4)
+        self.assertTrue(render_sweep_svg(rows).startswith("<svg"))
+
+    def test_cli_writes_the_directory(self):
+        out = os.path.join(temp_dir(self), "sweep")
+        code, stdout, err = run_cli(["sweep", "--loads", "1,2", "--workers", "1", "--timeout-ticks", "30",
+                                     "--out", out])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(os.listdir(out)), ["sweep.csv", "sweep.svg", "sweep.txt"])
+        self.assertIn("error rate", stdout)
+        self.assertEqual(run_cli(["sweep", "--loads", "0,1"])[0], 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
