@@ -51,6 +51,11 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual([c["makespan"] for c in summary], [83, 57, 52, 56])
         self.assertEqual([c["hit_tokens"] for c in summary], [0, 0, 384, 384])
 
+    def test_readme_shows_the_real_baseline_table(self):
+        """The handbook pastes the real output; it must not drift from the reference."""
+        from tests.helpers import PROJECT
+        self.assertIn(read(os.path.join(EXPECTED, "baseline", "table.txt")), read(os.path.join(PROJECT, "README.md")))
+
 
 if __name__ == "__main__":
     unittest.main()
