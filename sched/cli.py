@@ -62,7 +62,9 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
     parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
-                        help="admission order of the waiting queue (default fcfs)")
+                        help="admission order of the waiting queue: fcfs (arrival), shortest (least "
+                             "prompt + decode_cost x output work), priority (lowest 'priority' field "
+                             "first); default fcfs")
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -128,9 +130,10 @@ def _main_run(argv: list[str]) -> int:
         files = render_artifacts(run)
     else:  # large: each artifact is streamed to disk line by line, never built in memory
         files = stream_artifacts(run)
+    if args.artifacts:  # written first: a refused directory must not look like a finished run
+        write_artifacts(files, args.artifacts, force=args.force)
     sys.stdout.write(files["table.txt"])
     if args.artifacts:
-        write_artifacts(files, args.artifacts, force=args.force)
         print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
     return EXIT_OK
 
@@ -166,7 +169,7 @@ def _main_import(argv: list[str]) -> int:
     options = ImportOptions(tick_ms=args.tick_ms, limit=args.limit, start=args.start, duration=args.duration,
                             rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
     result = import_trace(args.format, args.file, options)
-    write_text_file(workload_to_json(result.workload), args.output)
+    write_text_file(workload_to_json(result.workload, units=True), args.output)
     print(result.summary())
     print(f"wrote {len(result.workload)} requests to {args.output} (1 tick = {args.tick_ms:g} ms)")
     return EXIT_OK

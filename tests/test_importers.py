@@ -168,7 +168,7 @@ class BlockPrefixTest(unittest.TestCase):
                 self.assertIn("w.json", str(caught.exception))
 
     def test_workload_without_blocks_is_written_as_before(self):
-        self.assertEqual(workload_to_json(scenario("baseline")), read(os.path.join(PROJECT, "expected", "baseline",
+        self.assertEqual(workload_to_json(scenario("baseline"), units=True), read(os.path.join(PROJECT, "expected", "baseline",
                                                                                    "workload.json")))
         self.assertNotIn("block_size", json.loads(workload_to_json(scenario("baseline"))))
 
