@@ -70,6 +70,23 @@ class EventEngineEqualsPerTickWalk(unittest.TestCase):
                                   timeout_ticks=rng.choice((None, None, 15, 60)))
             self.assert_same_walks(workload, config, rng.choice(("fcfs", "shortest", "priority")))
 
+    def test_random_block_workloads(self):
+        """Seeded workloads with block-level prefixes (block size 8, ids drawn from a small tree
+        of shared beginnings), so hits of 0, 1, 2 or 3 leading blocks occur."""
+        rng = random.Random(61)
+        for trial in range(15):
+            specs, arrival = [], 0
+            for i in range(rng.randint(1, 20)):
+                arrival += rng.choice((0, 1, 3, 10))
+                depth = rng.randint(1, 3)
+                blocks = tuple(f"b{rng.randint(0, 1)}" if d == 0 else f"b{d}-{rng.randint(0, 1)}"
+                               for d in range(depth))
+                specs.append(RequestSpec(f"r{i}", arrival, None, 0, rng.randint(1, 40), rng.randint(1, 12),
+                                         prefix_blocks=blocks, block_size=8))
+            config = EngineConfig(budget=rng.choice((16, 32, 64)), decode_cost=rng.choice((1, 4)),
+                                  max_active=rng.randint(1, 4), chunk_tokens=8)
+            self.assert_same_walks(specs, config)
+
     def test_steady_decoding_is_one_jump(self):
         """One request, prompt 4, 1000 tokens, budget 64: tick 0 prefills, tick 1 starts decoding
         (stamp 2), the run ends with stamp 1001 emitted in tick 1000. After tick 0 the request is
