@@ -83,7 +83,7 @@ class Request:
     """
 
     __slots__ = ("spec", "index", "status", "admitted_at", "hit_tokens", "prefilled_tokens",
-                 "prefill_done_at", "done_at", "_runs", "_num_closed", "_open_from", "_clock")
+                 "prefill_done_at", "done_at", "_runs", "_num_closed", "_open_from", "_clock", "_seq")
 
     def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
                  admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
@@ -99,6 +99,7 @@ class Request:
         self.done_at = done_at
         self._clock = _clock
         self._open_from: int | None = None
+        self._seq: int | None = None   # admission number, set by the simulation
         if token_times:
             self.token_times = token_times
         else:
@@ -273,10 +274,10 @@ class Simulation:
         self._deadline_cursor = 0
         self._waiting: list[tuple[tuple, Request]] = []   # heap by policy key, lazily pruned
         self._num_waiting = 0
-        # The active list, in admission order, keyed by admission number (O(1) removal); the
-        # requests still in prefill and the decoding ones without an open run, in the same order.
+        # The active list, in admission order, keyed by admission number (``Request._seq``; O(1)
+        # removal); the requests still in prefill and the decoding ones without an open run, in
+        # the same order.
         self._num_admitted = 0
-        self._seq: dict[int, int] = {}              # request index -> admission number
         self._active: dict[int, Request] = {}
         self._prefilling: dict[int, Request] = {}
         self._stalled: dict[int, Request] = {}
@@ -536,7 +537,7 @@ class Simulation:
             if request.status is Status.WAITING:
                 self._num_waiting -= 1
             else:
-                seq = self._seq[request.index]
+                seq = request._seq
                 request._close_run(t)
                 del self._active[seq]
                 self._prefilling.pop(seq, None)
@@ -562,7 +563,7 @@ class Simulation:
                     hits.append(request.name)
             seq = self._num_admitted
             self._num_admitted += 1
-            self._seq[request.index] = seq
+            request._seq = seq
             self._active[seq] = request
             self._prefilling[seq] = request
             admitted.append(request.name)
