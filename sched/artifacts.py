@@ -20,6 +20,8 @@ from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
+from .picture import render_timeline_svg
+from .report import render_report
 from .workload import RequestSpec, workload_sha256, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
@@ -27,7 +29,7 @@ __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "ren
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
-                  "requests.jsonl", "timeline.jsonl", "table.txt")
+                  "requests.jsonl", "timeline.jsonl", "table.txt", "timeline.svg", "report.html")
 
 UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teaching model: no KV-cache "
               "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
@@ -146,7 +148,10 @@ def _jsonl(records) -> str:
 
 def render_artifacts(run: LabRun) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
-    summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
+    raw_summaries = run.summaries
+    summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
+    table = render_table(run)
+    svg = render_timeline_svg(run.results, UNITS_NOTE, raw_summaries)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload),
@@ -155,7 +160,9 @@ def render_artifacts(run: LabRun) -> dict[str, str]:
         "summary.csv": _summary_csv(run.summaries),
         "requests.jsonl": _jsonl(_request_lines(run)),
         "timeline.jsonl": _jsonl(_timeline_lines(run)),
-        "table.txt": render_table(run),
+        "table.txt": table,
+        "timeline.svg": svg,
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg),
     }
 
 
