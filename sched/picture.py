@@ -264,7 +264,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
             lane_y = top + row * (_LANE_H + _LANE_GAP)
             _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
                   result.case.chunk_tokens, lane_y, x)
-        svg.element("text", text="tick", x=_LEFT - 6, y=bottom + 12, text_anchor="end", fill="#444444")
+        svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
         svg.lines.append("</g>")
         y = bottom + _AXIS_H + _CASE_GAP
     svg.lines.append("</svg>")
