@@ -3,7 +3,8 @@
 ``inference-scheduler-lab.zip`` holds ``inference-scheduler-lab/`` with exactly: the entry point
 ``infer_sched_lab.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
 ``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
-templates ``prediction.md`` and ``diagnosis.md``, ``README.md``, ``pyproject.toml``, ``.ci/run``
+templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
+specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``
 and licence or attribution files at the top (``LICENSE*``, ``LICENCE*``, ``NOTICE*``,
 ``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when present. Nothing else: no ``__pycache__``,
 ``*.pyc``, hidden files, runs or ``.git``.
@@ -26,7 +27,7 @@ DEFAULT_ZIP = "inference-scheduler-lab.zip"
 
 _REQUIRED = ("infer_sched_lab.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
              "README.md", "pyproject.toml", ".ci/run")
-_OPTIONAL_DIRS = ("bench",)
+_OPTIONAL_DIRS = ("bench", "docs")
 _LEGAL_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING", "ATTRIBUTION", "SOURCES")
 _EXECUTABLE = {"infer_sched_lab.py", ".ci/run"}
 _EPOCH = (1980, 1, 1, 0, 0, 0)

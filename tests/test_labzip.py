@@ -31,11 +31,11 @@ class LabZipTest(unittest.TestCase):
         inside = {name[len(TOP_FOLDER) + 1:] for name in names}
         for required in ("infer_sched_lab.py", "sched/cli.py", "sched/engine.py", "workloads/baseline.json",
                          "expected/baseline/requests.jsonl", "expected/baseline/timeline.svg", "tests/helpers.py",
-                         "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "pyproject.toml",
+                         "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
                          ".ci/run"):
             self.assertIn(required, inside)
         allowed_tops = {"infer_sched_lab.py", "sched", "bench", "workloads", "expected", "tests", "prediction.md",
-                        "diagnosis.md", "README.md", "pyproject.toml", ".ci"}
+                        "diagnosis.md", "README.md", "docs", "pyproject.toml", ".ci"}
         for name in inside:
             with self.subTest(entry=name):
                 top = name.split("/")[0]
