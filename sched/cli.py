@@ -99,9 +99,10 @@ class _Progress:
         self.shown_at = None
         self.width = 0
 
-    def _show(self, text: str) -> None:
+    def _show(self, text: str, force: bool = False) -> None:
         now = self.clock()
-        if now - self.started < self.delay or (self.shown_at is not None and now - self.shown_at < self.every):
+        if now - self.started < self.delay or (
+                not force and self.shown_at is not None and now - self.shown_at < self.every):
             return
         self.shown_at = now
         self.stream.write("\r" + text.ljust(self.width))
@@ -112,7 +113,8 @@ class _Progress:
         self._show(f"simulating {case}: tick {tick}, {num_ended}/{num_requests} requests ended")
 
     def note(self, text: str) -> None:
-        self._show(text)
+        """Show ``text`` now (a change of stage), if the run has lasted long enough."""
+        self._show(text, force=True)
 
     def close(self) -> None:
         """Erase the progress line, if one was shown."""

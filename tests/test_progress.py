@@ -35,12 +35,15 @@ class ProgressTest(unittest.TestCase):
         self.assertEqual(stream.getvalue(), "")
         clock.now += 0.6
         progress("static", 20, 3, 8)
-        self.assertEqual(stream.getvalue(), "\rsimulating static: tick 20, 3/8 requests ended")
+        line = "simulating static: tick 20, 3/8 requests ended"
+        self.assertEqual(stream.getvalue(), "\r" + line)
         clock.now += 0.1
         progress("static", 21, 3, 8)  # within 0.25 s of the last line: not shown
         self.assertNotIn("tick 21", stream.getvalue())
+        progress.note("rendering artifacts")  # a change of stage is shown at once, padded over the old line
+        self.assertTrue(stream.getvalue().endswith("\rrendering artifacts" + " " * (len(line) - 19)))
         progress.close()
-        self.assertTrue(stream.getvalue().endswith("\r" + " " * len("simulating static: tick 20, 3/8 requests ended") + "\r"))
+        self.assertTrue(stream.getvalue().endswith("\r" + " " * len("rendering artifacts") + "\r"))
 
     def test_quick_run_leaves_no_trace(self):
         stream, clock = Terminal(), FakeClock()
