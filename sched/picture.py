@@ -66,13 +66,15 @@ _HEAD_H, _AXIS_H, _CASE_GAP = 22, 18, 14
 class Segment:
     """A run of ticks ``[start, end)`` of one request in one phase (a key of :data:`PHASES`).
 
-    ``tokens`` lists the tokens computed per tick for prefill phases (empty otherwise).
+    ``tokens`` lists the prompt tokens computed per prefill tick (prefill phases, when tick
+    records exist); ``emitted`` counts the output tokens of a decode segment.
     """
 
     phase: str
     start: int
     end: int
     tokens: tuple[int, ...] = ()
+    emitted: int = 0
 
 
 def _prefill_by_request(result: CaseResult, names: set[str]) -> dict[str, dict[int, int]] | None:
@@ -88,6 +90,36 @@ def _prefill_by_request(result: CaseResult, names: set[str]) -> dict[str, dict[i
     return found
 
 
+def _end_of(request: Request) -> int:
+    """The tick the lane ends: ``done_at``, or for an unfinished request its latest known tick."""
+    if request.done_at is not None:
+        return request.done_at
+    return max([request.spec.arrival, *request.token_times[-1:]])
+
+
+class _Lane:
+    """Builds segments, merging a run with the previous one when the (mapped) phase is the same."""
+
+    def __init__(self, phases: dict[str, str]) -> None:
+        self.phases = phases
+        self.runs: list[list] = []   # [phase, start, end, tokens list, emitted]
+
+    def add(self, phase: str, start: int, end: int, tokens: tuple[int, ...] = (), emitted: int = 0) -> None:
+        if end <= start:
+            return
+        phase = self.phases.get(phase, phase)
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last[0] == phase and last[2] == start:
+            last[2] = end
+            last[3].extend(tokens)
+            last[4] += emitted
+        else:
+            self.runs.append([phase, start, end, list(tokens), emitted])
+
+    def segments(self) -> list[Segment]:
+        return [Segment(phase, start, end, tuple(tokens), emitted) for phase, start, end, tokens, emitted in self.runs]
+
+
 def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
                   chunk_tokens: int | None) -> list[Segment]:
     """Cut one request's life into segments (phases as in the module docstring).
@@ -95,50 +127,45 @@ def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
     ``prefill_ticks`` maps tick -> prompt tokens computed (from the case's tick records), or is
     ``None`` when per-tick records are absent; ``chunk_tokens`` is the case's cap or ``None``.
     Returns segments in time order; every tick from arrival to the end belongs to exactly one.
+    Work is proportional to the request's prefill ticks and tokens, not to its waiting time.
     Example (static baseline, S1): waiting [1, 32), prefill [32, 35), decode [35, 51).
     """
-    end = request.done_at
-    if end is None:  # not ended (an unfinished simulation): draw what happened so far
-        end = max([request.spec.arrival, *(t for t in request.token_times)])
-    cells: list[tuple[str, int]] = []   # (phase, tokens) per tick from arrival on
-    admitted = request.admitted_at if request.admitted_at is not None else end
-    cells += [("waiting", 0)] * (admitted - request.spec.arrival)
-    if request.admitted_at is not None:
-        prefill_end = request.prefill_done_at
-        if prefill_end is None:
-            prefill_end = request.token_times[0] - 2 if request.token_times else end - 1
-        prefill_end = min(prefill_end, end - 1)
-        left = request.prefill_tokens
-        for tick in range(admitted, prefill_end + 1):
-            if prefill_ticks is None:
-                cells.append(("prefill", 0))
-                continue
-            tokens = prefill_ticks.get(tick, 0)
-            if tokens == 0:
-                cells.append(("stalled", 0))
-            else:
-                capped = chunk_tokens is not None and tokens == chunk_tokens and left > tokens
-                cells.append(("chunked" if capped else "prefill", tokens))
-                left -= tokens
-        decoded = {t - 1 for t in request.token_times}
-        for tick in range(prefill_end + 1, end):
-            cells.append(("decode" if tick in decoded else "skipped", 0))
-    segments = _runs(cells, request.spec.arrival)
+    segments = _build(request, prefill_ticks, chunk_tokens, {})
     if len(segments) > MAX_SEGMENTS:
-        segments = _runs([(_COARSE.get(phase, phase), tokens) for phase, tokens in cells], request.spec.arrival)
+        segments = _build(request, prefill_ticks, chunk_tokens, _COARSE)
     return segments
 
 
-def _runs(cells: list[tuple[str, int]], first_tick: int) -> list[Segment]:
-    segments: list[Segment] = []
-    start = first_tick
-    for i, (phase, _) in enumerate(cells):
-        if i + 1 == len(cells) or cells[i + 1][0] != phase:
-            tick = first_tick + i + 1
-            tokens = tuple(t for _, t in cells[start - first_tick:tick - first_tick] if t)
-            segments.append(Segment(phase, start, tick, tokens))
-            start = tick
-    return segments
+def _build(request: Request, prefill_ticks, chunk_tokens, phases: dict[str, str]) -> list[Segment]:
+    lane = _Lane(phases)
+    end = _end_of(request)
+    admitted = request.admitted_at
+    lane.add("waiting", request.spec.arrival, end if admitted is None else admitted)
+    if admitted is None:
+        return lane.segments()
+    prefill_end = request.prefill_done_at
+    if prefill_end is None:
+        prefill_end = request.token_times[0] - 2 if request.token_times else end - 1
+    prefill_end = min(prefill_end, end - 1)
+    if prefill_ticks is None:
+        lane.add("prefill", admitted, prefill_end + 1)
+    else:
+        cursor, left = admitted, request.prefill_tokens
+        for tick in sorted(t for t in prefill_ticks if admitted <= t <= prefill_end):
+            tokens = prefill_ticks[tick]
+            lane.add("stalled", cursor, tick)
+            capped = chunk_tokens is not None and tokens == chunk_tokens and left > tokens
+            lane.add("chunked" if capped else "prefill", tick, tick + 1, (tokens,))
+            left -= tokens
+            cursor = tick + 1
+        lane.add("stalled", cursor, prefill_end + 1)
+    cursor = prefill_end + 1
+    for stamp in request.token_times:  # a token stamped t + 1 was computed in tick t
+        lane.add("skipped", cursor, stamp - 1)
+        lane.add("decode", stamp - 1, stamp, emitted=1)
+        cursor = stamp
+    lane.add("skipped", cursor, end)
+    return lane.segments()
 
 
 def _num(value: float) -> str:
@@ -168,9 +195,11 @@ def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int) -> st
         label = "prefill capped by the chunk size" if seg.phase == "chunked" else "prefill"
         return where + f"{label}, {ticks}: {shown} = {sum(seg.tokens)} of {prompt_tokens} prompt tokens"
     if seg.phase == "decode":
-        n = seg.end - seg.start
-        return where + (f"decode, {ticks}: {n} output token{'s' if n != 1 else ''} "
-                        f"stamped {seg.start + 1}–{seg.end}")
+        n = seg.emitted
+        tokens = f"{n} output token{'s' if n != 1 else ''}"
+        if n == seg.end - seg.start:
+            return where + f"decode, {ticks}: {tokens} stamped {seg.start + 1}–{seg.end}"
+        return where + f"decode, {ticks}: {tokens}, {seg.end - seg.start - n} ticks skipped for lack of budget"
     return where + f"decode skipped for lack of budget, {ticks}: no token"
 
 
@@ -211,8 +240,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
     """
     shown = [result.requests[:MAX_LANES] for result in results]
     num_requests = len(results[0].requests) if results else 0
-    lives = [(r.spec.arrival, r.done_at if r.done_at is not None else max([r.spec.arrival, *r.token_times]))
-             for lanes in shown for r in lanes]
+    lives = [(r.spec.arrival, _end_of(r)) for lanes in shown for r in lanes]
     first = min((a for a, _ in lives), default=0)
     last = max((e for _, e in lives), default=1)
     step = _axis_step(max(last - first, 1))

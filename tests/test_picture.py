@@ -4,11 +4,12 @@ import json
 import os
 import re
 import unittest
+from unittest import mock
 import xml.etree.ElementTree as ET
 
 from sched.config import Batching, Case, EngineConfig
 from sched.engine import CaseResult, simulate
-from sched.picture import MAX_LANES, render_timeline_svg
+from sched.picture import MAX_LANES, lane_segments, render_timeline_svg
 from sched.workload import RequestSpec
 from tests.helpers import EXPECTED, REFERENCE_RUNS, read, run_cli, temp_dir
 
@@ -186,6 +187,22 @@ class BoundedPictureTest(unittest.TestCase):
         lane = parse_lanes(render_timeline_svg([bare], "note"))[("continuous", "A")]
         self.assertEqual(lane["segments"], [("prefill", 0, 2, ()), ("decode", 2, 4, ())])
         self.assertEqual(lane["marks"], {"admission": 0, "first-token": 3, "done": 4})
+
+    def test_decode_skipped_for_lack_of_budget_and_the_coarse_fallback(self):
+        """Budget 8 = one decode, 2 slots. t0: A and B admitted, each prefills its 4 tokens.
+        t1–t3: A decodes (tokens 2, 3, 4; done 4), B is skipped. t4–t5: B decodes (5, 6; done 6)."""
+        workload = [RequestSpec("A", 0, None, 0, 4, 3), RequestSpec("B", 0, None, 0, 4, 2)]
+        result = simulate(workload, EngineConfig(budget=8, decode_cost=8, max_active=2), self.CASE)
+        b = result.requests[1]
+        fine = lane_segments(b, {0: 4}, None)
+        self.assertEqual([(s.phase, s.start, s.end, s.tokens, s.emitted) for s in fine],
+                         [("prefill", 0, 1, (4,), 0), ("skipped", 1, 4, (), 0), ("decode", 4, 6, (), 2)])
+        with mock.patch("sched.picture.MAX_SEGMENTS", 2):
+            coarse = lane_segments(b, {0: 4}, None)
+        self.assertEqual([(s.phase, s.start, s.end, s.emitted) for s in coarse],
+                         [("prefill", 0, 1, 0), ("decode", 1, 6, 2)])
+        lane = parse_lanes(render_timeline_svg([result], "note"))[("continuous", "B")]
+        self.assertEqual(lane["marks"], {"admission": 0, "first-token": 5, "done": 6})
 
     def test_names_are_escaped(self):
         result = simulate([RequestSpec('<a&"b>', 0, None, 0, 4, 1)], EngineConfig(), self.CASE)
