@@ -1,12 +1,14 @@
 """Progress on stderr: only on a terminal, only after about a second, never in artifacts (issue 5)."""
 
 import io
+import os
 import unittest
 
 from sched.cli import _Progress, _progress_for
 from sched.config import EngineConfig, cases_for
 from sched.engine import Simulation
 from sched.workload import scenario
+from tests.helpers import run_cli, temp_dir
 
 
 class FakeClock:
@@ -51,6 +53,13 @@ class ProgressTest(unittest.TestCase):
         progress("static", 1, 0, 8)
         progress.close()
         self.assertEqual(stream.getvalue(), "")
+
+    def test_non_interactive_run_prints_no_progress(self):
+        out_dir = os.path.join(temp_dir(self), "run")
+        code, out, err = run_cli(["--artifacts", out_dir])
+        self.assertEqual((code, err), (0, ""))
+        self.assertNotIn("simulating", out)
+        self.assertNotIn("\r", out)
 
     def test_engine_hook_sees_every_tick_and_changes_nothing(self):
         cfg = EngineConfig()
