@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from . import __version__
+from . import __version__, compare
 from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import run_cases
@@ -98,7 +98,9 @@ def _main_run(argv: list[str]) -> int:
 
 
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {}
+SUBCOMMANDS: dict = {
+    "compare": compare.command,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
