@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from . import __version__, compare
+from . import __version__, compare, realrun
 from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import run_cases
@@ -100,6 +100,8 @@ def _main_run(argv: list[str]) -> int:
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
 SUBCOMMANDS: dict = {
     "compare": compare.command,
+    "export": realrun.export_command,
+    "import-results": realrun.import_command,
 }
 
 
