@@ -14,8 +14,9 @@ Decision (compare.md §3.3):
   duplicated or unknown, a gate cannot be measured) or when some gate fails;
 - ``accept`` when none of that happens and every gate passes.
 
-A candidate that looks faster only because it dropped requests fails the completion-rate gate
-(or, when its trace lost them, is rejected): it is never accepted.
+A candidate that looks faster only because it dropped requests fails the completion-rate gates
+(its own floor, and a fixed gate: never below the baseline's completion rate) or, when its trace
+lost them, is rejected: it is never accepted.
 """
 
 from __future__ import annotations
@@ -307,6 +308,10 @@ def _gates(baseline: Side, candidate: Side, priority_experiment: bool, t: Thresh
     else:
         gates.append(_gate("throughput gain", throughput_change, ">=", t.min_throughput_gain))
     gates.append(_gate("completion rate", c.get("completion_rate"), ">=", t.min_completion_rate))
+    # Not a flag: fewer completed requests can make success-only latencies look better.
+    completion = (None if b.get("completion_rate") is None or c.get("completion_rate") is None
+                  else c["completion_rate"] - b["completion_rate"])
+    gates.append(_gate("completion rate change", completion, ">=", 0))
     gates.append(_gate("fairness", c.get("fairness"), ">=", t.min_fairness))
     if priority_experiment:
         before, after = (s.summary.get("priority_first_token_order_score") for s in (baseline, candidate))
