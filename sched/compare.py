@@ -243,7 +243,9 @@ def check_evidence(side: Side) -> dict:
         counts[row["name"]] = counts.get(row["name"], 0) + 1
     duplicated = sorted(name for name, count in counts.items() if count > 1)
     never_ended = sorted({r["name"] for r in side.rows if r.get("status") not in _ENDED})
-    if side.expected is not None:
+    if not side.has_trace:
+        lost, unknown, num_lost = [], [], 0      # no trace at all: missing evidence, not lost requests
+    elif side.expected is not None:
         expected = set(side.expected)
         lost = sorted((expected - set(counts)) | (set(never_ended) & expected))
         unknown = sorted(set(counts) - expected)

@@ -327,25 +327,20 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
         n = 0
         names, priorities, request_ids, sha = _names_and_priorities(
             len(workload[0]) if workload else 0, workload, where, [])
-        missing["per_request"] = ("no per-request lists (run vllm bench serve with --save-detailed); only the "
-                                  "file's aggregates are kept under 'reported'")
+        absent = ", ".join(key for key in _DETAILED if key not in run)
+        missing["per_request"] = (f"no per-request lists ({absent}; run vllm bench serve with --save-detailed); "
+                                  "only the file's aggregates are used")
     ok_done = [r["done_at"] for r in records if r["done_at"] is not None]
     arrivals = [r["arrival"] for r in records if r["arrival"] is not None]
     if ok_done and arrivals:
         makespan = round(max(ok_done) - min(arrivals), 3)
-    elif isinstance(run.get("duration"), (int, float)):
-        makespan = _ms(run["duration"])
-        missing.setdefault("makespan_from", "the file's duration (no per-request end times)")
     else:
-        makespan = None
+        makespan = _ms(run["duration"]) if isinstance(run.get("duration"), (int, float)) else None
     expected = run.get("num_prompts") if isinstance(run.get("num_prompts"), int) else None
     arrived = max(n, expected or 0, len(request_ids or []))
     row, missing = _summary(records, label, arrived, makespan, missing)
     if not detailed:
-        completed = run.get("completed")
-        if isinstance(completed, int) and arrived:
-            row["succeeded"], row["completion_rate"] = completed, completed / arrived
-            row["missing"] = [m for m in row["missing"] if m not in ("succeeded", "completion_rate")]
+        _from_aggregates(row, run, arrived, missing)
     metadata = {k: v for k, v in run.items() if k not in _DETAILED and not isinstance(v, (list, dict))
                 and k not in ("date",)}
     scheduler = {"policy": None}
@@ -367,6 +362,34 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
                           or k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens")})
     row["missing"] = sorted(set(row["missing"]) | set(missing))
     return manifest, records, row
+
+
+def _from_aggregates(row: dict, run: dict, arrived: int, missing: dict) -> None:
+    """Without per-request lists: counts and throughput from the file's aggregates, no latency.
+
+    The file's percentiles use linear interpolation, not the lab's nearest rank: they stay under
+    ``reported`` and every latency is null.
+    """
+    for key in ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "fairness",
+                "priority_first_token_order_score", "priority_order_score"):
+        row[key] = None
+        missing[key] = "needs per-request lists (--save-detailed)"
+    completed, failed = run.get("completed"), run.get("failed")
+    if isinstance(completed, int) and arrived:
+        row.update(succeeded=completed, completion_rate=completed / arrived,
+                   error_rate=(arrived - completed) / arrived, failed=failed if isinstance(failed, int) else None)
+    else:
+        for key in ("succeeded", "completion_rate", "error_rate", "failed"):
+            row[key] = None
+            missing[key] = "no 'completed' count in the file"
+    tokens, rate = run.get("total_output_tokens"), run.get("output_throughput")
+    row.update(output_tokens=tokens if isinstance(tokens, int) else None,
+               throughput=rate if isinstance(rate, (int, float)) else None,
+               completed_output_tps=rate if isinstance(rate, (int, float)) else None)
+    for key in ("output_tokens", "throughput", "completed_output_tps"):
+        if row[key] is None:
+            missing[key] = "not in the file"
+    row["missing"] = sorted(missing)
 
 
 def _run_failed(run: dict, records: list[dict]) -> bool:

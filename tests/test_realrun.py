@@ -118,7 +118,15 @@ class ImportVllmTest(RealrunMixin, unittest.TestCase):
         s = self.summary(out)
         self.assertIsNone(s["p95_ttft"])                         # never the file's interpolated p99
         self.assertIn("per_request", s["missing"])
-        self.assertEqual(s["completion_rate"], 0.75)             # completed 3 of num_prompts 4
+        self.assertIsNone(s["fairness"])                         # unknown, not "1 for no sample"
+        self.assertEqual((s["succeeded"], s["arrived"], s["completion_rate"], s["error_rate"]), (3, 4, 0.75, 0.25))
+        self.assertEqual(s["throughput"], 4.3)                   # the file's output_throughput
+        # compare: the trace is missing evidence (tune), not four lost requests (reject).
+        side = load_side(out)
+        ok = load_side(self.imported("full", json.dumps(vllm_run(scheduling_policy="priority"))))
+        record = compare(ok, side)
+        self.assertEqual(record["evidence"]["candidate"]["num_lost"], 0)
+        self.assertIn("candidate: per-request trace missing", record["missing_evidence"])
 
     def test_append_result_needs_run_index(self):
         text = json.dumps(vllm_run()) + "\n" + json.dumps(vllm_run(scheduling_policy="priority")) + "\n"
