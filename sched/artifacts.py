@@ -33,6 +33,24 @@ UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teachi
               "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
 
 
+#: Unit of each summary field that has one (``summary.json`` carries this map).
+SUMMARY_UNITS = {
+    "p50_ttft": "ticks", "p95_ttft": "ticks", "p95_itl": "ticks", "p95_tpot": "ticks per output token",
+    "p95_e2e": "ticks", "p95_queue_wait": "ticks",
+    "throughput": "output tokens per tick (all emitted tokens / makespan)",
+    "completed_output_tps": "output tokens per tick (tokens of successful requests only / makespan)",
+    "output_tokens": "tokens", "hit_tokens": "tokens", "error_rate": "fraction of arrived requests",
+    "makespan": "ticks", "latency_samples": "successful requests feeding the latency columns",
+    # compare.md §2
+    "p50_queue_wait": "ticks", "p99_queue_wait": "ticks", "mean_queue_wait": "ticks",
+    "fairness": "fraction in [0, 1] (1 = equal TTFTs; 1 when no request succeeded)",
+    "budget_utilization": "fraction of budget x makespan ticks", "busy_fraction": "fraction of makespan ticks",
+    "completion_rate": "fraction of arrived requests",
+    "priority_first_token_order_score": "share of different-priority pairs served in priority order",
+    "priority_order_score": "share of different-priority pairs completed in priority order",
+}
+
+
 class ArtifactError(OSError):
     """The artifacts directory cannot be written; the message names the path."""
 
@@ -77,12 +95,15 @@ def render_table(run: LabRun) -> str:
               f"{workload_sha256(run.workload)[:12]} | "
               f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
               f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
-    columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan")
+    # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it.
+    columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan",
+               "latency samples")
     rows = [columns]
     for s in run.summaries:
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
-                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"])))
+                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"]),
+                     str(s["latency_samples"])))
     width0 = max(len(row[0]) for row in rows)
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ["  ".join([row[0].ljust(width0)] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i])
@@ -149,9 +170,10 @@ def render_artifacts(run: LabRun) -> dict[str, str]:
     summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
-        "workload.json": workload_to_json(run.workload),
-        "summary.json": json.dumps({"units": UNITS_NOTE, "percentiles": "nearest rank",
-                                    "cases": summaries}, indent=2, ensure_ascii=False) + "\n",
+        "workload.json": workload_to_json(run.workload, units=True),
+        "summary.json": json.dumps({"units": UNITS_NOTE, "field_units": SUMMARY_UNITS,
+                                    "percentiles": "nearest rank", "cases": summaries},
+                                   indent=2, ensure_ascii=False) + "\n",
         "summary.csv": _summary_csv(run.summaries),
         "requests.jsonl": _jsonl(_request_lines(run)),
         "timeline.jsonl": _jsonl(_timeline_lines(run)),

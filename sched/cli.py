@@ -67,7 +67,9 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-tokens", type=_positive_int, default=32, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (default 32)")
     parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
-                        help="admission order of the waiting queue (default fcfs)")
+                        help="admission order of the waiting queue: fcfs (arrival), shortest (least "
+                             "prompt + decode_cost x output work), priority (lowest 'priority' field "
+                             "first); default fcfs")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -90,9 +92,10 @@ def _main_run(argv: list[str]) -> int:
                           chunk_tokens=args.chunk_tokens, timeout_ticks=args.timeout_ticks)
     run = run_lab(workload, config, args.policy, source)
     files = render_artifacts(run)
+    if args.artifacts:  # written first: a refused directory must not look like a finished run
+        write_artifacts(files, args.artifacts, force=args.force)
     sys.stdout.write(files["table.txt"])
     if args.artifacts:
-        write_artifacts(files, args.artifacts, force=args.force)
         print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
     return EXIT_OK
 

@@ -120,7 +120,7 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float = DEFAUL
     }
     return {
         "requests.jsonl": "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in export_rows(specs, tick_ms)),
-        "workload.json": workload_to_json(specs),
+        "workload.json": workload_to_json(specs, units=True),
         "export.json": json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
     }
 

@@ -194,7 +194,7 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
     """Validate decoded JSON as a workload; every problem is collected, then raised together."""
     if not isinstance(data, dict) or not isinstance(data.get("requests"), list):
         raise WorkloadError(f"{source}: top level must be an object with a 'requests' list", source=source)
-    unknown = sorted(set(data) - {"requests", "description"})
+    unknown = sorted(set(data) - {"requests", "description", "units"})
     if unknown:
         raise WorkloadError(f"{source}: unknown top-level field {unknown[0]!r}", source=source)
     problems: list[str] = []
@@ -260,13 +260,21 @@ def _check_int(value, low: int, what: str, problems: list[str]) -> None:
         problems.append(f"{what}: must be between {low} and {MAX_INT}, got {value}")
 
 
-def workload_to_json(specs: list[RequestSpec]) -> str:
-    """The canonical ``workload.json`` text: one request per line, fixed field order, newline at end."""
+#: The note ``workload.json`` carries as its ``units`` field (ignored when read back).
+WORKLOAD_UNITS = "arrival in abstract ticks; prefix_tokens, suffix_tokens, output_tokens in tokens"
+
+
+def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
+    """The canonical workload text: one request per line, fixed field order, newline at end.
+
+    With ``units`` the object starts with a ``units`` note (as in a run's ``workload.json``).
+    """
     lines = ",\n".join("    " + json.dumps(spec.to_json()) for spec in specs)
     body = f"\n{lines}\n  " if specs else ""
-    return "{\n  \"requests\": [" + body + "]\n}\n"
+    head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
+    return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
 
 
 def workload_sha256(specs: list[RequestSpec]) -> str:
-    """sha256 (hex) of the canonical workload text; equal workloads give equal hashes."""
+    """sha256 (hex) of the canonical workload text (without the units note)."""
     return hashlib.sha256(workload_to_json(specs).encode("utf-8")).hexdigest()
