@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, run_command, write_text_atomically
 from .metrics import COMPARE_FIELDS, percentile
@@ -77,7 +77,6 @@ class Side:
     priorities: dict | None
     run_failed: bool = False
     has_trace: bool = True
-    notes: list[str] = field(default_factory=list)
 
 
 # --- reading a side ------------------------------------------------------------------------------
@@ -189,7 +188,7 @@ def _real_side(directory, manifest, row, rows, label) -> Side:
         priorities = {r["name"]: r["priority"] for r in rows}
     return Side(label, "ms", fixed, scheduler, row, rows, expected, manifest.get("num_requests_expected"),
                 priorities, run_failed=bool(manifest.get("run_failed")),
-                has_trace=bool(manifest.get("per_request")), notes=list(manifest.get("missing") or []))
+                has_trace=bool(manifest.get("per_request")))
 
 
 # --- contract and evidence (compare.md §3.1, §3.2) -----------------------------------------------

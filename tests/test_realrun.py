@@ -128,6 +128,15 @@ class ImportVllmTest(RealrunMixin, unittest.TestCase):
         self.assertEqual(record["evidence"]["candidate"]["num_lost"], 0)
         self.assertIn("candidate: per-request trace missing", record["missing_evidence"])
 
+    def test_failed_backend_run_is_rejected(self):
+        """Every request errored (completed 0): the run failed, a hard failure whatever the gates say."""
+        failed = vllm_run(scheduling_policy="priority", completed=0, failed=4, errors=["Server down"] * 4)
+        baseline = load_side(self.imported("ok", json.dumps(vllm_run())))
+        candidate = load_side(self.imported("down", json.dumps(failed)))
+        record = compare(baseline, candidate)
+        self.assertEqual(record["decision"], "reject")
+        self.assertIn("candidate: the backend run failed", record["hard_failures"])
+
     def test_append_result_needs_run_index(self):
         text = json.dumps(vllm_run()) + "\n" + json.dumps(vllm_run(scheduling_policy="priority")) + "\n"
         source = self.write("two.jsonl", text)
