@@ -43,6 +43,13 @@ SUMMARY_UNITS = {
     "completed_output_tps": "output tokens per tick (tokens of successful requests only / makespan)",
     "output_tokens": "tokens", "hit_tokens": "tokens", "error_rate": "fraction of arrived requests",
     "makespan": "ticks", "latency_samples": "successful requests feeding the latency columns",
+    # compare.md §2
+    "p50_queue_wait": "ticks", "p99_queue_wait": "ticks", "mean_queue_wait": "ticks",
+    "fairness": "fraction in [0, 1] (1 = equal TTFTs; 1 when no request succeeded)",
+    "budget_utilization": "fraction of budget x makespan ticks", "busy_fraction": "fraction of makespan ticks",
+    "completion_rate": "fraction of arrived requests",
+    "priority_first_token_order_score": "share of different-priority pairs served in priority order",
+    "priority_order_score": "share of different-priority pairs completed in priority order",
 }
 
 

@@ -11,7 +11,7 @@ import os
 import sys
 import time
 
-from . import __version__
+from . import __version__, compare, realrun
 from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
 from .check import CheckError, compare_runs, format_report
 from .config import ConfigError, EngineConfig, cases_for
@@ -195,7 +195,14 @@ def _main_zip(argv: list[str]) -> int:
 
 
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {"explain": _main_explain, "check": _main_check, "zip": _main_zip}
+SUBCOMMANDS: dict = {
+    "compare": compare.command,
+    "export": realrun.export_command,
+    "import-results": realrun.import_command,
+    "explain": _main_explain,
+    "check": _main_check,
+    "zip": _main_zip,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
