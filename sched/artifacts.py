@@ -20,6 +20,8 @@ from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
+from .picture import render_timeline_svg
+from .report import render_report
 from .workload import RequestSpec, workload_sha256, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
@@ -27,7 +29,7 @@ __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "ren
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
-                  "requests.jsonl", "timeline.jsonl", "table.txt")
+                  "requests.jsonl", "timeline.jsonl", "table.txt", "timeline.svg", "report.html")
 
 UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teaching model: no KV-cache "
               "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
@@ -41,6 +43,13 @@ SUMMARY_UNITS = {
     "completed_output_tps": "output tokens per tick (tokens of successful requests only / makespan)",
     "output_tokens": "tokens", "hit_tokens": "tokens", "error_rate": "fraction of arrived requests",
     "makespan": "ticks", "latency_samples": "successful requests feeding the latency columns",
+    # compare.md §2
+    "p50_queue_wait": "ticks", "p99_queue_wait": "ticks", "mean_queue_wait": "ticks",
+    "fairness": "fraction in [0, 1] (1 = equal TTFTs; 1 when no request succeeded)",
+    "budget_utilization": "fraction of budget x makespan ticks", "busy_fraction": "fraction of makespan ticks",
+    "completion_rate": "fraction of arrived requests",
+    "priority_first_token_order_score": "share of different-priority pairs served in priority order",
+    "priority_order_score": "share of different-priority pairs completed in priority order",
 }
 
 
@@ -224,7 +233,10 @@ def stream_artifacts(run: LabRun) -> dict:
 
 def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
-    summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
+    raw_summaries = run.summaries
+    summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
+    table = render_table(run)
+    svg = render_timeline_svg(run.results, UNITS_NOTE, raw_summaries)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),
@@ -234,7 +246,9 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "summary.csv": _summary_csv(run.summaries),
         "requests.jsonl": jsonl(_request_lines(run)),
         "timeline.jsonl": jsonl(_timeline_lines(run)),
-        "table.txt": render_table(run),
+        "table.txt": table,
+        "timeline.svg": svg,
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg),
     }
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
-from . import __version__
+from . import __version__, compare, realrun
 from .artifacts import ArtifactError, LabRun, render_artifacts, stream_artifacts, write_artifacts, write_text_file
+from .check import CheckError, compare_runs, format_report
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, run_cases
+from .explain import ExplainError, explain_request
+from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .sweep import render_sweep_csv, render_sweep_svg, render_sweep_table, run_sweep
@@ -22,7 +26,7 @@ from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workloa
 
 __all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS"]
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
@@ -94,14 +98,15 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline",
-            timeline: str | None = None) -> LabRun:
+            progress=None, timeline: str | None = None) -> LabRun:
     """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
 
-    ``timeline`` is the detail level (``None``: :func:`default_timeline` for the workload's size).
+    ``progress``: optional display hook, see :meth:`sched.engine.Simulation.run`. ``timeline`` is
+    the detail level (``None``: :func:`default_timeline` for the workload's size).
     """
     timeline = timeline or default_timeline(len(workload))
     return LabRun(workload, config, policy, source,
-                  run_cases(workload, config, cases_for(config), policy, timeline=timeline), timeline)
+                  run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline), timeline)
 
 
 def default_timeline(num_requests: int) -> str:
@@ -116,6 +121,47 @@ def config_from_args(args) -> EngineConfig:
     return EngineConfig(timeout_ticks=args.timeout_ticks, **knobs)
 
 
+class _Progress:
+    """Progress on ``stream`` once a run has lasted ``delay`` seconds, refreshed every ``every`` s.
+
+    Built only for a terminal (see :func:`_progress_for`): artifacts and piped output never see it.
+    """
+
+    def __init__(self, stream, clock=time.monotonic, delay: float = 1.0, every: float = 0.25) -> None:
+        self.stream, self.clock, self.delay, self.every = stream, clock, delay, every
+        self.started = clock()
+        self.shown_at = None
+        self.width = 0
+
+    def _show(self, text: str, force: bool = False) -> None:
+        now = self.clock()
+        if now - self.started < self.delay or (
+                not force and self.shown_at is not None and now - self.shown_at < self.every):
+            return
+        self.shown_at = now
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def __call__(self, case: str, tick: int, num_ended: int, num_requests: int) -> None:
+        self._show(f"simulating {case}: tick {tick}, {num_ended}/{num_requests} requests ended")
+
+    def note(self, text: str) -> None:
+        """Show ``text`` now (a change of stage), if the run has lasted long enough."""
+        self._show(text, force=True)
+
+    def close(self) -> None:
+        """Erase the progress line, if one was shown."""
+        if self.shown_at is not None:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+
+def _progress_for(stream) -> _Progress | None:
+    isatty = getattr(stream, "isatty", None)
+    return _Progress(stream) if isatty is not None and isatty() else None
+
+
 def _main_run(argv: list[str]) -> int:
     args = _run_parser().parse_args(argv)
     if args.workload is not None:
@@ -125,11 +171,18 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
-    run = run_lab(workload, config_from_args(args), args.policy, source, args.timeline)
-    if run.timeline == "full":
-        files = render_artifacts(run)
-    else:  # large: each artifact is streamed to disk line by line, never built in memory
-        files = stream_artifacts(run)
+    progress = _progress_for(sys.stderr)
+    try:
+        run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)
+        if progress is not None:
+            progress.note("rendering artifacts")
+        if run.timeline == "full":
+            files = render_artifacts(run)
+        else:  # large: each artifact is streamed to disk line by line, never built in memory
+            files = stream_artifacts(run)
+    finally:
+        if progress is not None:
+            progress.close()
     if args.artifacts:  # written first: a refused directory must not look like a finished run
         write_artifacts(files, args.artifacts, force=args.force)
     sys.stdout.write(files["table.txt"])
@@ -211,8 +264,55 @@ def _main_sweep(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def _main_explain(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py explain",
+                     description="Tell one request's life in every case of a run, read from its artifacts "
+                                 "(requests.jsonl, timeline.jsonl).")
+    parser.add_argument("name", metavar="NAME", help="request name, e.g. S7")
+    parser.add_argument("--artifacts", metavar="DIR", required=True, help="a run's artifacts directory")
+    parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous+APC+chunk32")
+    args = parser.parse_args(argv)
+    sys.stdout.write(explain_request(args.name, args.artifacts, args.case))
+    return EXIT_OK
+
+
+def _main_check(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py check",
+                     description="Compare a run directory with a reference directory: workload and "
+                                 "configuration first, then every artifact.",
+                     epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run to check, e.g. runs/x")
+    parser.add_argument("ref_dir", metavar="REF_DIR", help="the reference, e.g. expected/baseline")
+    args = parser.parse_args(argv)
+    results = compare_runs(args.run_dir, args.ref_dir)
+    sys.stdout.write(format_report(args.run_dir, args.ref_dir, results))
+    return EXIT_DIFFERENT if results else EXIT_OK
+
+
+def _main_zip(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py zip",
+                     description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
+                                 "expected outputs, tests, templates, README); same sources, same bytes.")
+    parser.add_argument("-o", "--output", metavar="PATH", default=DEFAULT_ZIP,
+                        help=f"where to write the ZIP (default {DEFAULT_ZIP}; replaced if it exists)")
+    args = parser.parse_args(argv)
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = build_lab_zip(project, args.output)
+    print(f"wrote {args.output}: {len(files)} files under inference-scheduler-lab/")
+    return EXIT_OK
+
+
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {"import": _main_import, "sweep": _main_sweep}
+SUBCOMMANDS: dict = {
+    "compare": compare.command,
+    "export": realrun.export_command,
+    "import-results": realrun.import_command,
+    "explain": _main_explain,
+    "check": _main_check,
+    "zip": _main_zip,
+    "import": _main_import,
+    "sweep": _main_sweep,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         if handler is not None:
             return handler(argv[1:])
         return _main_run(argv)
-    except (WorkloadError, ConfigError, ArtifactError) as exc:
+    except (WorkloadError, ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
         print(f"infer_sched_lab.py: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors

@@ -396,11 +396,14 @@ class Simulation:
         self.now = t + 1
         return record
 
-    def run(self) -> CaseResult:
+    def run(self, progress=None) -> CaseResult:
         """Advance until every request has ended; returns the case's :class:`CaseResult`.
 
         Idle ticks (nothing waiting or active) are skipped; unless ``per_tick``, steady decoding
         is advanced in one jump (see the module docstring). Both give the same results.
+        ``progress``, if given, is called after every step (a walked tick or a jump followed by
+        its event tick) as ``progress(case_name, now, num_ended, num_requests)``: a display hook
+        that must not change the simulation.
         """
         keep = self.timeline != "off"
         # The run allocates many long-lived objects and no reference cycles: pausing the cyclic
@@ -417,6 +420,8 @@ class Simulation:
                 record = self.step()
                 if keep:
                     self.ticks.append(record)
+                if progress is not None:
+                    progress(self.case.name, self.now, self._num_ended, len(self.requests))
         finally:
             if collecting:
                 gc.enable()
@@ -576,12 +581,13 @@ class Simulation:
 
 
 def simulate(workload: list[RequestSpec], config: EngineConfig, case: Case, policy: str = "fcfs",
-             **options) -> CaseResult:
-    """Run one case to the end; see :class:`Simulation` (``options``: ``timeline``, ``per_tick``)."""
-    return Simulation(workload, config, case, policy, **options).run()
+             progress=None, **options) -> CaseResult:
+    """Run one case to the end; see :class:`Simulation` (``options``: ``timeline``, ``per_tick``)
+    and :meth:`Simulation.run` (``progress``)."""
+    return Simulation(workload, config, case, policy, **options).run(progress)
 
 
 def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: str = "fcfs",
-              **options) -> list[CaseResult]:
+              progress=None, **options) -> list[CaseResult]:
     """Simulate every case on the same workload, each from a cold start (lab.md §4)."""
-    return [simulate(workload, config, case, policy, **options) for case in cases]
+    return [simulate(workload, config, case, policy, progress, **options) for case in cases]

@@ -112,11 +112,37 @@ def _output_heavy() -> list[RequestSpec]:
     ]
 
 
-#: Scenario name -> builder of its workload (lab.md §2).
+_PRIORITY_MIX = (
+    # name, arrival, prefix_key, prefix_tokens, suffix_tokens, output_tokens, priority
+    # Batch jobs (priority 1): a shared document prefix, long prompts, 16 output tokens. Six
+    # arrive in ticks 0-2 and fill the 4 slots, so a queue forms at once.
+    ("B0", 0, "DOC", 128, 128, 16, 1),
+    ("B1", 0, "DOC", 128, 64, 16, 1),
+    ("B2", 1, "DOC", 128, 96, 16, 1),
+    ("B3", 1, "DOC", 128, 64, 16, 1),
+    ("B4", 2, "DOC", 128, 128, 16, 1),
+    ("B5", 2, "DOC", 128, 96, 16, 1),
+    # Interactive chat turns (priority 0, urgent): short prompts and 8 output tokens, arriving
+    # behind the batch queue, interleaved with two more batch jobs.
+    ("I0", 3, None, 0, 32, 8, 0),
+    ("I1", 5, None, 0, 48, 8, 0),
+    ("B6", 6, "DOC", 128, 64, 16, 1),
+    ("I2", 7, None, 0, 32, 8, 0),
+    ("I3", 9, None, 0, 40, 8, 0),
+    ("B7", 10, "DOC", 128, 96, 16, 1),
+)
+
+
+def _priority_mix() -> list[RequestSpec]:
+    return [RequestSpec(*row) for row in _PRIORITY_MIX]
+
+
+#: Scenario name -> builder of its workload (lab.md §2; ``priority-mix`` for compare.md §1).
 SCENARIOS = {
     "baseline": _baseline,
     "prefix-broken": _prefix_broken,
     "output-heavy": _output_heavy,
+    "priority-mix": _priority_mix,
 }
 
 
