@@ -68,6 +68,7 @@ class LabRun:
     results: list[CaseResult]
     timeline: str = "full"   # detail of the results' timeline records (sched.engine.TIMELINE_DETAILS)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
+    _sha256: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def summaries(self) -> list[dict]:
@@ -75,6 +76,13 @@ class LabRun:
         if not self._summaries:
             self._summaries.extend(summarize(result) for result in self.results)
         return self._summaries
+
+    @property
+    def workload_sha256(self) -> str:
+        """sha256 of the canonical workload text (:func:`sched.workload.workload_sha256`), computed once."""
+        if not self._sha256:
+            self._sha256.append(workload_sha256(self.workload))
+        return self._sha256[0]
 
 
 def _number(value):
@@ -99,7 +107,7 @@ def render_table(run: LabRun) -> str:
     timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
     # No source here: a replay of workload.json must reproduce this file byte for byte.
     header = (f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
-              f"{workload_sha256(run.workload)[:12]} | "
+              f"{run.workload_sha256[:12]} | "
               f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
               f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
     # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it.
@@ -120,11 +128,14 @@ def render_table(run: LabRun) -> str:
 
 def _manifest(run: LabRun) -> dict:
     config = run.config
+    # A reduced timeline changes what timeline.jsonl and requests.jsonl hold, so it is named; a
+    # full one (every lab scenario) leaves the manifest as it always was.
+    detail = {} if run.timeline == "full" else {"timeline": run.timeline}
     return {
         "tool": "infer-sched-lab",
         "version": __version__,
         "source": run.source,
-        "workload_sha256": workload_sha256(run.workload),
+        "workload_sha256": run.workload_sha256,
         "num_requests": len(run.workload),
         "policy": run.policy,
         "config": {"budget": config.budget, "decode_cost": config.decode_cost, "prefill_cost": 1,
@@ -132,6 +143,7 @@ def _manifest(run: LabRun) -> dict:
         "timeout_ticks": config.timeout_ticks,
         "cases": [{"case": r.case.name, "batching": r.case.batching.value, "apc": r.case.apc,
                    "chunk_tokens": r.case.chunk_tokens} for r in run.results],
+        **detail,
         "units": UNITS_NOTE,
     }
 

@@ -33,6 +33,15 @@ class CompactTokensTest(unittest.TestCase):
             self.assertEqual(percentile_of_histogram(counts, p), percentile(values, p))
         self.assertIsNone(percentile_of_histogram({}, 95))
 
+    def test_percentile_stays_exact_where_floats_tie(self):
+        """1/3 and 333333333333333333/10**18 have the same float but differ exactly: the sort
+        that backs percentile() must still put the smaller first."""
+        close = Fraction(333333333333333333, 10**18)
+        self.assertEqual(float(close), float(Fraction(1, 3)))
+        values = [Fraction(1, 3), close, Fraction(1, 2), Fraction(1, 4)]
+        self.assertEqual([percentile(values, p) for p in (25, 50, 75, 100)],
+                         [Fraction(1, 4), close, Fraction(1, 3), Fraction(1, 2)])
+
 
 class TimelineDetailTest(unittest.TestCase):
     def test_default_threshold(self):
@@ -54,6 +63,8 @@ class TimelineDetailTest(unittest.TestCase):
             self.assertEqual(line, json.dumps(json.loads(line), ensure_ascii=False))
         for name in ("summary.json", "summary.csv", "table.txt"):
             self.assertEqual(files[name], read(os.path.join(EXPECTED, "baseline", name)))
+        self.assertEqual(json.loads(files["manifest.json"])["timeline"], "counts")
+        self.assertNotIn("timeline", json.loads(read(os.path.join(EXPECTED, "baseline", "manifest.json"))))
 
     def test_streamed_artifacts_have_the_same_bytes(self):
         run = run_lab(scenario("baseline"), EngineConfig(), timeline="counts")
