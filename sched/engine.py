@@ -312,7 +312,7 @@ class Simulation:
         Returns the tick's :class:`TickRecord` (detail ``full``), :class:`TickCounts` (``counts``)
         or ``None`` (``off``).
         """
-        t = self.now
+        t = self._clock.now
         config, case = self.config, self.case
         full = self.timeline == "full"
         remaining = config.budget
@@ -327,10 +327,10 @@ class Simulation:
             self._num_waiting += 1
 
         # 2. Deadlines, before admission so a timed-out request frees its slot now.
-        timeouts = self._expire(t)
+        timeouts = self._expire(t) if config.timeout_ticks is not None else []
 
         # 3. Admission.
-        admitted, hits = self._admit(t)
+        admitted, hits = self._admit(t) if self._num_waiting else ([], [])
         active_names = [r.name for r in self._active.values()] if full else None
 
         # 4. Decode first: requests whose prefill completed in an earlier tick, in active order.
@@ -393,7 +393,7 @@ class Simulation:
         else:
             record = None
         # 6. Retire: finished requests already left the active list in _complete/_decode_in_order.
-        self.now = t + 1
+        self._clock.now = t + 1
         return record
 
     def run(self, progress=None) -> CaseResult:
