@@ -47,6 +47,27 @@ def _nearest_rank(ordered: list, p: float):
     return ordered[rank - 1]
 
 
+def _ratio_percentile(ratios: list[tuple[int, int]], p: float) -> Fraction | None:
+    """:func:`percentile` of the exact ratios ``num / den`` (den > 0) given as integer pairs,
+    without building a Fraction per value: the ``p``-th by float order lies among the values with
+    the same float (float division is monotonic), and that group is ordered exactly."""
+    if not ratios:
+        return None
+    ordered = sorted(ratios, key=lambda r: r[0] / r[1])
+    rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered))) - 1
+    num, den = ordered[rank]
+    value = num / den
+    lo, hi = rank, rank + 1
+    while lo > 0 and ordered[lo - 1][0] / ordered[lo - 1][1] == value:
+        lo -= 1
+    while hi < len(ordered) and ordered[hi][0] / ordered[hi][1] == value:
+        hi += 1
+    group = ordered[lo:hi]
+    if any(n * den != num * d for n, d in group):
+        num, den = sorted(group, key=lambda r: Fraction(*r))[rank - lo]
+    return Fraction(num, den)
+
+
 def _sorted_exact(values) -> list:
     """``sorted(values)`` for ints and Fractions, fast on large samples: sorted by ``float`` (a
     monotonic map), then each run of equal floats re-sorted exactly, so the order is exact."""
@@ -91,6 +112,9 @@ def order_score(pairs):
     0 otherwise; the result is the exact mean, ``None`` when there is no such pair.
     Example: [(0, 5), (1, 3), (1, 5)] has two pairs: (5 vs 3) scores 0, (5 vs 5) scores 1/2 → 1/4.
     """
+    pairs = list(pairs)
+    if len({priority for priority, _ in pairs}) < 2:
+        return None  # every request has the same priority: no pair to score
     items = sorted((time, priority) for priority, time in pairs)
     seen: dict = {}                     # priority -> requests with a strictly earlier time
     score2 = num_pairs = 0              # score counted in halves
@@ -216,13 +240,14 @@ def summarize(result: CaseResult) -> dict:
     waits = [queue_wait(r) for r in ok]
     ttfts = [ttft(r) for r in ok]
     sorted_ttfts, sorted_waits = sorted(ttfts), sorted(waits)   # each sorted once for its percentiles
-    tpots = [value for value in map(tpot, ok) if value is not None]
+    # TPOT as exact ratios (ticks, tokens) of every successful request with >= 2 tokens.
+    tpots = [(r.last_token_at - r.first_token_at, n - 1) for r in ok if (n := r.num_tokens) >= 2]
     return {
         "case": result.case.name,
         "p50_ttft": _nearest_rank(sorted_ttfts, 50),
         "p95_ttft": _nearest_rank(sorted_ttfts, 95),
         "p95_itl": percentile_of_histogram(gaps, 95),
-        "p95_tpot": percentile(tpots, 95),
+        "p95_tpot": _ratio_percentile(tpots, 95),
         "p95_e2e": percentile(map(e2e, ok), 95),
         "p95_queue_wait": _nearest_rank(sorted_waits, 95),
         "throughput": Fraction(emitted, makespan) if makespan else None,

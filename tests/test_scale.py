@@ -33,6 +33,17 @@ class CompactTokensTest(unittest.TestCase):
             self.assertEqual(percentile_of_histogram(counts, p), percentile(values, p))
         self.assertIsNone(percentile_of_histogram({}, 95))
 
+    def test_ratio_percentile_equals_the_fraction_percentile(self):
+        """Seeded random TPOT ratios, plus two that share one float: same answer as sorting Fractions."""
+        import random
+        from sched.metrics import _ratio_percentile
+        rng = random.Random(5)
+        ratios = [(rng.randint(1, 60), rng.randint(1, 12)) for _ in range(300)]
+        ratios += [(1, 3), (333333333333333333, 10**18)]
+        for p in (1, 25, 50, 95, 99, 100):
+            self.assertEqual(_ratio_percentile(ratios, p), percentile([Fraction(*r) for r in ratios], p))
+        self.assertIsNone(_ratio_percentile([], 95))
+
     def test_percentile_stays_exact_where_floats_tie(self):
         """1/3 and 333333333333333333/10**18 have the same float but differ exactly: the sort
         that backs percentile() must still put the smaller first."""
