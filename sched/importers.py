@@ -116,9 +116,8 @@ def _parse_azure_time(text: str) -> datetime:
         text, zone = text[:-6], text[-6:]
     if "." in text:
         head, fraction = text.split(".", 1)
-        text = f"{head}.{fraction[:6]}"
-    stamp = datetime.fromisoformat(text + zone)
-    return stamp
+        text = f"{head}.{fraction[:6].ljust(6, '0')}"  # exactly six digits (Python 3.10's fromisoformat)
+    return datetime.fromisoformat(text + zone)
 
 
 def _open_text(path: str):
