@@ -11,15 +11,19 @@ import os
 import sys
 
 from . import __version__
-from .artifacts import ArtifactError, LabRun, render_artifacts, write_artifacts
+from .artifacts import ArtifactError, LabRun, check_target, render_artifacts, write_artifacts
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import run_cases
+from .engine import SimulationError, run_cases
+from .invariants import check_cases
 from .policy import POLICIES
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario
 
 __all__ = ["main", "run_lab"]
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+
+#: Most problems of one workload printed, one line each; the rest are counted.
+MAX_REPORTED_PROBLEMS = 20
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,8 +77,15 @@ def _run_parser() -> argparse.ArgumentParser:
 
 
 def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline") -> LabRun:
-    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`."""
-    return LabRun(workload, config, policy, source, run_cases(workload, config, cases_for(config), policy))
+    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
+
+    Every case is checked against the model's invariants (:mod:`sched.invariants`); a broken one
+    raises :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
+    simulation.
+    """
+    results = run_cases(workload, config, cases_for(config), policy)
+    check_cases(results)
+    return LabRun(workload, config, policy, source, results)
 
 
 def _main_run(argv: list[str]) -> int:
@@ -88,6 +99,8 @@ def _main_run(argv: list[str]) -> int:
         source = f"scenario:{name}"
     config = EngineConfig(budget=args.budget, decode_cost=args.decode_cost, max_active=args.max_active,
                           chunk_tokens=args.chunk_tokens, timeout_ticks=args.timeout_ticks)
+    if args.artifacts:
+        check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
     run = run_lab(workload, config, args.policy, source)
     files = render_artifacts(run)
     sys.stdout.write(files["table.txt"])
@@ -109,8 +122,26 @@ def main(argv: list[str] | None = None) -> int:
         if handler is not None:
             return handler(argv[1:])
         return _main_run(argv)
-    except (WorkloadError, ConfigError, ArtifactError) as exc:
-        print(f"infer_sched_lab.py: error: {exc}", file=sys.stderr)
+    except WorkloadError as exc:
+        _report(exc.problems)
+        return EXIT_BAD_INPUT
+    except (ConfigError, ArtifactError) as exc:
+        _report([str(exc)])
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    except SimulationError as exc:
+        _report([f"internal error: {exc}"])
+        return EXIT_INTERNAL
+    except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
+        _report([f"internal error: {type(exc).__name__}: {exc}"])
+        return EXIT_INTERNAL
+
+
+def _report(problems: list[str]) -> None:
+    """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
+    for problem in problems[:MAX_REPORTED_PROBLEMS]:
+        print(f"infer_sched_lab.py: error: {problem}", file=sys.stderr)
+    if len(problems) > MAX_REPORTED_PROBLEMS:
+        print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
+              file=sys.stderr)

@@ -25,7 +25,12 @@ from .config import Batching, Case, EngineConfig
 from .policy import POLICIES
 from .workload import RequestSpec
 
-__all__ = ["Status", "Request", "TickRecord", "CaseResult", "Simulation", "simulate", "run_cases"]
+__all__ = ["Status", "Request", "TickRecord", "CaseResult", "Simulation", "SimulationError", "simulate",
+           "run_cases"]
+
+
+class SimulationError(RuntimeError):
+    """The simulation broke its own rules: an internal error (exit code 3), never bad input."""
 
 
 class Status(Enum):
@@ -226,12 +231,22 @@ class Simulation:
         return record
 
     def run(self) -> CaseResult:
-        """Step until every request has ended; idle ticks (nothing waiting or active) are skipped."""
+        """Step until every request has ended; idle ticks (nothing waiting or active) are skipped.
+
+        Raises :class:`SimulationError` as soon as a tick makes no progress (nothing admitted, no
+        budget spent, nothing timed out): under a valid configuration that cannot happen.
+        """
         while not self.finished:
             if not self.active and not self._num_waiting:
                 # Nothing to do until the next arrival: skipping gives the same results as walking.
                 self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
-            self.ticks.append(self.step())
+            record = self.step()
+            # A walked tick always admits, spends budget or times a request out (README §校验);
+            # one that does none of these would repeat forever.
+            if not (record.admitted or record.budget_used or record.timeouts):
+                raise SimulationError(f"{self.case.name}: tick {record.tick}: no request can make progress "
+                                      f"({len(self.active)} active, {self._num_waiting} waiting)")
+            self.ticks.append(record)
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------

@@ -1,0 +1,140 @@
+"""Invariants of a finished case, checked after every run (lab.md §3; issue "nothing bad gets in").
+
+The engine is trusted by nobody: :func:`check_case` re-reads a finished :class:`CaseResult` (its
+requests and, when present, its tick records) and raises :class:`InvariantError` at the first
+broken rule. It is post hoc and cheap, O(requests + tokens + ticks), so the CLI runs it on every
+case of every run. Request names are assumed unique (the workload validator guarantees it).
+
+The rules, each named in its message:
+
+- every request ends exactly once (status ok or timeout, one end tick, one end event);
+- nothing is admitted before it arrives or at/after its deadline;
+- the budget is never exceeded in a tick, and a tick's budget is its decodes plus its prefill;
+- active requests never exceed ``max_active``;
+- token times strictly increase, start at admission + 2 at the earliest and end by the end tick;
+- emitted tokens never exceed ``output_tokens`` (and equal it for a request that ended ok);
+- hit tokens never exceed ``prefix_tokens`` (nor the prompt minus one), and only with APC;
+- prefill work summed over the ticks equals prompt − hit tokens for every request that finished
+  prefill, and stays below it for one that did not.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .engine import CaseResult, Request, SimulationError, Status
+
+__all__ = ["InvariantError", "check_case", "check_cases"]
+
+
+class InvariantError(SimulationError):
+    """A finished case breaks a rule of the model: an internal error (exit code 3)."""
+
+
+def check_cases(results) -> None:
+    """Check every case of one run with :func:`check_case`."""
+    for result in results:
+        check_case(result)
+
+
+def check_case(result: CaseResult) -> None:
+    """Check one finished case; raises :class:`InvariantError` naming the case, request or tick.
+
+    ``result.ticks`` is checked when present (a case with requests always walks at least one
+    tick); per-request prefill work then comes from the ticks, otherwise from the requests.
+    """
+    prefilled = _check_ticks(result) if result.ticks else None
+    for request in result.requests:
+        _check_request(result, request, prefilled)
+
+
+def _fail(result: CaseResult, where: str, what: str):
+    raise InvariantError(f"invariant broken in case {result.case.name}, {where}: {what}")
+
+
+def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> None:
+    spec, config = r.spec, result.config
+    where = f"request {r.index} ({r.name})"
+    deadline = None if config.timeout_ticks is None else spec.arrival + config.timeout_ticks
+    times = r.token_times
+
+    # Ends exactly once, with the end tick its status implies.
+    if not r.status.ended or r.done_at is None:
+        _fail(result, where, f"never ended (status {r.status.value})")
+    if r.status is Status.DONE and (len(times) != spec.output_tokens or r.done_at != times[-1]):
+        _fail(result, where, f"ended ok at {r.done_at} with {len(times)} of {spec.output_tokens} tokens")
+    if r.status is Status.TIMEOUT and r.done_at != deadline:
+        _fail(result, where, f"timed out at {r.done_at}, its deadline is {deadline}")
+    if deadline is not None and r.done_at > deadline:
+        _fail(result, where, f"ended at {r.done_at}, after its deadline {deadline}")
+
+    # Admission within [arrival, deadline).
+    if r.admitted_at is None:
+        if r.status is Status.DONE or times or r.hit_tokens:
+            _fail(result, where, "was served without being admitted")
+    elif r.admitted_at < spec.arrival or (deadline is not None and r.admitted_at >= deadline):
+        _fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
+
+    # Tokens: strictly increasing, after prefill, before the end, never more than asked for.
+    if len(times) > spec.output_tokens:
+        _fail(result, where, f"emitted {len(times)} tokens, output_tokens is {spec.output_tokens}")
+    if times and (times[0] < r.admitted_at + 2 or times[-1] > r.done_at):
+        _fail(result, where, f"token times {times[0]}..{times[-1]} outside admission+2 .. end {r.done_at}")
+    if any(later <= earlier for earlier, later in zip(times, times[1:])):
+        _fail(result, where, f"token times do not strictly increase: {times}")
+
+    # Prefix cache hits.
+    if not 0 <= r.hit_tokens <= min(spec.prefix_tokens, spec.prompt_tokens - 1):
+        _fail(result, where, f"hit_tokens {r.hit_tokens} with prefix_tokens {spec.prefix_tokens}")
+    if r.hit_tokens and not result.case.apc:
+        _fail(result, where, "hit tokens without APC")
+
+    # Prefill work: exactly prompt − hit once prefill finished, less before.
+    work = r.prefilled_tokens if prefilled is None else prefilled.get(r.name, 0)
+    needed = spec.prompt_tokens - r.hit_tokens
+    finished_prefill = r.prefill_done_at is not None
+    if (work != needed) if finished_prefill else (work >= needed):
+        state = "finished" if finished_prefill else "unfinished"
+        _fail(result, where, f"prefill work {work} tokens for an {state} prefill of {needed} tokens")
+    if times and not finished_prefill:
+        _fail(result, where, "emitted tokens before its prefill finished")
+
+
+def _check_ticks(result: CaseResult) -> dict[str, int]:
+    """Per-tick rules; returns prefill tokens per request name summed over the ticks."""
+    config, chunk = result.config, result.case.chunk_tokens
+    prefilled: Counter = Counter()
+    decoded: Counter = Counter()
+    admitted: dict[str, int] = {}
+    ended: Counter = Counter()
+    previous = None
+    for k in result.ticks:
+        where = f"tick {k.tick}"
+        if previous is not None and k.tick <= previous:
+            _fail(result, where, f"follows tick {previous}")
+        previous = k.tick
+        spent = config.decode_cost * len(k.decoded) + sum(tokens for _, tokens in k.prefilled)
+        if k.budget_used > config.budget or k.budget_used != spent:
+            _fail(result, where, f"budget used {k.budget_used}, decodes and prefill cost {spent}, "
+                                 f"budget {config.budget}")
+        if len(k.active) > config.max_active:
+            _fail(result, where, f"{len(k.active)} active requests, max_active is {config.max_active}")
+        for name, tokens in k.prefilled:
+            if tokens < 1 or (chunk is not None and tokens > chunk):
+                _fail(result, where, f"{name} prefilled {tokens} tokens (chunk cap {chunk})")
+            prefilled[name] += tokens
+        decoded.update(k.decoded)
+        for name in k.admitted:
+            if admitted.setdefault(name, k.tick) != k.tick:
+                _fail(result, where, f"{name} admitted a second time")
+        ended.update(k.finished)
+        ended.update(k.timeouts)
+    for r in result.requests:
+        where = f"request {r.index} ({r.name})"
+        if ended[r.name] != 1:
+            _fail(result, where, f"ends {ended[r.name]} times in the timeline")
+        if admitted.get(r.name) != r.admitted_at:
+            _fail(result, where, f"admitted at {r.admitted_at}, the timeline says {admitted.get(r.name)}")
+        if decoded[r.name] != len(r.token_times):
+            _fail(result, where, f"{len(r.token_times)} tokens, the timeline decodes {decoded[r.name]}")
+    return prefilled
