@@ -20,8 +20,6 @@ The rules, each named in its message:
 
 from __future__ import annotations
 
-from collections import Counter
-
 from .engine import CaseResult, Request, SimulationError, Status
 
 __all__ = ["InvariantError", "check_case", "check_cases"]
@@ -43,9 +41,12 @@ def check_case(result: CaseResult) -> None:
     ``result.ticks`` is checked when present (a case with requests always walks at least one
     tick); per-request prefill work then comes from the ticks, otherwise from the requests.
     """
-    prefilled = _check_ticks(result) if result.ticks else None
+    timeline = _check_ticks(result) if result.ticks else None
+    prefilled = None if timeline is None else timeline[0]
     for request in result.requests:
         _check_request(result, request, prefilled)
+    if timeline is not None:
+        _check_timeline_matches(result, *timeline)
 
 
 def _fail(result: CaseResult, where: str, what: str):
@@ -61,6 +62,8 @@ def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> No
     # Ends exactly once, with the end tick its status implies.
     if not r.status.ended or r.done_at is None:
         _fail(result, where, f"never ended (status {r.status.value})")
+    if len(times) > spec.output_tokens:
+        _fail(result, where, f"emitted {len(times)} tokens, output_tokens is {spec.output_tokens}")
     if r.status is Status.DONE and (len(times) != spec.output_tokens or r.done_at != times[-1]):
         _fail(result, where, f"ended ok at {r.done_at} with {len(times)} of {spec.output_tokens} tokens")
     if r.status is Status.TIMEOUT and r.done_at != deadline:
@@ -75,9 +78,7 @@ def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> No
     elif r.admitted_at < spec.arrival or (deadline is not None and r.admitted_at >= deadline):
         _fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
 
-    # Tokens: strictly increasing, after prefill, before the end, never more than asked for.
-    if len(times) > spec.output_tokens:
-        _fail(result, where, f"emitted {len(times)} tokens, output_tokens is {spec.output_tokens}")
+    # Tokens: strictly increasing, after prefill, before the end.
     if times and (times[0] < r.admitted_at + 2 or times[-1] > r.done_at):
         _fail(result, where, f"token times {times[0]}..{times[-1]} outside admission+2 .. end {r.done_at}")
     if any(later <= earlier for earlier, later in zip(times, times[1:])):
@@ -100,41 +101,50 @@ def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> No
         _fail(result, where, "emitted tokens before its prefill finished")
 
 
-def _check_ticks(result: CaseResult) -> dict[str, int]:
-    """Per-tick rules; returns prefill tokens per request name summed over the ticks."""
+def _check_ticks(result: CaseResult) -> tuple[dict, dict, dict, dict]:
+    """Per-tick rules; returns per request name the prefill tokens and decodes summed over the
+    ticks, the admission tick, and the number of end events."""
     config, chunk = result.config, result.case.chunk_tokens
-    prefilled: Counter = Counter()
-    decoded: Counter = Counter()
+    prefilled: dict[str, int] = {}
+    decoded: dict[str, int] = {}
     admitted: dict[str, int] = {}
-    ended: Counter = Counter()
+    ended: dict[str, int] = {}
     previous = None
     for k in result.ticks:
-        where = f"tick {k.tick}"
         if previous is not None and k.tick <= previous:
-            _fail(result, where, f"follows tick {previous}")
+            _fail(result, f"tick {k.tick}", f"follows tick {previous}")
         previous = k.tick
-        spent = config.decode_cost * len(k.decoded) + sum(tokens for _, tokens in k.prefilled)
-        if k.budget_used > config.budget or k.budget_used != spent:
-            _fail(result, where, f"budget used {k.budget_used}, decodes and prefill cost {spent}, "
-                                 f"budget {config.budget}")
-        if len(k.active) > config.max_active:
-            _fail(result, where, f"{len(k.active)} active requests, max_active is {config.max_active}")
+        work = 0
         for name, tokens in k.prefilled:
             if tokens < 1 or (chunk is not None and tokens > chunk):
-                _fail(result, where, f"{name} prefilled {tokens} tokens (chunk cap {chunk})")
-            prefilled[name] += tokens
-        decoded.update(k.decoded)
+                _fail(result, f"tick {k.tick}", f"{name} prefilled {tokens} tokens (chunk cap {chunk})")
+            prefilled[name] = prefilled.get(name, 0) + tokens
+            work += tokens
+        spent = config.decode_cost * len(k.decoded) + work
+        if k.budget_used > config.budget or k.budget_used != spent:
+            _fail(result, f"tick {k.tick}", f"budget used {k.budget_used}, decodes and prefill cost {spent}, "
+                                            f"budget {config.budget}")
+        if len(k.active) > config.max_active:
+            _fail(result, f"tick {k.tick}", f"{len(k.active)} active requests, max_active is {config.max_active}")
+        for name in k.decoded:
+            decoded[name] = decoded.get(name, 0) + 1
         for name in k.admitted:
             if admitted.setdefault(name, k.tick) != k.tick:
-                _fail(result, where, f"{name} admitted a second time")
-        ended.update(k.finished)
-        ended.update(k.timeouts)
+                _fail(result, f"tick {k.tick}", f"{name} admitted a second time")
+        for names in (k.finished, k.timeouts):
+            for name in names:
+                ended[name] = ended.get(name, 0) + 1
+    return prefilled, decoded, admitted, ended
+
+
+def _check_timeline_matches(result: CaseResult, prefilled: dict, decoded: dict, admitted: dict,
+                            ended: dict) -> None:
+    """Each request ends once in the timeline, and admission and tokens agree with its record."""
     for r in result.requests:
         where = f"request {r.index} ({r.name})"
-        if ended[r.name] != 1:
-            _fail(result, where, f"ends {ended[r.name]} times in the timeline")
+        if ended.get(r.name, 0) != 1:
+            _fail(result, where, f"ends {ended.get(r.name, 0)} times in the timeline")
         if admitted.get(r.name) != r.admitted_at:
             _fail(result, where, f"admitted at {r.admitted_at}, the timeline says {admitted.get(r.name)}")
-        if decoded[r.name] != len(r.token_times):
-            _fail(result, where, f"{len(r.token_times)} tokens, the timeline decodes {decoded[r.name]}")
-    return prefilled
+        if decoded.get(r.name, 0) != len(r.token_times):
+            _fail(result, where, f"{len(r.token_times)} tokens, the timeline decodes {decoded.get(r.name, 0)}")
