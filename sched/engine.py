@@ -241,7 +241,7 @@ class Simulation:
                 # Nothing to do until the next arrival: skipping gives the same results as walking.
                 self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
             record = self.step()
-            # A walked tick always admits, spends budget or times a request out (README §校验);
+            # A walked tick always admits, spends budget or times a request out (proof: README §11);
             # one that does none of these would repeat forever.
             if not (record.admitted or record.budget_used or record.timeouts):
                 raise SimulationError(f"{self.case.name}: tick {record.tick}: no request can make progress "

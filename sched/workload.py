@@ -7,6 +7,10 @@ A workload is an ordered list of :class:`RequestSpec`. On disk it is a JSON obje
 
 Times are ticks, lengths are tokens. The order of the list is the *workload order* that breaks
 ties between requests arriving in the same tick.
+
+Validation (README §11) collects every problem of a file, one line each naming the file, the
+request (index and name) and the field. The fields and their bounds live in two small tables,
+:data:`WORKLOAD_RULES` and :data:`REQUEST_RULES`; rules relating fields follow them.
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 from dataclasses import dataclass
+from typing import Callable
 
 __all__ = [
     "RequestSpec",
@@ -139,21 +145,29 @@ MAX_PRIORITY = 10**9
 
 def _show(value) -> str:
     """A JSON value as the learner wrote it, shortened for a one-line message."""
-    if isinstance(value, _LongInteger):
-        return f"an integer of {value.digits} digits"
-    text = json.dumps(value, ensure_ascii=False, default=lambda long: f"<{long.digits} digits>")
+    text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class _LongInteger:
-    """An integer literal too long to convert (Python limits int() to 4300 digits)."""
+class _HugeNumber:
+    """A number literal too large to hold: an integer of over 30 digits (Python refuses int() of
+    over 4300) or a float beyond the float range such as ``1e400``. Kept so validation can name it."""
 
-    def __init__(self, text: str) -> None:
-        self.digits = len(text.lstrip("-"))
+    def __init__(self, text: str, integer: bool) -> None:
+        self.integer, self.negative = integer, text.startswith("-")
+        self.text = f"an integer of {len(text.lstrip('-'))} digits" if integer else text[:30]
+
+    def __str__(self) -> str:
+        return self.text
 
 
 def _parse_int(text: str):
-    return int(text) if len(text) <= 30 else _LongInteger(text)
+    return int(text) if len(text) <= 30 else _HugeNumber(text, integer=True)
+
+
+def _parse_float(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else _HugeNumber(text, integer=False)
 
 
 class _JsonObject(dict):
@@ -176,14 +190,18 @@ def _integer(low: int, high: int, unit: str):
         if isinstance(value, bool):
             return f"must be an integer, got {_show(value)} (a boolean)"
         if isinstance(value, float):
-            if value != value or value in (float("inf"), float("-inf")):
+            if not math.isfinite(value):
                 return f"must be an integer, got {_show(value)} (not a number JSON allows)"
             hint = f"; write {int(value)}" if value.is_integer() else ""
             return f"must be an integer, got {_show(value)}{hint}"
         if isinstance(value, str):
             return f"must be an integer, got the string {_show(value)}"
-        if isinstance(value, _LongInteger):
-            return f"must be at most {high} ({unit}), got {_show(value)}"
+        if isinstance(value, _HugeNumber):
+            if value.integer and value.negative:
+                return f"must be at least {low}, got {value}"
+            if value.integer:
+                return f"must be at most {high} ({unit}), got {value}"
+            return f"must be an integer, got {value}"
         if not isinstance(value, int):
             return f"must be an integer, got {_show(value)}"
         if value < low:
@@ -219,7 +237,7 @@ class _Rule:
     """How one field is checked: required or optional, may it be null, and its value check."""
 
     required: bool
-    check: object  # (value) -> problem text or None
+    check: Callable[[object], str | None]  # the value -> a problem text, or None when valid
     nullable: bool = False
 
 
@@ -264,14 +282,14 @@ def load_workload(path: str) -> list[RequestSpec]:
 def parse_workload(text: str, source: str = "<workload>") -> list[RequestSpec]:
     """Parse and validate workload JSON text; ``source`` names it in messages.
 
-    ``NaN``, ``Infinity`` and over-long integers are decoded so that validation can name the
+    ``NaN``, ``Infinity`` and too large numbers are decoded so that validation can name the
     request and field they sit in. Raises :class:`WorkloadError`.
     """
     if not text.strip():
         raise WorkloadError(f"{source}: file is empty; expected a JSON object with a 'requests' list",
                             source=source)
     try:
-        data = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int)
+        data = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int, parse_float=_parse_float)
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                             source=source) from None
@@ -318,14 +336,16 @@ def _summary(problems: list[str]) -> str:
 def _field_problems(raw: dict, rules: dict, where: str) -> tuple[list[str], dict]:
     """Missing, unknown, repeated and ill-typed fields of one JSON object, one line each.
 
+    A misspelt field is reported once: as unknown, with the missing name it most likely means.
     Returns the problems and the fields whose values passed their rule (name -> value).
     """
     problems = [f"{where} {field!r}: given more than once (JSON keeps only the last)"
                 for field in getattr(raw, "repeated", ())]
+    unknown = {field: _closest(field, rules) for field in raw if field not in rules}
     valid = {}
     for field, rule in rules.items():
         if field not in raw:
-            if rule.required:
+            if rule.required and field not in unknown.values():
                 problems.append(f"{where} {field!r}: missing")
             continue
         problem = None if rule.nullable and raw[field] is None else rule.check(raw[field])
@@ -333,19 +353,17 @@ def _field_problems(raw: dict, rules: dict, where: str) -> tuple[list[str], dict
             problems.append(f"{where} {field!r}: {problem}")
         else:
             valid[field] = raw[field]
-    for field in raw:
-        if field not in rules:
-            problems.append(f"{where} {field!r}: unknown field; {_suggest(field, rules)}")
+    for field, closest in unknown.items():
+        hint = f"did you mean {closest!r}?" if closest else "valid fields are " + ", ".join(rules)
+        problems.append(f"{where} {field!r}: unknown field; {hint}")
     return problems, valid
 
 
-def _suggest(field: str, rules: dict) -> str:
-    """'did you mean ...' with the closest valid name, or the list of valid names."""
+def _closest(field: str, rules: dict) -> str | None:
+    """The valid field name closest to ``field`` (ignoring case), or None when none is close."""
     lowered = {name.lower(): name for name in rules}
     match = difflib.get_close_matches(str(field).lower(), lowered, n=1, cutoff=0.6)
-    if match:
-        return f"did you mean {lowered[match[0]]!r}?"
-    return "valid fields are " + ", ".join(rules)
+    return lowered[match[0]] if match else None
 
 
 def _request_problems(fields: dict, where: str) -> list[str]:
