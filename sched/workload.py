@@ -215,6 +215,8 @@ def _integer(low: int, high: int, unit: str):
 def _text(value) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return f"must be a non-empty string, got {_show(value)}"
+    if not value.isprintable():
+        return f"must be printable (no tabs, line breaks or control characters), got {_show(value)}"
     return None
 
 
@@ -317,7 +319,8 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
             problems.append(f"{source}: {label}: must be a JSON object, got {_show(raw)}")
             continue
         if isinstance(raw.get("name"), str) and raw["name"].strip():
-            label += f" ({raw['name']})"
+            name = raw["name"]
+            label += f" ({name})" if name.isprintable() else f" ({_show(name)})"
         where = f"{source}: {label}"
         found, fields = _field_problems(raw, REQUEST_RULES, f"{where}: field")
         requests.append((label, fields, found + _request_problems(fields, where)))

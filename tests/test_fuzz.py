@@ -15,15 +15,17 @@ from sched.artifacts import render_artifacts
 from sched.cli import run_lab
 from sched.config import EngineConfig
 from sched.policy import POLICIES
-from sched.workload import RequestSpec, parse_workload
+from sched.workload import RequestSpec, WorkloadError, parse_workload
 
 NUM_CASES = int(os.environ.get("ISL_FUZZ_CASES", "2000"))
 SEED = int(os.environ.get("ISL_FUZZ_SEED", "20261130"))
 
 
 def random_workload(rng: random.Random) -> list[RequestSpec]:
-    """0–40 requests (mean about 10): bursty arrivals with the odd long idle gap, a few shared prefix keys (one
-    length each), prompts of 1–48 tokens, 1–5 output tokens, priorities in some workloads."""
+    """0–40 requests (about 10 on average): bursty arrivals with the odd long idle gap, a few shared
+    prefix keys (one length each), prompts of 1–48 tokens, 1–5 output tokens, some priorities.
+
+    Lengths are small so that 2000 cases, each simulated twice, stay within about ten seconds."""
     keys = {f"K{i}": rng.randint(1, 24) for i in range(rng.randint(0, 4))}
     with_priority = rng.random() < 0.3
     arrival, specs = 0, []
@@ -79,6 +81,58 @@ class FuzzTest(unittest.TestCase):
             self.assertTrue({0, 1, 40} <= seen["sizes"], sorted(seen["sizes"]))
             self.assertGreater(seen["timeouts"], NUM_CASES // 4)
             self.assertGreater(seen["priorities"], NUM_CASES // 10)
+
+
+#: Values a corrupted field may take: every JSON type, edge numbers, near-miss strings.
+ODD_VALUES = (None, True, False, -1, 0, 1, 2.5, 3.0, 10**7, -(10**12), "", " ", "7", "SYS", "two\nlines", [], [1], {}, {"a": 1},
+              float("nan"), float("inf"))
+
+
+def corrupt(rng: random.Random, text: str) -> str:
+    """One random mistake in a workload's JSON text: a field set to an odd value, renamed, dropped,
+    duplicated from another request, or a character deleted or inserted."""
+    data = json.loads(text)
+    requests = data["requests"]
+    mistake = rng.randrange(6)
+    if mistake == 0 or not requests:
+        position = rng.randrange(len(text) + 1)
+        return text[:position] + rng.choice('{}[],:"0a -') + text[position + 1:]
+    request = rng.choice(requests)
+    field = rng.choice(sorted(request))
+    if mistake == 1:
+        request[field] = rng.choice(ODD_VALUES)
+    elif mistake == 2:
+        request[field[:-1] + rng.choice("sx_")] = request.pop(field)
+    elif mistake == 3:
+        del request[field]
+    elif mistake == 4:
+        request.update({f: v for f, v in rng.choice(requests).items() if f in ("name", "prefix_key")})
+    else:
+        data[rng.choice(("requests", "description", "extra"))] = rng.choice(ODD_VALUES)
+    return json.dumps(data, ensure_ascii=False)
+
+
+class CorruptedWorkloadTest(unittest.TestCase):
+    def test_any_mistake_is_a_workload_error_or_a_valid_workload(self):
+        """Random single mistakes in random workloads: the validator never crashes, and whatever it
+        accepts survives a canonical round trip unchanged."""
+        rng = random.Random(SEED)
+        refused = 0
+        for number in range(NUM_CASES):
+            text = corrupt(rng, json.dumps({"requests": [spec.to_json() for spec in random_workload(rng)]}))
+            try:
+                specs = parse_workload(text, source="w.json")
+            except WorkloadError as exc:
+                refused += 1
+                self.assertTrue(exc.problems, text)
+                self.assertTrue(all(problem.startswith("w.json: ") and "\n" not in problem
+                                    for problem in exc.problems), exc.problems)
+                continue
+            except Exception as exc:
+                raise AssertionError(f"seed {SEED}, case {number}: {text}: {type(exc).__name__}: {exc}") from exc
+            self.assertEqual(parse_workload(json.dumps({"requests": [s.to_json() for s in specs]})), specs)
+            self.assertTrue(all(spec.name.isprintable() for spec in specs), text)
+        self.assertGreater(refused, NUM_CASES // 2)
 
 
 if __name__ == "__main__":

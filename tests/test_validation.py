@@ -77,6 +77,7 @@ BAD_WORKLOADS = {
     "prefix tokens without a key": (_workload(_request(prefix_key=None)), ["field 'prefix_key'", "needs a key"]),
     "key with zero prefix tokens": (_workload(_request(prefix_tokens=0)), ["field 'prefix_tokens'", "'K'"]),
     "empty name": (_workload(_request(name="")), ["request 0", "field 'name'", "non-empty string"]),
+    "name with a line break": (_workload(_request(name="R\n0")), ['request 0 ("R\\n0")', "field 'name'", "printable"]),
     "numeric name": (_workload(_request(name=7)), ["request 0", "field 'name'", "7"]),
     "empty prefix_key": (_workload(_request(prefix_key="")), ["field 'prefix_key'", "non-empty string or null"]),
     "duplicate names": (_workload(_request(), _request(arrival=3)), ["request 1 (R0)", "field 'name'", "request 0 (R0)"]),
