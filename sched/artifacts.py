@@ -69,8 +69,11 @@ def _cell(value, places: int = 2) -> str:
     return str(int(value))
 
 
-def render_table(run: LabRun) -> str:
-    """The text table of lab.md §6 with a header line and the units note (``table.txt``)."""
+def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
+    """The text table of lab.md §6 with a header line and the units note (``table.txt``).
+
+    ``summaries`` may pass ``run.summaries`` when already computed.
+    """
     config = run.config
     timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
     # No source here: a replay of workload.json must reproduce this file byte for byte.
@@ -80,7 +83,7 @@ def render_table(run: LabRun) -> str:
               f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
     columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan")
     rows = [columns]
-    for s in run.summaries:
+    for s in run.summaries if summaries is None else summaries:
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
                      str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"])))
@@ -148,16 +151,17 @@ def _jsonl(records) -> str:
 
 def render_artifacts(run: LabRun) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
-    summaries = [{k: _number(v) for k, v in s.items()} for s in run.summaries]
+    exact = run.summaries  # computed once for the three files that show them
+    summaries = [{k: _number(v) for k, v in s.items()} for s in exact]
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload),
         "summary.json": json.dumps({"units": UNITS_NOTE, "percentiles": "nearest rank",
                                     "cases": summaries}, indent=2, ensure_ascii=False) + "\n",
-        "summary.csv": _summary_csv(run.summaries),
+        "summary.csv": _summary_csv(exact),
         "requests.jsonl": _jsonl(_request_lines(run)),
         "timeline.jsonl": _jsonl(_timeline_lines(run)),
-        "table.txt": render_table(run),
+        "table.txt": render_table(run, exact),
     }
 
 
@@ -170,7 +174,11 @@ def check_target(directory: str, force: bool = False) -> None:
     target = os.path.normpath(directory)
     if os.path.exists(target) and not os.path.isdir(target):
         raise ArtifactError(f"{directory}: exists and is not a directory")
-    if os.path.isdir(target) and not force and os.listdir(target):
+    try:
+        occupied = os.path.isdir(target) and bool(os.listdir(target))
+    except OSError as exc:
+        raise ArtifactError(f"{directory}: cannot read the directory ({exc.strerror or exc})") from None
+    if occupied and not force:
         raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
                             "to replace the lab's files there")
     ancestor = os.path.dirname(os.path.abspath(target))

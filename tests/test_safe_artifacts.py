@@ -107,6 +107,17 @@ class ExistingRunTest(unittest.TestCase):
         self.assertEqual(run_cli(["--artifacts", out])[0], 0)
         self.assertEqual(sorted(os.listdir(out)), sorted(ARTIFACT_FILES))
 
+    def test_unreadable_existing_directory_is_bad_input_not_a_crash(self):
+        out = os.path.join(temp_dir(self), "run")
+        os.mkdir(out)
+        denied = PermissionError(errno.EACCES, os.strerror(errno.EACCES), out)
+        with mock.patch("sched.artifacts.os.listdir", side_effect=denied):
+            code, stdout, err = run_cli(["--artifacts", out])
+        self.assertEqual(code, 2)
+        self.assertEqual(stdout, "")
+        self.assertIn("Permission denied", err)
+        self.assertEqual(len(err.splitlines()), 1, err)
+
     def test_target_that_is_a_file(self):
         out = os.path.join(temp_dir(self), "run")
         with open(out, "w", encoding="utf-8") as handle:
