@@ -21,6 +21,8 @@ from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
+from .picture import render_timeline_svg
+from .report import render_report
 from .workload import RequestSpec, workload_sha256, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
@@ -28,10 +30,28 @@ __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "ren
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
-                  "requests.jsonl", "timeline.jsonl", "table.txt")
+                  "requests.jsonl", "timeline.jsonl", "table.txt", "timeline.svg", "report.html")
 
 UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teaching model: no KV-cache "
               "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
+
+
+#: Unit of each summary field that has one (``summary.json`` carries this map).
+SUMMARY_UNITS = {
+    "p50_ttft": "ticks", "p95_ttft": "ticks", "p95_itl": "ticks", "p95_tpot": "ticks per output token",
+    "p95_e2e": "ticks", "p95_queue_wait": "ticks",
+    "throughput": "output tokens per tick (all emitted tokens / makespan)",
+    "completed_output_tps": "output tokens per tick (tokens of successful requests only / makespan)",
+    "output_tokens": "tokens", "hit_tokens": "tokens", "error_rate": "fraction of arrived requests",
+    "makespan": "ticks", "latency_samples": "successful requests feeding the latency columns",
+    # compare.md §2
+    "p50_queue_wait": "ticks", "p99_queue_wait": "ticks", "mean_queue_wait": "ticks",
+    "fairness": "fraction in [0, 1] (1 = equal TTFTs; 1 when no request succeeded)",
+    "budget_utilization": "fraction of budget x makespan ticks", "busy_fraction": "fraction of makespan ticks",
+    "completion_rate": "fraction of arrived requests",
+    "priority_first_token_order_score": "share of different-priority pairs served in priority order",
+    "priority_order_score": "share of different-priority pairs completed in priority order",
+}
 
 
 class ArtifactError(OSError):
@@ -81,12 +101,15 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
               f"{workload_sha256(run.workload)[:12]} | "
               f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
               f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
-    columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan")
+    # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it.
+    columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan",
+               "latency samples")
     rows = [columns]
     for s in run.summaries if summaries is None else summaries:
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
-                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"])))
+                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"]),
+                     str(s["latency_samples"])))
     width0 = max(len(row[0]) for row in rows)
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ["  ".join([row[0].ljust(width0)] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i])
@@ -151,17 +174,22 @@ def _jsonl(records) -> str:
 
 def render_artifacts(run: LabRun) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
-    exact = run.summaries  # computed once for the three files that show them
-    summaries = [{k: _number(v) for k, v in s.items()} for s in exact]
+    raw_summaries = run.summaries
+    summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
+    table = render_table(run, raw_summaries)  # summaries computed once for every file
+    svg = render_timeline_svg(run.results, UNITS_NOTE, raw_summaries)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
-        "workload.json": workload_to_json(run.workload),
-        "summary.json": json.dumps({"units": UNITS_NOTE, "percentiles": "nearest rank",
-                                    "cases": summaries}, indent=2, ensure_ascii=False) + "\n",
-        "summary.csv": _summary_csv(exact),
+        "workload.json": workload_to_json(run.workload, units=True),
+        "summary.json": json.dumps({"units": UNITS_NOTE, "field_units": SUMMARY_UNITS,
+                                    "percentiles": "nearest rank", "cases": summaries},
+                                   indent=2, ensure_ascii=False) + "\n",
+        "summary.csv": _summary_csv(raw_summaries),
         "requests.jsonl": _jsonl(_request_lines(run)),
         "timeline.jsonl": _jsonl(_timeline_lines(run)),
-        "table.txt": render_table(run, exact),
+        "table.txt": table,
+        "timeline.svg": svg,
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg),
     }
 
 

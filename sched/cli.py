@@ -9,18 +9,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 
-from . import __version__
+from . import __version__, compare, realrun
 from .artifacts import ArtifactError, LabRun, check_target, render_artifacts, write_artifacts
+from .check import CheckError, compare_runs, format_report
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import SimulationError, run_cases
+from .explain import ExplainError, explain_request
 from .invariants import check_cases
+from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .policy import POLICIES
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario
 
 __all__ = ["main", "run_lab"]
 
-EXIT_OK, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 2, 3
+EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
@@ -71,21 +75,66 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chunk-tokens", type=_positive_int, default=32, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (default 32)")
     parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
-                        help="admission order of the waiting queue (default fcfs)")
+                        help="admission order of the waiting queue: fcfs (arrival), shortest (least "
+                             "prompt + decode_cost x output work), priority (lowest 'priority' field "
+                             "first); default fcfs")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
 
-def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline") -> LabRun:
+def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline",
+            progress=None) -> LabRun:
     """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
 
-    Every case is checked against the model's invariants (:mod:`sched.invariants`); a broken one
-    raises :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
+    ``progress``: optional display hook, see :meth:`sched.engine.Simulation.run`. Every case is
+    checked against the model's invariants (:mod:`sched.invariants`); a broken one raises
+    :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
     simulation.
     """
-    results = run_cases(workload, config, cases_for(config), policy)
+    results = run_cases(workload, config, cases_for(config), policy, progress)
     check_cases(results)
     return LabRun(workload, config, policy, source, results)
+
+
+class _Progress:
+    """Progress on ``stream`` once a run has lasted ``delay`` seconds, refreshed every ``every`` s.
+
+    Built only for a terminal (see :func:`_progress_for`): artifacts and piped output never see it.
+    """
+
+    def __init__(self, stream, clock=time.monotonic, delay: float = 1.0, every: float = 0.25) -> None:
+        self.stream, self.clock, self.delay, self.every = stream, clock, delay, every
+        self.started = clock()
+        self.shown_at = None
+        self.width = 0
+
+    def _show(self, text: str, force: bool = False) -> None:
+        now = self.clock()
+        if now - self.started < self.delay or (
+                not force and self.shown_at is not None and now - self.shown_at < self.every):
+            return
+        self.shown_at = now
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def __call__(self, case: str, tick: int, num_ended: int, num_requests: int) -> None:
+        self._show(f"simulating {case}: tick {tick}, {num_ended}/{num_requests} requests ended")
+
+    def note(self, text: str) -> None:
+        """Show ``text`` now (a change of stage), if the run has lasted long enough."""
+        self._show(text, force=True)
+
+    def close(self) -> None:
+        """Erase the progress line, if one was shown."""
+        if self.shown_at is not None:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+
+def _progress_for(stream) -> _Progress | None:
+    isatty = getattr(stream, "isatty", None)
+    return _Progress(stream) if isatty is not None and isatty() else None
 
 
 def _main_run(argv: list[str]) -> int:
@@ -101,17 +150,70 @@ def _main_run(argv: list[str]) -> int:
                           chunk_tokens=args.chunk_tokens, timeout_ticks=args.timeout_ticks)
     if args.artifacts:
         check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
-    run = run_lab(workload, config, args.policy, source)
-    files = render_artifacts(run)
+    progress = _progress_for(sys.stderr)
+    try:
+        run = run_lab(workload, config, args.policy, source, progress)
+        if progress is not None:
+            progress.note("rendering artifacts")
+        files = render_artifacts(run)
+    finally:
+        if progress is not None:
+            progress.close()
+    if args.artifacts:  # written first: a refused directory must not look like a finished run
+        write_artifacts(files, args.artifacts, force=args.force)
     sys.stdout.write(files["table.txt"])
     if args.artifacts:
-        write_artifacts(files, args.artifacts, force=args.force)
         print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
     return EXIT_OK
 
 
+def _main_explain(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py explain",
+                     description="Tell one request's life in every case of a run, read from its artifacts "
+                                 "(requests.jsonl, timeline.jsonl).")
+    parser.add_argument("name", metavar="NAME", help="request name, e.g. S7")
+    parser.add_argument("--artifacts", metavar="DIR", required=True, help="a run's artifacts directory")
+    parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous+APC+chunk32")
+    args = parser.parse_args(argv)
+    sys.stdout.write(explain_request(args.name, args.artifacts, args.case))
+    return EXIT_OK
+
+
+def _main_check(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py check",
+                     description="Compare a run directory with a reference directory: workload and "
+                                 "configuration first, then every artifact.",
+                     epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run to check, e.g. runs/x")
+    parser.add_argument("ref_dir", metavar="REF_DIR", help="the reference, e.g. expected/baseline")
+    args = parser.parse_args(argv)
+    results = compare_runs(args.run_dir, args.ref_dir)
+    sys.stdout.write(format_report(args.run_dir, args.ref_dir, results))
+    return EXIT_DIFFERENT if results else EXIT_OK
+
+
+def _main_zip(argv: list[str]) -> int:
+    parser = _Parser(prog="infer_sched_lab.py zip",
+                     description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
+                                 "expected outputs, tests, templates, README); same sources, same bytes.")
+    parser.add_argument("-o", "--output", metavar="PATH", default=DEFAULT_ZIP,
+                        help=f"where to write the ZIP (default {DEFAULT_ZIP}; replaced if it exists)")
+    args = parser.parse_args(argv)
+    project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = build_lab_zip(project, args.output)
+    print(f"wrote {args.output}: {len(files)} files under inference-scheduler-lab/")
+    return EXIT_OK
+
+
 #: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
-SUBCOMMANDS: dict = {}
+SUBCOMMANDS: dict = {
+    "compare": compare.command,
+    "export": realrun.export_command,
+    "import-results": realrun.import_command,
+    "explain": _main_explain,
+    "check": _main_check,
+    "zip": _main_zip,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     except WorkloadError as exc:
         _report(exc.problems)
         return EXIT_BAD_INPUT
-    except (ConfigError, ArtifactError) as exc:
+    except (ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
         _report([str(exc)])
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors

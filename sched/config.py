@@ -47,8 +47,8 @@ class EngineConfig:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KNOB:
                 raise ConfigError(f"--{knob.replace('_', '-')} must be an integer from 1 to {MAX_KNOB}, "
                                   f"got {value!r}")
-        # The only way this model can fail to finish (proof: README §11): with budget >= decode_cost
-        # every walked tick admits, decodes or prefills something, or times a request out.
+        # The only way this model can fail to finish (proof in the README, "输入校验与退出码"): with
+        # budget >= decode_cost every walked tick admits, decodes or prefills, or times a request out.
         if self.budget < self.decode_cost:
             raise ConfigError(f"--budget ({self.budget}) is below --decode-cost ({self.decode_cost}): "
                               "no request could ever decode a token")

@@ -230,23 +230,27 @@ class Simulation:
         self.now = t + 1
         return record
 
-    def run(self) -> CaseResult:
+    def run(self, progress=None) -> CaseResult:
         """Step until every request has ended; idle ticks (nothing waiting or active) are skipped.
 
-        Raises :class:`SimulationError` as soon as a tick makes no progress (nothing admitted, no
-        budget spent, nothing timed out): under a valid configuration that cannot happen.
+        ``progress``, if given, is called after every tick as ``progress(case_name, now, num_ended,
+        num_requests)``: a display hook that must not change the simulation. Raises
+        :class:`SimulationError` as soon as a tick makes no progress (nothing admitted, no budget
+        spent, nothing timed out): under a valid configuration that cannot happen.
         """
         while not self.finished:
             if not self.active and not self._num_waiting:
                 # Nothing to do until the next arrival: skipping gives the same results as walking.
                 self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
             record = self.step()
-            # A walked tick always admits, spends budget or times a request out (proof: README §11);
-            # one that does none of these would repeat forever.
+            # A walked tick always admits, spends budget or times a request out (proof in the README,
+            # "输入校验与退出码"); one that does none of these would repeat forever.
             if not (record.admitted or record.budget_used or record.timeouts):
                 raise SimulationError(f"{self.case.name}: tick {record.tick}: no request can make progress "
                                       f"({len(self.active)} active, {self._num_waiting} waiting)")
             self.ticks.append(record)
+            if progress is not None:
+                progress(self.case.name, self.now, self._num_ended, len(self.requests))
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
@@ -298,11 +302,12 @@ class Simulation:
 
 
 def simulate(workload: list[RequestSpec], config: EngineConfig, case: Case,
-             policy: str = "fcfs") -> CaseResult:
-    """Run one case to the end; see :class:`Simulation`."""
-    return Simulation(workload, config, case, policy).run()
+             policy: str = "fcfs", progress=None) -> CaseResult:
+    """Run one case to the end; see :class:`Simulation` (``progress``: see :meth:`Simulation.run`)."""
+    return Simulation(workload, config, case, policy).run(progress)
 
 
-def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: str = "fcfs") -> list[CaseResult]:
+def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: str = "fcfs",
+              progress=None) -> list[CaseResult]:
     """Simulate every case on the same workload, each from a cold start (lab.md §4)."""
-    return [simulate(workload, config, case, policy) for case in cases]
+    return [simulate(workload, config, case, policy, progress) for case in cases]

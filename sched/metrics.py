@@ -10,6 +10,12 @@ Named timestamps (ticks): arrival, ``admitted_at``, first token (``token_times[0
 - Error rate = (arrived − succeeded) / arrived, over every arrived request.
 - Throughput = every output token emitted / makespan; ``completed_output_tps`` counts only tokens
   of successful requests. Makespan = latest end − earliest arrival.
+
+Extra per-run metrics (compare.md §2), appended after the lab.md columns: queue-wait P50/P99/mean,
+``fairness`` over the successful TTFTs, ``budget_utilization``, ``busy_fraction``,
+``completion_rate`` and the two priority order scores. The value functions (:func:`fairness`,
+:func:`order_score`, :func:`mean`) take plain numbers, so imported real runs (milliseconds) use the
+very same formulas.
 """
 
 from __future__ import annotations
@@ -19,7 +25,8 @@ from fractions import Fraction
 
 from .engine import CaseResult, Request
 
-__all__ = ["percentile", "ttft", "e2e", "queue_wait", "itls", "tpot", "summarize", "SUMMARY_FIELDS"]
+__all__ = ["percentile", "mean", "fairness", "order_score", "ttft", "e2e", "queue_wait", "itls", "tpot",
+           "summarize", "SUMMARY_FIELDS", "COMPARE_FIELDS"]
 
 
 def percentile(values, p: float):
@@ -32,6 +39,63 @@ def percentile(values, p: float):
         return None
     rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered)))
     return ordered[rank - 1]
+
+
+def mean(values):
+    """Exact arithmetic mean (a :class:`~fractions.Fraction` for integers), ``None`` when empty."""
+    values = list(values)
+    if not values:
+        return None
+    total = sum(values)
+    return Fraction(total, len(values)) if isinstance(total, int) else total / len(values)
+
+
+def fairness(ttfts):
+    """Teaching proxy for unequal waits (compare.md §2), in [0, 1]; 1 for an empty sample.
+
+    ``max(0, 1 − (max − min) / max(mean, 1))`` over the successful requests' TTFTs (ticks or
+    milliseconds). Example: TTFTs [2, 4, 6] give 1 − 4/4 = 0; [10, 12] give 1 − 2/11 = 9/11.
+    """
+    values = [value for value in ttfts if value is not None]
+    if not values:
+        return Fraction(1)
+    spread = max(values) - min(values)
+    return max(Fraction(0), 1 - Fraction(spread) / max(mean(values), 1))
+
+
+def order_score(pairs):
+    """Share of priority-ordered pairs served in priority order (compare.md §2), or ``None``.
+
+    ``pairs`` is an iterable of ``(priority, time)``, one per successful request (lower priority
+    value = more urgent; time in ticks or milliseconds). Over every two requests of *different*
+    priority, a pair scores 1 when the more urgent one's time is earlier, 1/2 on a tie in time,
+    0 otherwise; the result is the exact mean, ``None`` when there is no such pair.
+    Example: [(0, 5), (1, 3), (1, 5)] has two pairs: (5 vs 3) scores 0, (5 vs 5) scores 1/2 → 1/4.
+    """
+    items = sorted((time, priority) for priority, time in pairs)
+    seen: dict = {}                     # priority -> requests with a strictly earlier time
+    score2 = num_pairs = 0              # score counted in halves
+    start = 0
+    while start < len(items):
+        end = start
+        while end < len(items) and items[end][0] == items[start][0]:
+            end += 1
+        group = [priority for _, priority in items[start:end]]
+        for priority in group:
+            for other, count in seen.items():
+                if other != priority:
+                    num_pairs += count
+                    if other < priority:    # the more urgent one was earlier: 1
+                        score2 += 2 * count
+        for i, priority in enumerate(group):   # ties in time: one half each
+            for other in group[i + 1:]:
+                if other != priority:
+                    num_pairs += 1
+                    score2 += 1
+        for priority in group:
+            seen[priority] = seen.get(priority, 0) + 1
+        start = end
+    return Fraction(score2, 2 * num_pairs) if num_pairs else None
 
 
 def ttft(request: Request) -> int | None:
@@ -76,13 +140,20 @@ SUMMARY_FIELDS = (
     "case", "p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait",
     "throughput", "completed_output_tps", "output_tokens", "hit_tokens",
     "succeeded", "timed_out", "arrived", "error_rate", "makespan", "latency_samples",
+    # compare.md §2, appended so the lab.md §7 columns keep their order.
+    "p50_queue_wait", "p99_queue_wait", "mean_queue_wait", "fairness", "budget_utilization",
+    "busy_fraction", "completion_rate", "priority_first_token_order_score", "priority_order_score",
 )
+
+#: The metrics a comparison needs from each side (compare.md §3.2).
+COMPARE_FIELDS = ("p95_ttft", "p95_tpot", "throughput", "completion_rate", "fairness")
 
 
 def summarize(result: CaseResult) -> dict:
     """One row of the summary for a case (keys :data:`SUMMARY_FIELDS`).
 
-    Latencies are ticks, throughputs output tokens per tick, ``error_rate`` a fraction; ratios are
+    Latencies are ticks, throughputs output tokens per tick, ``error_rate``, ``completion_rate``,
+    ``fairness``, ``budget_utilization`` and ``busy_fraction`` fractions in [0, 1]; ratios are
     exact :class:`fractions.Fraction` (the artifact writers round them); ``None`` where a sample
     is empty or the makespan is zero.
     """
@@ -93,6 +164,7 @@ def summarize(result: CaseResult) -> dict:
     completed = sum(len(r.token_times) for r in ok)
     makespan = (max(r.done_at for r in requests) - min(r.spec.arrival for r in requests)) if requests else 0
     gaps = [gap for r in ok for gap in itls(r)]
+    waits = [queue_wait(r) for r in ok]
     tpots = [value for value in map(tpot, ok) if value is not None]
     return {
         "case": result.case.name,
@@ -101,7 +173,7 @@ def summarize(result: CaseResult) -> dict:
         "p95_itl": percentile(gaps, 95),
         "p95_tpot": percentile(tpots, 95),
         "p95_e2e": percentile(map(e2e, ok), 95),
-        "p95_queue_wait": percentile(map(queue_wait, ok), 95),
+        "p95_queue_wait": percentile(waits, 95),
         "throughput": Fraction(emitted, makespan) if makespan else None,
         "completed_output_tps": Fraction(completed, makespan) if makespan else None,
         "output_tokens": emitted,
@@ -112,4 +184,13 @@ def summarize(result: CaseResult) -> dict:
         "error_rate": Fraction(arrived - len(ok), arrived) if arrived else None,
         "makespan": makespan,
         "latency_samples": len(ok),
+        "p50_queue_wait": percentile(waits, 50),
+        "p99_queue_wait": percentile(waits, 99),
+        "mean_queue_wait": mean(waits),
+        "fairness": fairness(map(ttft, ok)),
+        "budget_utilization": Fraction(result.budget_spent, result.config.budget * makespan) if makespan else None,
+        "busy_fraction": Fraction(result.busy_ticks, makespan) if makespan else None,
+        "completion_rate": Fraction(len(ok), arrived) if arrived else None,
+        "priority_first_token_order_score": order_score((r.spec.priority or 0, r.first_token_at) for r in ok),
+        "priority_order_score": order_score((r.spec.priority or 0, r.done_at) for r in ok),
     }

@@ -18,7 +18,11 @@ def fcfs(spec: RequestSpec, index: int, decode_cost: int) -> tuple:
 
 
 def shortest(spec: RequestSpec, index: int, decode_cost: int) -> tuple:
-    """Least total work first: prompt tokens + decode_cost × output tokens, in budget units."""
+    """Least total work first: prompt tokens + decode_cost × output tokens, in budget units.
+
+    compare.md §1 says "prompt tokens left to prefill": a waiting request has prefilled nothing, and
+    its cache hit is only decided at admission (lab.md §3), so that is its whole prompt.
+    """
     return (spec.prompt_tokens + decode_cost * spec.output_tokens, spec.arrival, index)
 
 

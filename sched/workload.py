@@ -8,8 +8,8 @@ A workload is an ordered list of :class:`RequestSpec`. On disk it is a JSON obje
 Times are ticks, lengths are tokens. The order of the list is the *workload order* that breaks
 ties between requests arriving in the same tick.
 
-Validation (README §11) collects every problem of a file, one line each naming the file, the
-request (index and name) and the field. The fields and their bounds live in two small tables,
+Validation (README "输入校验与退出码") collects every problem of a file, one line each naming the
+file, the request (index and name) and the field. The fields and their bounds live in two small tables,
 :data:`WORKLOAD_RULES` and :data:`REQUEST_RULES`; rules relating fields follow them.
 """
 
@@ -118,11 +118,37 @@ def _output_heavy() -> list[RequestSpec]:
     ]
 
 
-#: Scenario name -> builder of its workload (lab.md §2).
+_PRIORITY_MIX = (
+    # name, arrival, prefix_key, prefix_tokens, suffix_tokens, output_tokens, priority
+    # Batch jobs (priority 1): a shared document prefix, long prompts, 16 output tokens. Six
+    # arrive in ticks 0-2 and fill the 4 slots, so a queue forms at once.
+    ("B0", 0, "DOC", 128, 128, 16, 1),
+    ("B1", 0, "DOC", 128, 64, 16, 1),
+    ("B2", 1, "DOC", 128, 96, 16, 1),
+    ("B3", 1, "DOC", 128, 64, 16, 1),
+    ("B4", 2, "DOC", 128, 128, 16, 1),
+    ("B5", 2, "DOC", 128, 96, 16, 1),
+    # Interactive chat turns (priority 0, urgent): short prompts and 8 output tokens, arriving
+    # behind the batch queue, interleaved with two more batch jobs.
+    ("I0", 3, None, 0, 32, 8, 0),
+    ("I1", 5, None, 0, 48, 8, 0),
+    ("B6", 6, "DOC", 128, 64, 16, 1),
+    ("I2", 7, None, 0, 32, 8, 0),
+    ("I3", 9, None, 0, 40, 8, 0),
+    ("B7", 10, "DOC", 128, 96, 16, 1),
+)
+
+
+def _priority_mix() -> list[RequestSpec]:
+    return [RequestSpec(*row) for row in _PRIORITY_MIX]
+
+
+#: Scenario name -> builder of its workload (lab.md §2; ``priority-mix`` for compare.md §1).
 SCENARIOS = {
     "baseline": _baseline,
     "prefix-broken": _prefix_broken,
     "output-heavy": _output_heavy,
+    "priority-mix": _priority_mix,
 }
 
 
@@ -247,6 +273,7 @@ class _Rule:
 WORKLOAD_RULES = {
     "requests": _Rule(True, _request_list),
     "description": _Rule(False, _string),
+    "units": _Rule(False, _string),  # the note a run's workload.json carries; ignored when read
 }
 
 #: Fields of one request, in the order they are written (lab.md §2, §7; compare.md §1 for priority).
@@ -408,13 +435,21 @@ def _add_workload_problems(requests: list[tuple[str, dict, list[str]]], source: 
                          f"prefix_key {key!r} {first_tokens} tokens; an exact shared prefix has one length")
 
 
-def workload_to_json(specs: list[RequestSpec]) -> str:
-    """The canonical ``workload.json`` text: one request per line, fixed field order, newline at end."""
+#: The note ``workload.json`` carries as its ``units`` field (ignored when read back).
+WORKLOAD_UNITS = "arrival in abstract ticks; prefix_tokens, suffix_tokens, output_tokens in tokens"
+
+
+def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
+    """The canonical workload text: one request per line, fixed field order, newline at end.
+
+    With ``units`` the object starts with a ``units`` note (as in a run's ``workload.json``).
+    """
     lines = ",\n".join("    " + json.dumps(spec.to_json()) for spec in specs)
     body = f"\n{lines}\n  " if specs else ""
-    return "{\n  \"requests\": [" + body + "]\n}\n"
+    head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
+    return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
 
 
 def workload_sha256(specs: list[RequestSpec]) -> str:
-    """sha256 (hex) of the canonical workload text; equal workloads give equal hashes."""
+    """sha256 (hex) of the canonical workload text (without the units note)."""
     return hashlib.sha256(workload_to_json(specs).encode("utf-8")).hexdigest()

@@ -20,6 +20,8 @@ REFERENCE_RUNS = {
     "prefix-broken": ["--scenario", "prefix-broken"],
     "deadline30": ["--timeout-ticks", "30"],
     "output-heavy": ["--scenario", "output-heavy"],
+    # The priority lesson's candidate (compare.md §1): FCFS is already pinned by the four above.
+    "priority-mix": ["--scenario", "priority-mix", "--policy", "priority"],
 }
 
 

@@ -7,7 +7,9 @@ from fractions import Fraction
 
 from sched.config import Batching, Case, EngineConfig
 from sched.engine import CaseResult, Request, Status
-from sched.metrics import itls, percentile, summarize, tpot
+import random
+
+from sched.metrics import fairness, itls, mean, order_score, percentile, summarize, tpot
 from sched.workload import RequestSpec
 from tests.helpers import read, run_cli, temp_dir
 
@@ -87,6 +89,79 @@ class SummaryTest(unittest.TestCase):
         row = read(os.path.join(out, "table.txt")).splitlines()[2].split()
         self.assertEqual(row[:4], ["static", "NA", "NA", "NA"])
         self.assertIn(",NA,", read(os.path.join(out, "summary.csv")))
+
+
+class CompareMetricsTest(unittest.TestCase):
+    """compare.md §2 formulas on hand values."""
+
+    def test_fairness(self):
+        """max(0, 1 - (max - min) / max(mean, 1)) over successful TTFTs."""
+        self.assertEqual(fairness([2, 4, 6]), 0)                   # 1 - 4/4
+        self.assertEqual(fairness([10, 12]), Fraction(9, 11))      # 1 - 2/11
+        self.assertEqual(fairness([5, 5, 5]), 1)                   # everyone waited the same
+        self.assertEqual(fairness([1, 30]), 0)                     # clamped at 0, never negative
+        self.assertEqual(fairness([0, Fraction(1, 2)]), Fraction(1, 2))  # mean 1/4 < 1: divide by 1
+        self.assertEqual(fairness([]), 1)                          # no successful request
+        # lab.md §6: continuous+APC TTFTs [9, 11, 13, 14, 20, 22, 26, 25]: mean 17.5, spread 17.
+        self.assertEqual(fairness([9, 11, 13, 14, 20, 22, 26, 25]), Fraction(1, 35))
+
+    def test_mean(self):
+        self.assertEqual(mean([1, 2]), Fraction(3, 2))
+        self.assertIsNone(mean([]))
+
+    def test_order_score_hand_values(self):
+        """(priority, time) pairs; lower priority value = more urgent."""
+        self.assertEqual(order_score([(0, 1), (1, 2)]), 1)          # urgent first
+        self.assertEqual(order_score([(1, 1), (0, 2)]), 0)          # urgent last
+        self.assertEqual(order_score([(0, 3), (1, 3)]), Fraction(1, 2))  # tie in time: one half
+        self.assertEqual(order_score([(0, 5), (1, 3), (1, 5)]), Fraction(1, 4))
+        # Pairs with equal priority do not count: (0,1)-(0,9) is ignored; (0,1)<(2,4) yes, (0,9)>(2,4) no.
+        self.assertEqual(order_score([(0, 1), (0, 9), (2, 4)]), Fraction(1, 2))
+        self.assertIsNone(order_score([(0, 1), (0, 2)]))            # no pair of different priority
+        self.assertIsNone(order_score([]))
+
+    def test_order_score_matches_the_pairwise_definition(self):
+        """The sweep equals the literal definition (every pair, one by one) on random samples."""
+        rng = random.Random(4)
+        for _ in range(50):
+            pairs = [(rng.randint(-1, 2), rng.randint(0, 6)) for _ in range(rng.randint(0, 12))]
+            total = count = 0
+            for i, (p1, t1) in enumerate(pairs):
+                for p2, t2 in pairs[i + 1:]:
+                    if p1 == p2:
+                        continue
+                    urgent, other = (t1, t2) if p1 < p2 else (t2, t1)
+                    count += 1
+                    total += 1 if urgent < other else Fraction(1, 2) if urgent == other else 0
+            self.assertEqual(order_score(pairs), Fraction(total, count) if count else None, pairs)
+
+    def test_baseline_utilization_and_rates(self):
+        """Baseline: every prompt token (512 + 5*144 + 96 + 160 = 1488) costs 1 unit and every
+        output token (136) 8 units: 2576 units, minus APC's 384 hit tokens. The baseline never
+        idles between its first arrival and last end, so busy_fraction is 1."""
+        out = os.path.join(temp_dir(self), "run")
+        self.assertEqual(run_cli(["--artifacts", out])[0], 0)
+        cases = {c["case"]: c for c in json.loads(read(os.path.join(out, "summary.json")))["cases"]}
+        self.assertEqual(cases["static"]["budget_utilization"], round(2576 / (64 * 83), 6))
+        self.assertEqual(cases["continuous"]["budget_utilization"], round(2576 / (64 * 57), 6))
+        self.assertEqual(cases["continuous+APC"]["budget_utilization"], round(2192 / (64 * 52), 6))
+        self.assertEqual(cases["continuous+APC"]["fairness"], round(1 / 35, 6))
+        for case in cases.values():
+            self.assertEqual((case["busy_fraction"], case["completion_rate"]), (1, 1))
+            self.assertIsNone(case["priority_first_token_order_score"])   # every priority is 0
+
+    def test_queue_wait_statistics(self):
+        """Waits 0, 1, 5 (ok) and one timed-out request that is not a sample."""
+        requests = [
+            finished("A", 0, [2, 3], admitted_at=0),
+            finished("B", 0, [4, 5], admitted_at=1),
+            finished("C", 1, [9, 10], admitted_at=6),
+            finished("D", 0, [], status=Status.TIMEOUT, done_at=12),
+        ]
+        s = SummaryTest.summary(self, requests)
+        self.assertEqual((s["p50_queue_wait"], s["p95_queue_wait"], s["p99_queue_wait"]), (1, 5, 5))
+        self.assertEqual(s["mean_queue_wait"], 2)
+        self.assertEqual(s["completion_rate"], Fraction(3, 4))
 
 
 if __name__ == "__main__":

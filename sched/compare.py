@@ -1,0 +1,490 @@
+"""Baseline versus candidate: contract, evidence, gates and a decision (compare.md §3).
+
+A *side* is one case of one run directory: a simulated run (``manifest.json``, ``workload.json``,
+``summary.json``, ``requests.jsonl`` in ticks) or a real run normalised by ``import-results``
+(the same files in milliseconds, compare.md §4). :func:`compare` turns two sides into a decision
+record; :func:`command` is the ``compare`` subcommand.
+
+Decision (compare.md §3.3):
+
+- ``reject`` on a hard failure: the contract is broken (the fixed conditions differ, or the
+  scheduler settings differ in nothing or in more than one setting, or not in the declared one),
+  a run failed, or arrived requests are lost (absent from a trace, or never ended);
+- ``tune`` when evidence is missing or untrustworthy (a required metric is null, an id is
+  duplicated or unknown, a gate cannot be measured) or when some gate fails;
+- ``accept`` when none of that happens and every gate passes.
+
+A candidate that looks faster only because it dropped requests fails the completion-rate gates
+(its own floor, and a fixed gate: never below the baseline's completion rate) or, when its trace
+lost them, is rejected: it is never accepted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, run_command, write_text_atomically
+from .metrics import COMPARE_FIELDS, percentile
+
+__all__ = ["Side", "Thresholds", "load_side", "check_contract", "check_evidence", "compare",
+           "render_report", "command", "DECISIONS"]
+
+DECISIONS = ("accept", "tune", "reject")
+_ENDED = ("ok", "timeout", "error")
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Gate thresholds (compare.md §3.3, §3.4); growths and drops are fractions of the baseline.
+
+    General gates: candidate P95 TTFT and P95 TPOT at most ``1 + max_*_growth`` times the
+    baseline's; throughput at least ``1 + min_throughput_gain`` times; completion rate and fairness
+    at least their floors. A priority experiment (policy fcfs → priority) replaces the TTFT cap and
+    throughput floor by its own ratios and adds the order-score and low-class E2E gates.
+    """
+
+    max_ttft_growth: float = 0.10
+    max_tpot_growth: float = 0.10
+    min_throughput_gain: float = 0.0
+    min_completion_rate: float = 0.99
+    min_fairness: float = 0.0
+    min_order_score_gain: float = 0.15
+    max_throughput_drop: float = 0.10
+    max_priority_ttft_growth: float = 0.25
+    max_low_class_e2e_growth: float = 0.50
+
+
+@dataclass(slots=True)
+class Side:
+    """One side of a comparison, read from a run directory.
+
+    ``fixed``: conditions that must be equal (workload, engine, measurement settings);
+    ``scheduler``: the settings of which exactly one may differ; ``rows``: the case's request
+    lines; ``expected``: the ids that arrived (``None`` when only a count is known, then
+    ``num_expected``); ``priorities``: id → priority, or ``None`` when the run does not know them.
+    """
+
+    label: str
+    units: str
+    fixed: dict
+    scheduler: dict
+    summary: dict
+    rows: list[dict]
+    expected: list[str] | None
+    num_expected: int | None
+    priorities: dict | None
+    run_failed: bool = False
+    has_trace: bool = True
+
+
+# --- reading a side ------------------------------------------------------------------------------
+
+def _read_json(path: str):
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is this a run directory (--artifacts or import-results)?") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing; is this a run directory?") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
+            raise InputError(f"{path}: line {number}: field 'name': each line must be an object with a name")
+        rows.append(row)
+    return rows
+
+
+def load_side(directory: str, case: str | None = None) -> Side:
+    """Read one case of a run directory (simulated or imported) as a :class:`Side`.
+
+    ``case`` may be omitted when the run has a single case (an imported real run).
+    Raises :class:`~sched.cmdline.InputError` naming the file and field for unusable input.
+    """
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory}: not a run directory")
+    manifest = _read_json(os.path.join(directory, "manifest.json"))
+    summary = _read_json(os.path.join(directory, "summary.json"))
+    if not isinstance(manifest, dict) or manifest.get("tool") != "infer-sched-lab":
+        raise InputError(f"{directory}/manifest.json: field 'tool': not an infer-sched-lab manifest")
+    cases = summary.get("cases") if isinstance(summary, dict) else None
+    if not isinstance(cases, list) or not all(isinstance(c, dict) and "case" in c for c in cases):
+        raise InputError(f"{directory}/summary.json: field 'cases': must be a list of case rows")
+    names = [c["case"] for c in cases]
+    if case is None:
+        if len(names) != 1:
+            raise InputError(f"{directory}: holds cases {', '.join(names)}; choose one with --case "
+                             "(or --baseline-case/--candidate-case)")
+        case = names[0]
+    if case not in names:
+        raise InputError(f"{directory}/summary.json: no case {case!r}; it holds {', '.join(names)}")
+    row = cases[names.index(case)]
+    label = f"{os.path.basename(os.path.normpath(directory))}#{case}"
+    rows = [r for r in _read_jsonl(os.path.join(directory, "requests.jsonl")) if r.get("case") == case]
+    if manifest.get("kind") == "real":
+        return _real_side(directory, manifest, row, rows, label)
+    return _simulated_side(directory, manifest, row, rows, case, label)
+
+
+def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
+    settings = {c.get("case"): c for c in manifest.get("cases", []) if isinstance(c, dict)}
+    if case not in settings:
+        raise InputError(f"{directory}/manifest.json: field 'cases': no settings for case {case!r}")
+    config = manifest.get("config") or {}
+    workload = _read_json(os.path.join(directory, "workload.json"))
+    requests = workload.get("requests") if isinstance(workload, dict) else None
+    if not isinstance(requests, list) or not all(isinstance(r, dict) and "name" in r for r in requests):
+        raise InputError(f"{directory}/workload.json: field 'requests': must be a list of named requests")
+    fixed = {
+        "engine": f"{manifest.get('tool')} {manifest.get('version')}",
+        "workload_sha256": manifest.get("workload_sha256"),
+        "timeout_ticks": manifest.get("timeout_ticks"),
+        "decode_cost": config.get("decode_cost"),
+        "prefill_cost": config.get("prefill_cost"),
+        "units": "ticks",
+    }
+    scheduler = {
+        "policy": manifest.get("policy"),
+        "max_active": config.get("max_active"),
+        "budget": config.get("budget"),
+        "batching": settings[case].get("batching"),
+        "apc": settings[case].get("apc"),
+        "chunk_tokens": settings[case].get("chunk_tokens"),
+    }
+    expected = [r["name"] for r in requests]
+    priorities = {r["name"]: r.get("priority") or 0 for r in requests}
+    return Side(label, "ticks", fixed, scheduler, row, rows, expected, len(expected), priorities)
+
+
+def _real_side(directory, manifest, row, rows, label) -> Side:
+    fixed = {"units": "ms", "workload_sha256": manifest.get("workload_sha256")}
+    for group in ("engine", "measurement"):
+        for key, value in (manifest.get(group) or {}).items():
+            fixed[f"{group}.{key}"] = value
+    scheduler = dict(manifest.get("scheduler") or {})
+    expected = manifest.get("request_ids")
+    priorities = None
+    if rows and all(isinstance(r.get("priority"), int) for r in rows):
+        priorities = {r["name"]: r["priority"] for r in rows}
+    return Side(label, "ms", fixed, scheduler, row, rows, expected, manifest.get("num_requests_expected"),
+                priorities, run_failed=bool(manifest.get("run_failed")),
+                has_trace=bool(manifest.get("per_request")))
+
+
+# --- contract and evidence (compare.md §3.1, §3.2) -----------------------------------------------
+
+def check_contract(baseline: Side, candidate: Side, declared: str | None = None) -> dict:
+    """The contract of compare.md §3.1 as a record.
+
+    Returns ``{"ok", "mismatches": [{field, baseline, candidate}], "changes": [...same...],
+    "change": the single change or None, "declared_change", "problems": [one line each]}``.
+    Fixed conditions must be equal and known; exactly one scheduler setting must differ, and it
+    must be ``declared`` when one is declared.
+    """
+    problems, mismatches, changes = [], [], []
+    for key in sorted(set(baseline.fixed) | set(candidate.fixed)):
+        a, b = baseline.fixed.get(key), candidate.fixed.get(key)
+        if a != b:
+            mismatches.append({"field": key, "baseline": a, "candidate": b})
+            problems.append(f"fixed condition {key} differs: {a!r} vs {b!r}")
+    if baseline.fixed.get("workload_sha256") is None and not any(
+            k.startswith("measurement.dataset") and baseline.fixed.get(k) is not None for k in baseline.fixed):
+        problems.append("workload identity unknown (no workload_sha256): re-import with --workload")
+    for key in sorted(set(baseline.scheduler) | set(candidate.scheduler)):
+        a, b = baseline.scheduler.get(key), candidate.scheduler.get(key)
+        if a != b:
+            changes.append({"field": key, "baseline": a, "candidate": b})
+    unknown = [key for key in baseline.scheduler if baseline.scheduler[key] is None and candidate.scheduler.get(key) is None]
+    if "policy" in unknown:
+        problems.append("scheduler setting policy unknown on both sides: re-import with --policy")
+    if not changes:
+        problems.append("the two sides differ in no scheduler setting: nothing to compare")
+    elif len(changes) > 1:
+        problems.append("the two sides differ in more than one scheduler setting: "
+                        + ", ".join(c["field"] for c in changes))
+    elif declared is not None and changes[0]["field"] != declared:
+        problems.append(f"declared change {declared} but the sides differ in {changes[0]['field']}")
+    return {"ok": not problems, "mismatches": mismatches, "changes": changes,
+            "change": changes[0] if len(changes) == 1 else None, "declared_change": declared,
+            "problems": problems}
+
+
+def check_evidence(side: Side) -> dict:
+    """Trace completeness and required metrics of one side (compare.md §3.2).
+
+    Returns ``{"arrived", "in_trace", "duplicated", "lost", "unknown", "missing_metrics",
+    "num_lost"}``: ids listed twice, arrived ids absent or never ended, ids nobody sent, and
+    :data:`~sched.metrics.COMPARE_FIELDS` that are null. ``num_lost`` also counts requests known
+    only by number (a real file shorter than its run).
+    """
+    counts: dict = {}
+    for row in side.rows:
+        counts[row["name"]] = counts.get(row["name"], 0) + 1
+    duplicated = sorted(name for name, count in counts.items() if count > 1)
+    never_ended = sorted({r["name"] for r in side.rows if r.get("status") not in _ENDED})
+    if not side.has_trace:
+        lost, unknown, num_lost = [], [], 0      # no trace at all: missing evidence, not lost requests
+    elif side.expected is not None:
+        expected = set(side.expected)
+        lost = sorted((expected - set(counts)) | (set(never_ended) & expected))
+        unknown = sorted(set(counts) - expected)
+        num_lost = len(lost)
+    else:
+        lost, unknown = never_ended, []
+        num_lost = len(lost) + max(0, (side.num_expected or 0) - len(counts))
+    missing = [f for f in COMPARE_FIELDS if side.summary.get(f) is None]
+    if not side.has_trace:
+        missing.append("per-request trace")
+    return {"arrived": len(side.expected) if side.expected is not None else side.num_expected,
+            "in_trace": len(counts), "duplicated": duplicated, "lost": lost, "unknown": unknown,
+            "num_lost": num_lost, "missing_metrics": missing}
+
+
+# --- gates and decision (compare.md §3.3, §3.4) --------------------------------------------------
+
+def _ratio_change(base, cand):
+    """cand / base − 1 (a growth or gain as a fraction), or None when it cannot be formed."""
+    if base is None or cand is None:
+        return None
+    if base == 0:
+        return 0.0 if cand == 0 else float("inf")
+    return cand / base - 1
+
+
+def _low_class_p95_e2e(side: Side):
+    """P95 E2E of the successful requests of the least urgent class (largest priority value)."""
+    if side.priorities is None or len(set(side.priorities.values())) < 2:
+        return None
+    lowest = max(side.priorities.values())
+    values = [r.get("e2e") for r in side.rows if r.get("status") == "ok"
+              and side.priorities.get(r["name"]) == lowest and r.get("e2e") is not None]
+    return percentile(values, 95)
+
+
+def _gate(name, measured, op, threshold):
+    passed = None if measured is None else (measured <= threshold if op == "<=" else measured >= threshold)
+    return {"gate": name, "measured": _round(measured), "op": op, "threshold": threshold, "passed": passed}
+
+
+def _round(value):
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value in (float("inf"), float("-inf")):
+        return "inf" if value > 0 else "-inf"
+    return round(float(value), 6) if not isinstance(value, int) else value
+
+
+def _gates(baseline: Side, candidate: Side, priority_experiment: bool, t: Thresholds) -> list[dict]:
+    b, c = baseline.summary, candidate.summary
+    ttft_growth = _ratio_change(b.get("p95_ttft"), c.get("p95_ttft"))
+    throughput_change = _ratio_change(b.get("throughput"), c.get("throughput"))
+    gates = []
+    if priority_experiment:
+        gates.append(_gate("P95 TTFT growth", ttft_growth, "<=", t.max_priority_ttft_growth))
+    else:
+        gates.append(_gate("P95 TTFT growth", ttft_growth, "<=", t.max_ttft_growth))
+    gates.append(_gate("P95 TPOT growth", _ratio_change(b.get("p95_tpot"), c.get("p95_tpot")), "<=", t.max_tpot_growth))
+    if priority_experiment:
+        gates.append(_gate("throughput change", throughput_change, ">=", -t.max_throughput_drop))
+    else:
+        gates.append(_gate("throughput gain", throughput_change, ">=", t.min_throughput_gain))
+    gates.append(_gate("completion rate", c.get("completion_rate"), ">=", t.min_completion_rate))
+    # Not a flag: fewer completed requests can make success-only latencies look better.
+    completion = (None if b.get("completion_rate") is None or c.get("completion_rate") is None
+                  else c["completion_rate"] - b["completion_rate"])
+    gates.append(_gate("completion rate change", completion, ">=", 0))
+    gates.append(_gate("fairness", c.get("fairness"), ">=", t.min_fairness))
+    if priority_experiment:
+        before, after = (s.summary.get("priority_first_token_order_score") for s in (baseline, candidate))
+        gain = None if before is None or after is None else after - before
+        gates.append(_gate("first-token order score gain", gain, ">=", t.min_order_score_gain))
+        gates.append(_gate("lowest-priority P95 E2E growth",
+                           _ratio_change(_low_class_p95_e2e(baseline), _low_class_p95_e2e(candidate)),
+                           "<=", t.max_low_class_e2e_growth))
+    return gates
+
+
+_DELTA_FIELDS = (("p95_ttft", "p95_ttft"), ("p95_tpot", "p95_tpot"), ("throughput", "throughput"),
+                 ("fairness", "fairness"), ("utilization", "budget_utilization"))
+
+
+def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds(),
+            declared_change: str | None = None) -> dict:
+    """The decision record of compare.md §3 for ``baseline`` versus ``candidate`` (JSON-ready dict).
+
+    Keys: ``decision`` (one of :data:`DECISIONS`), ``baseline``/``candidate`` labels, ``units``,
+    ``contract``, ``evidence`` per side, ``hard_failures``, ``missing_evidence``, ``gates`` (each
+    with measured value, comparison and threshold; ``passed`` null when unmeasurable),
+    ``deltas`` (candidate − baseline) and ``next_action``.
+    """
+    contract = check_contract(baseline, candidate, declared_change)
+    evidence = {"baseline": check_evidence(baseline), "candidate": check_evidence(candidate)}
+    change = contract["change"]
+    priority_experiment = bool(change and change["field"] == "policy"
+                               and (change["baseline"], change["candidate"]) == ("fcfs", "priority"))
+    hard = [f"contract: {p}" for p in contract["problems"]]
+    missing = []
+    for role, side in (("baseline", baseline), ("candidate", candidate)):
+        ev = evidence[role]
+        if side.run_failed:
+            hard.append(f"{role}: the backend run failed")
+        if ev["num_lost"]:
+            shown = ", ".join(ev["lost"][:8]) or "ids unknown"
+            hard.append(f"{role}: {ev['num_lost']} arrived request(s) lost ({shown})")
+        if ev["duplicated"]:
+            missing.append(f"{role}: duplicated id(s) {', '.join(ev['duplicated'][:8])}")
+        if ev["unknown"]:
+            missing.append(f"{role}: unknown id(s) {', '.join(ev['unknown'][:8])}")
+        missing.extend(f"{role}: {m} missing" for m in ev["missing_metrics"])
+    gates = _gates(baseline, candidate, priority_experiment, thresholds)
+    missing.extend(f"gate {g['gate']} cannot be measured" for g in gates if g["passed"] is None)
+    failed = [g["gate"] for g in gates if g["passed"] is False]
+    if hard:
+        decision = "reject"
+        action = "Fix the comparison before judging the candidate: " + "; ".join(hard[:3]) + "."
+    elif missing:
+        decision = "tune"
+        action = "Collect the missing evidence and compare again: " + "; ".join(missing[:3]) + "."
+    elif failed:
+        decision = "tune"
+        action = ("Keep the baseline; adjust the candidate until these gates pass: " + ", ".join(failed)
+                  + ". Throughput alone never decides: read tail latency, completion and fairness.")
+    else:
+        decision = "accept"
+        action = ("Adopt the candidate for this workload; confirm on a second workload (and on a real "
+                  "engine for a simulated result) before rolling it out.")
+    deltas = {}
+    for name, key in _DELTA_FIELDS:
+        a, b = baseline.summary.get(key), candidate.summary.get(key)
+        deltas[name] = None if a is None or b is None else _round(b - a)
+    return {
+        "decision": decision,
+        "baseline": baseline.label,
+        "candidate": candidate.label,
+        "units": baseline.units if baseline.units == candidate.units else f"{baseline.units} vs {candidate.units}",
+        "priority_experiment": priority_experiment,
+        "contract": contract,
+        "evidence": evidence,
+        "hard_failures": hard,
+        "missing_evidence": missing,
+        "gates": gates,
+        "deltas": deltas,
+        "next_action": action,
+    }
+
+
+def render_report(record: dict) -> str:
+    """The short text report printed by ``compare``: decision, gates, deltas, next action."""
+    contract = record["contract"]
+    change = contract["change"]
+    lines = [f"decision: {record['decision'].upper()}"
+             + ("  (priority experiment: fcfs -> priority)" if record["priority_experiment"] else ""),
+             f"baseline {record['baseline']}  vs  candidate {record['candidate']}  ({record['units']})"]
+    if contract["ok"]:
+        lines.append(f"contract: ok, one change: {change['field']} {change['baseline']} -> {change['candidate']}")
+    else:
+        lines.extend(f"contract: BROKEN: {p}" for p in contract["problems"])
+    for role in ("baseline", "candidate"):
+        ev = record["evidence"][role]
+        lines.append(f"evidence {role}: {ev['in_trace']} ids in trace of {ev['arrived']} arrived; "
+                     f"lost {len(ev['lost']) or ev['num_lost']}, duplicated {len(ev['duplicated'])}, "
+                     f"unknown {len(ev['unknown'])}, missing metrics {', '.join(ev['missing_metrics']) or 'none'}")
+    lines.append("gates:")
+    for g in record["gates"]:
+        status = {True: "pass", False: "FAIL", None: "MISSING"}[g["passed"]]
+        measured = "NA" if g["measured"] is None else _fmt(g["measured"])
+        lines.append(f"  {status:7} {g['gate']:32} {measured:>10} {g['op']} {_fmt(g['threshold'])}")
+    deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
+    lines.append(f"deltas (candidate - baseline): {deltas}")
+    lines.append(f"next: {record['next_action']}")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value, signed: bool = False) -> str:
+    if isinstance(value, str):
+        return value
+    text = f"{value:+.4g}" if signed else f"{value:.4g}"
+    return text
+
+
+# --- the subcommand ------------------------------------------------------------------------------
+
+def _parser() -> LineParser:
+    t = Thresholds()
+    parser = LineParser(
+        prog="infer_sched_lab.py compare",
+        description="Decide whether a candidate should replace a baseline (compare.md §3): two cases "
+                    "of one run (BASELINE only, with --baseline-case and --candidate-case), one case "
+                    "of each of two runs, or two runs imported with import-results. Writes "
+                    "decision.json and prints a short report.",
+        epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input.",
+    )
+    parser.add_argument("baseline", metavar="BASELINE_DIR", help="run directory of the baseline")
+    parser.add_argument("candidate", metavar="CANDIDATE_DIR", nargs="?",
+                        help="run directory of the candidate (default: the baseline's directory)")
+    parser.add_argument("--case", help="the case to compare on both sides, e.g. continuous")
+    parser.add_argument("--baseline-case", help="the baseline's case (overrides --case)")
+    parser.add_argument("--candidate-case", help="the candidate's case (overrides --case)")
+    parser.add_argument("--change", metavar="SETTING",
+                        help="the declared scheduler change (e.g. policy, apc); refused if the runs differ otherwise")
+    parser.add_argument("--out", metavar="FILE",
+                        help="where to write the decision record (default: CANDIDATE_DIR/decision.json)")
+    parser.add_argument("--force", action="store_true", help="replace an existing decision record")
+    gates = parser.add_argument_group("gates (fractions of the baseline unless said otherwise)")
+    for flag, default, text in (
+            ("--max-ttft-growth", t.max_ttft_growth, "largest P95 TTFT growth"),
+            ("--max-tpot-growth", t.max_tpot_growth, "largest P95 TPOT growth"),
+            ("--min-throughput-gain", t.min_throughput_gain, "smallest throughput gain"),
+            ("--min-completion-rate", t.min_completion_rate, "smallest candidate completion rate (absolute)"),
+            ("--min-fairness", t.min_fairness, "smallest candidate fairness (absolute, 0..1)"),
+            ("--min-order-score-gain", t.min_order_score_gain,
+             "priority experiment: smallest rise of the first-token order score (absolute)"),
+            ("--max-throughput-drop", t.max_throughput_drop, "priority experiment: largest throughput drop"),
+            ("--max-priority-ttft-growth", t.max_priority_ttft_growth,
+             "priority experiment: largest overall P95 TTFT growth"),
+            ("--max-low-class-e2e-growth", t.max_low_class_e2e_growth,
+             "priority experiment: largest P95 E2E growth of the lowest-priority class")):
+        gates.add_argument(flag, type=fraction_arg, default=default, metavar="X", help=f"{text} (default {default})")
+    return parser
+
+
+def _command(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if args.candidate is None and (args.baseline_case or args.case) == (args.candidate_case or args.case):
+        raise InputError("comparing two cases of one run needs --baseline-case and --candidate-case "
+                         "naming different cases")
+    candidate_dir = args.candidate or args.baseline
+    baseline = load_side(args.baseline, args.baseline_case or args.case)
+    candidate = load_side(candidate_dir, args.candidate_case or args.case)
+    thresholds = Thresholds(**{name: getattr(args, name) for name in Thresholds.__dataclass_fields__})
+    record = compare(baseline, candidate, thresholds, args.change)
+    out = args.out or os.path.join(candidate_dir, "decision.json")
+    write_text_atomically(out, json.dumps(record, indent=2, ensure_ascii=False) + "\n", force=args.force)
+    print(render_report(record), end="")
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
+def command(argv: list[str]) -> int:
+    """The ``compare`` subcommand: exit 0 for any decision made, 2 for unusable input or usage."""
+    return run_command("infer_sched_lab.py compare", _command, argv)

@@ -1,0 +1,203 @@
+"""``explain NAME``: one request's life across the cases, told from a run's artifacts (lab.md §7–8).
+
+Reads ``requests.jsonl`` (arrival, admission, first token, end, hit tokens) and, when present,
+``timeline.jsonl`` (each prefill tick and its tokens; while the request waited, which requests
+held the slots and how the budget was spent) and ``manifest.json`` (the budget and decode cost).
+Nothing is simulated again: every number printed is read from those files.
+
+Example (``python3 infer_sched_lab.py explain S7 --artifacts runs/baseline``), in part::
+
+    == continuous+APC+chunk32 ==
+      arrival      tick 12
+      waiting      ticks 12–38 (27 ticks in the queue, no free slot)
+      admission    tick 39, cache hit: 128 prefix tokens skipped
+      prefill      tick 39: 16 tokens (prefill complete, 16 of 144 prompt tokens computed)
+      first token  tick 41 (TTFT 29)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+__all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
+
+#: Most lines describing who held the slots while the request waited, per case.
+MAX_WAIT_LINES = 24
+
+
+class ExplainError(ValueError):
+    """The artifacts cannot tell the story: missing directory or file, unknown request, bad line."""
+
+
+def _lines_with(path: str, needle: str):
+    """Parsed JSON objects of the lines of ``path`` containing ``needle`` (a cheap pre-filter)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if needle in line:
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError:
+                        raise ExplainError(f"{path}: line {number}: not valid JSON") from None
+    except OSError as exc:
+        raise ExplainError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _span(start: int, end: int) -> str:
+    """Ticks ``start … end`` inclusive, as text."""
+    return f"tick {start}" if start == end else f"ticks {start}–{end}"
+
+
+def explain_request(name: str, directory: str, case: str | None = None) -> str:
+    """The life of request ``name`` in every case (or only ``case``) of the run in ``directory``.
+
+    Returns text; ticks are the lab's abstract time, tokens are prompt or output tokens, budget
+    in budget units. Raises :class:`ExplainError` (one line naming the path or the request) when
+    the directory or ``requests.jsonl`` is missing, the name or case is unknown, or a line is not
+    JSON. Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
+    """
+    if not os.path.isdir(directory):
+        raise ExplainError(f"{directory}: no such artifacts directory")
+    requests_path = os.path.join(directory, "requests.jsonl")
+    if not os.path.isfile(requests_path):
+        raise ExplainError(f"{requests_path}: missing (is {directory} a run's --artifacts directory?)")
+    quoted = json.dumps(name, ensure_ascii=False)
+    rows = [row for row in _lines_with(requests_path, quoted) if row.get("name") == name]
+    if not rows:
+        raise ExplainError(f"{requests_path}: no request named {name!r}")
+    if case is not None:
+        rows = [row for row in rows if row.get("case") == case]
+        if not rows:
+            raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}")
+
+    timeline_path = os.path.join(directory, "timeline.jsonl")
+    ticks: dict[str, dict[int, dict]] | None = None
+    if os.path.isfile(timeline_path):
+        wanted = {row["case"] for row in rows}
+        ticks = {c: {} for c in wanted}
+        for record in _lines_with(timeline_path, quoted):
+            if record.get("case") in wanted:
+                ticks[record["case"]][record["tick"]] = record
+    budget, decode_cost = _budget(directory)
+    costs = (f" Budget {budget} units per tick; a decode token costs {decode_cost}, a prefill token 1."
+             if budget and decode_cost else "")
+
+    first = rows[0]
+    out = [f"{name}: arrives at tick {first['arrival']}, prompt {first.get('prompt_tokens', '?')} tokens, "
+           f"{first.get('output_tokens', '?')} output tokens ({directory})",
+           "Times are ticks (abstract), work is budget units; read from requests.jsonl"
+           + (" and timeline.jsonl." if ticks is not None else ". timeline.jsonl is not present: "
+              "no per-tick detail.") + costs]
+    for row in rows:
+        out.append("")
+        out.append(f"== {row['case']} ==")
+        out += _case_story(row, None if ticks is None else ticks[row["case"]], budget)
+    return "\n".join(out) + "\n"
+
+
+def _budget(directory: str) -> tuple[int | None, int | None]:
+    """(budget per tick, decode cost) from ``manifest.json``, or Nones when it is absent or odd."""
+    try:
+        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as handle:
+            config = json.load(handle).get("config", {})
+        return config.get("budget"), config.get("decode_cost")
+    except (OSError, ValueError, AttributeError):
+        return None, None
+
+
+def _case_story(row: dict, ticks: dict[int, dict] | None, budget) -> list[str]:
+    name, arrival, admitted, end = row["name"], row["arrival"], row["admitted_at"], row["done_at"]
+    lines = [f"  arrival      tick {arrival}"]
+    queue_end = admitted if admitted is not None else end
+    if queue_end is not None and queue_end > arrival:
+        lines.append(f"  waiting      {_span(arrival, queue_end - 1)} ({queue_end - arrival} ticks in the queue, "
+                     "no free slot)")
+    if admitted is None:
+        lines.append("  admission    never")
+    else:
+        hit = row.get("hit_tokens", 0)
+        lines.append(f"  admission    tick {admitted}, "
+                     + (f"cache hit: {hit} prefix tokens skipped" if hit else "no cache hit"))
+    stalled: list[int] = []
+    if ticks is not None and admitted is not None:
+        lines += _prefill_lines(row, ticks, stalled)
+    first = row["first_token_at"]
+    if first is not None:
+        lines.append(f"  first token  tick {first} (TTFT {first - arrival})")
+    else:
+        lines.append("  first token  none")
+    emitted, wanted = row.get("output_tokens_emitted"), row.get("output_tokens")
+    if row["status"] == "ok":
+        lines.append(f"  end          tick {end}, ok, {emitted} of {wanted} tokens (E2E {end - arrival})")
+    else:
+        lines.append(f"  end          tick {end}, {row['status']} with {emitted} of {wanted} tokens "
+                     "(no latency counted)")
+    lines.append(f"  hit tokens   {row.get('hit_tokens', 0)}")
+    if ticks is not None:
+        waited = list(range(arrival, queue_end if queue_end is not None else arrival)) + stalled
+        lines += _wait_lines(name, waited, ticks, budget)
+    return lines
+
+
+def _prefill_lines(row: dict, ticks: dict[int, dict], stalled: list[int]) -> list[str]:
+    """One line per prefill tick; ``stalled`` collects admitted ticks with no prefill budget."""
+    name = row["name"]
+    need = row.get("prompt_tokens", 0) - row.get("hit_tokens", 0)
+    done, lines = 0, []
+    tick = row["admitted_at"]
+    last = row["done_at"] if row["done_at"] is not None else max(ticks, default=tick)
+    while done < need and tick < last and tick in ticks:
+        tokens = ticks[tick]["prefilled"].get(name, 0)
+        if tokens == 0:
+            stalled.append(tick)
+        else:
+            done += tokens
+            label = "prefill" if len(lines) == 0 else ""
+            tail = f" (prefill complete, {done} of {row.get('prompt_tokens')} prompt tokens computed)" if done >= need else ""
+            lines.append(f"  {label:<12} tick {tick}: {tokens} tokens{tail}")
+        tick += 1
+    if stalled:
+        lines.insert(0, f"  no budget    {', '.join(_runs_text(stalled))} (admitted, but the budget was spent "
+                        "before its turn)")
+    return lines
+
+
+def _runs_text(values: list[int]) -> list[str]:
+    runs, start = [], None
+    for i, value in enumerate(values):
+        if start is None:
+            start = value
+        if i + 1 == len(values) or values[i + 1] != value + 1:
+            runs.append(_span(start, value))
+            start = None
+    return runs
+
+
+def _wait_lines(name: str, waited: list[int], ticks: dict[int, dict], budget) -> list[str]:
+    """Who held the slots and the budget in each tick ``name`` waited, equal ticks grouped."""
+    if not waited:
+        return []
+    lines = ["  while it waited, the slots and the budget went to:"]
+    groups: list[tuple[int, int, str]] = []
+    for tick in waited:
+        record = ticks.get(tick)
+        if record is None:
+            text = "(tick not in timeline.jsonl)"
+        else:
+            holders = [n for n in record["active"] if n != name]
+            spent = [f"decode {' '.join(record['decoded'])}"] if record["decoded"] else []
+            prefills = [f"{n} {t}" for n, t in record["prefilled"].items() if n != name]
+            if prefills:
+                spent.append("prefill " + ", ".join(prefills))
+            used = f"{record['budget_used']}/{budget}" if budget else f"{record['budget_used']}"
+            text = f"slots {' '.join(holders) or '(none)'} | budget {used}: {'; '.join(spent) or 'nothing'}"
+        if groups and groups[-1][1] == tick - 1 and groups[-1][2] == text:
+            groups[-1] = (groups[-1][0], tick, text)
+        else:
+            groups.append((tick, tick, text))
+    for start, end, text in groups[:MAX_WAIT_LINES]:
+        lines.append(f"    {_span(start, end):<13} {text}")
+    if len(groups) > MAX_WAIT_LINES:
+        lines.append(f"    … {len(groups) - MAX_WAIT_LINES} more lines: see timeline.jsonl")
+    return lines

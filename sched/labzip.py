@@ -1,0 +1,95 @@
+"""The lab ZIP an instructor ships (lab.md §1): reproducible, with one top folder.
+
+``inference-scheduler-lab.zip`` holds ``inference-scheduler-lab/`` with exactly: the entry point
+``infer_sched_lab.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
+``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
+templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
+specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``
+and licence or attribution files at the top (``LICENSE*``, ``LICENCE*``, ``NOTICE*``,
+``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when present. Nothing else: no ``__pycache__``,
+``*.pyc``, hidden files, runs or ``.git``.
+
+Reproducible: entries sorted by path, every timestamp 1980-01-01 00:00:00, permissions fixed by
+path (0755 for ``infer_sched_lab.py`` and ``.ci/run``, 0644 otherwise), deflate level 9, no
+comment and no extra fields; the same sources give the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import zipfile
+
+__all__ = ["LabZipError", "TOP_FOLDER", "DEFAULT_ZIP", "lab_files", "build_lab_zip"]
+
+TOP_FOLDER = "inference-scheduler-lab"
+DEFAULT_ZIP = "inference-scheduler-lab.zip"
+
+_REQUIRED = ("infer_sched_lab.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
+             "README.md", "pyproject.toml", ".ci/run")
+_OPTIONAL_DIRS = ("bench", "docs")
+_LEGAL_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING", "ATTRIBUTION", "SOURCES")
+_EXECUTABLE = {"infer_sched_lab.py", ".ci/run"}
+_EPOCH = (1980, 1, 1, 0, 0, 0)
+
+
+class LabZipError(OSError):
+    """The project cannot be packed (a required file is missing, the ZIP cannot be written)."""
+
+
+def _skipped(name: str) -> bool:
+    return name.startswith(".") or name == "__pycache__" or name.endswith((".pyc", ".pyo")) \
+        or name.endswith(".egg-info")
+
+
+def lab_files(project: str) -> list[str]:
+    """The project's files that go into the ZIP, as sorted ``/``-separated relative paths.
+
+    ``project`` is the project's top directory. Raises :class:`LabZipError` naming the first
+    required file or folder that is missing.
+    """
+    for required in _REQUIRED:
+        if not os.path.exists(os.path.join(project, required)):
+            raise LabZipError(f"{os.path.join(project, required)}: missing; cannot build the lab ZIP")
+    files = {required for required in _REQUIRED if os.path.isfile(os.path.join(project, required))}
+    files |= {name for name in os.listdir(project)
+              if name.upper().startswith(_LEGAL_PREFIXES) and os.path.isfile(os.path.join(project, name))}
+    folders = [d for d in _REQUIRED + _OPTIONAL_DIRS if os.path.isdir(os.path.join(project, d))]
+    for folder in folders:
+        for root, dirs, names in os.walk(os.path.join(project, folder)):
+            dirs[:] = sorted(d for d in dirs if not _skipped(d))
+            for name in names:
+                if not _skipped(name):
+                    files.add(os.path.relpath(os.path.join(root, name), project).replace(os.sep, "/"))
+    return sorted(files)
+
+
+def build_lab_zip(project: str, output: str) -> list[str]:
+    """Write the lab ZIP of ``project`` to ``output`` (replaced atomically); returns the packed paths.
+
+    Entry names are ``inference-scheduler-lab/<path>``. The file is first written beside
+    ``output`` and renamed into place when complete. Raises :class:`LabZipError` with one line.
+    """
+    output_abs = os.path.abspath(output)
+    files = [f for f in lab_files(project) if os.path.abspath(os.path.join(project, f)) != output_abs]
+    directory = os.path.dirname(output_abs)
+    staging = None
+    try:
+        handle, staging = tempfile.mkstemp(prefix=".lab-zip.", suffix=".tmp", dir=directory)
+        with os.fdopen(handle, "wb") as raw, zipfile.ZipFile(raw, "w") as archive:
+            for path in files:
+                info = zipfile.ZipInfo(f"{TOP_FOLDER}/{path}", date_time=_EPOCH)
+                info.create_system = 3  # Unix, so the permission bits below are read
+                info.external_attr = (0o100755 if path in _EXECUTABLE else 0o100644) << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with open(os.path.join(project, path), "rb") as source:
+                    archive.writestr(info, source.read(), compresslevel=9)
+        os.chmod(staging, 0o644)  # mkstemp made it private; a ZIP to ship is readable by all
+        os.replace(staging, output_abs)
+        staging = None
+    except OSError as exc:
+        raise LabZipError(f"{output}: cannot write the lab ZIP ({exc.strerror or exc})") from None
+    finally:
+        if staging is not None and os.path.exists(staging):
+            os.remove(staging)
+    return files

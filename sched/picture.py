@@ -1,0 +1,399 @@
+"""The time-line picture of one run (``timeline.svg``, lab.md §7–8): hand-written SVG, stdlib only.
+
+One lane per request per case; the cases are stacked on one shared tick axis. Tick ``t`` is the
+cell ``[t, t + 1)`` on the axis, so a token stamped ``t + 1`` (lab.md §3) sits on the right edge
+of the decode cell that computed it. A lane is cut into *segments*, runs of ticks in one phase:
+
+- ``waiting``: arrived, not admitted (no slot), ticks ``arrival … admitted_at − 1``;
+- ``stalled``: admitted and still in prefill, but the tick's budget was spent by others;
+- ``prefill``: prompt tokens computed this tick;
+- ``chunked``: prefill tick where the chunk cap was the limit: the request computed exactly the
+  cap and had more tokens left (drawn darker);
+- ``decode``: an output token computed this tick (stamped at the cell's right edge);
+- ``skipped``: decoding, but skipped for lack of budget (no token this tick).
+
+Markers: admission (a triangle at ``admitted_at``, green when the admission was a cache hit),
+first token (a circle at ``first_token_at``), end (a black bar at ``done_at`` for ``ok``, a
+vermillion cross for ``timeout``). Every segment and marker carries an SVG ``<title>`` (request,
+phase, ticks, tokens) and machine-readable ``data-*`` attributes: ``data-case`` and ``data-request``
+on the groups, ``data-phase``, ``data-from``/``data-to`` (the segment's ticks as a half-open
+interval ``[from, to)``) and, for prefill, ``data-tokens`` (tokens per tick) on segments,
+``data-mark`` and ``data-tick`` on markers.
+
+Bounded for huge workloads: at most :data:`MAX_LANES` requests per case are drawn (the first in
+workload order; the picture says so), and a lane with more than :data:`MAX_SEGMENTS` segments is
+drawn coarsely (stalled/chunked/skipped folded into prefill/decode). Without per-tick records
+(``CaseResult.ticks`` empty or ``None``) prefill is one segment from admission to the end of
+prefill. Output is deterministic: no clock, no random ids, numbers with at most 2 decimals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from xml.sax.saxutils import escape, quoteattr
+
+from .engine import CaseResult, Request, Status
+
+__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "Segment", "lane_segments", "render_timeline_svg"]
+
+#: Most request lanes drawn per case; the picture names how many were left out.
+MAX_LANES = 40
+#: A lane with more segments than this is drawn coarsely (sub-phases folded into their phase).
+MAX_SEGMENTS = 200
+
+# Okabe–Ito colours (colour-blind safe).
+_GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
+_GREEN, _VERMILLION, _BLACK = "#009e73", "#d55e00", "#000000"
+
+#: Phase -> (fill, legend label).
+PHASES = {
+    "waiting": (_GREY, "waiting (no slot)"),
+    "stalled": ("url(#tl-stalled)", "admitted, no budget left"),
+    "prefill": (_SKY, "prefill"),
+    "chunked": (_BLUE, "prefill, chunk cap reached"),
+    "decode": (_ORANGE, "decode (one token per tick)"),
+    "skipped": ("url(#tl-skipped)", "decode skipped, no budget"),
+}
+_COARSE = {"stalled": "prefill", "chunked": "prefill", "skipped": "decode"}
+
+# Geometry in pixels.
+_LEFT, _PLOT_W, _RIGHT = 64, 860, 120
+_LANE_H, _LANE_GAP = 14, 5
+_HEAD_H, _AXIS_H, _CASE_GAP = 22, 18, 14
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A run of ticks ``[start, end)`` of one request in one phase (a key of :data:`PHASES`).
+
+    ``tokens`` lists the prompt tokens computed per prefill tick (prefill phases, when tick
+    records exist); ``emitted`` counts the output tokens of a decode segment.
+    """
+
+    phase: str
+    start: int
+    end: int
+    tokens: tuple[int, ...] = ()
+    emitted: int = 0
+
+
+def _prefill_by_request(result: CaseResult, names: set[str]) -> dict[str, dict[int, int]] | None:
+    """name -> {tick: prefilled tokens} for ``names``, or None when no tick records exist."""
+    ticks = getattr(result, "ticks", None)
+    if not ticks:
+        return None
+    found: dict[str, dict[int, int]] = {name: {} for name in names}
+    for record in ticks:
+        for name, tokens in record.prefilled:
+            if name in found:
+                found[name][record.tick] = tokens
+    return found
+
+
+def _end_of(request: Request) -> int:
+    """The tick the lane ends: ``done_at``, or for an unfinished request its latest known tick."""
+    if request.done_at is not None:
+        return request.done_at
+    return max([request.spec.arrival, *request.token_times[-1:]])
+
+
+class _Lane:
+    """Builds segments, merging a run with the previous one when the (mapped) phase is the same."""
+
+    def __init__(self, phases: dict[str, str]) -> None:
+        self.phases = phases
+        self.runs: list[list] = []   # [phase, start, end, tokens list, emitted]
+
+    def add(self, phase: str, start: int, end: int, tokens: tuple[int, ...] = (), emitted: int = 0) -> None:
+        if end <= start:
+            return
+        phase = self.phases.get(phase, phase)
+        last = self.runs[-1] if self.runs else None
+        if last is not None and last[0] == phase and last[2] == start:
+            last[2] = end
+            last[3].extend(tokens)
+            last[4] += emitted
+        else:
+            self.runs.append([phase, start, end, list(tokens), emitted])
+
+    def segments(self) -> list[Segment]:
+        return [Segment(phase, start, end, tuple(tokens), emitted) for phase, start, end, tokens, emitted in self.runs]
+
+
+def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
+                  chunk_tokens: int | None) -> list[Segment]:
+    """Cut one request's life into segments (phases as in the module docstring).
+
+    ``prefill_ticks`` maps tick -> prompt tokens computed (from the case's tick records), or is
+    ``None`` when per-tick records are absent; ``chunk_tokens`` is the case's cap or ``None``.
+    Returns segments in time order; every tick from arrival to the end belongs to exactly one.
+    Work is proportional to the request's prefill ticks and tokens, not to its waiting time.
+    Example (static baseline, S1): waiting [1, 32), prefill [32, 35), decode [35, 51).
+    """
+    segments = _build(request, prefill_ticks, chunk_tokens, {})
+    if len(segments) > MAX_SEGMENTS:
+        segments = _build(request, prefill_ticks, chunk_tokens, _COARSE)
+    return segments
+
+
+def _build(request: Request, prefill_ticks, chunk_tokens, phases: dict[str, str]) -> list[Segment]:
+    lane = _Lane(phases)
+    end = _end_of(request)
+    admitted = request.admitted_at
+    lane.add("waiting", request.spec.arrival, end if admitted is None else admitted)
+    if admitted is None:
+        return lane.segments()
+    prefill_end = request.prefill_done_at
+    if prefill_end is None:
+        prefill_end = request.token_times[0] - 2 if request.token_times else end - 1
+    prefill_end = min(prefill_end, end - 1)
+    if prefill_ticks is None:
+        lane.add("prefill", admitted, prefill_end + 1)
+    else:
+        cursor, left = admitted, request.prefill_tokens
+        for tick in sorted(t for t in prefill_ticks if admitted <= t <= prefill_end):
+            tokens = prefill_ticks[tick]
+            lane.add("stalled", cursor, tick)
+            capped = chunk_tokens is not None and tokens == chunk_tokens and left > tokens
+            lane.add("chunked" if capped else "prefill", tick, tick + 1, (tokens,))
+            left -= tokens
+            cursor = tick + 1
+        lane.add("stalled", cursor, prefill_end + 1)
+    cursor = prefill_end + 1
+    for stamp in request.token_times:  # a token stamped t + 1 was computed in tick t
+        lane.add("skipped", cursor, stamp - 1)
+        lane.add("decode", stamp - 1, stamp, emitted=1)
+        cursor = stamp
+    lane.add("skipped", cursor, end)
+    return lane.segments()
+
+
+def _num(value: float) -> str:
+    """A coordinate with at most 2 decimals and no trailing zeros (deterministic)."""
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def _ticks_text(start: int, end: int) -> str:
+    last = end - 1
+    count = end - start
+    span = f"tick {start}" if count == 1 else f"ticks {start}–{last}"
+    return f"{span} ({count} tick{'s' if count != 1 else ''})"
+
+
+def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int) -> str:
+    where = f"{name} in {case}: "
+    ticks = _ticks_text(seg.start, seg.end)
+    if seg.phase == "waiting":
+        return where + f"waiting in the queue, {ticks}"
+    if seg.phase == "stalled":
+        return where + f"admitted but no budget left for its prefill, {ticks}"
+    if seg.phase in ("prefill", "chunked"):
+        if not seg.tokens:
+            return where + f"prefill, {ticks} (per-tick tokens not recorded)"
+        shown = "+".join(str(t) for t in seg.tokens[:12]) + ("+…" if len(seg.tokens) > 12 else "")
+        label = "prefill capped by the chunk size" if seg.phase == "chunked" else "prefill"
+        return where + f"{label}, {ticks}: {shown} = {sum(seg.tokens)} of {prompt_tokens} prompt tokens"
+    if seg.phase == "decode":
+        n = seg.emitted
+        tokens = f"{n} output token{'s' if n != 1 else ''}"
+        if n == seg.end - seg.start:
+            return where + f"decode, {ticks}: {tokens} stamped {seg.start + 1}–{seg.end}"
+        return where + f"decode, {ticks}: {tokens}, {seg.end - seg.start - n} ticks skipped for lack of budget"
+    return where + f"decode skipped for lack of budget, {ticks}: no token"
+
+
+def _axis_step(span: int) -> int:
+    """A 1-2-5 tick step giving at most 12 labelled gridlines over ``span`` ticks."""
+    step = 1
+    while True:
+        for factor in (1, 2, 5):
+            if span / (step * factor) <= 12:
+                return step * factor
+        step *= 10
+
+
+class _Svg:
+    """Collects SVG lines; attributes are escaped and written in the given order."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def element(self, tag: str, title: str | None = None, text: str | None = None, **attrs) -> None:
+        rendered = "".join(f" {key.rstrip('_').replace('_', '-')}={quoteattr(str(value))}"
+                           for key, value in attrs.items())
+        if title is None and text is None:
+            self.lines.append(f"<{tag}{rendered}/>")
+            return
+        inner = (f"<title>{escape(title)}</title>" if title is not None else "") + escape(text or "")
+        self.lines.append(f"<{tag}{rendered}>{inner}</{tag}>")
+
+
+def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[dict] | None = None) -> str:
+    """The picture of every case of one run as SVG text (lab.md §7–8).
+
+    ``results``: one :class:`CaseResult` per case, in table order, all on the same workload;
+    ``note``: the units note printed under the title; ``summaries``: optional, one
+    :func:`sched.metrics.summarize` dict per case, whose P95 TTFT, makespan, hit tokens and
+    successes are printed beside each case's name. Returns the whole ``timeline.svg`` text; the
+    same inputs give the same bytes.
+    """
+    shown = [result.requests[:MAX_LANES] for result in results]
+    num_requests = len(results[0].requests) if results else 0
+    lives = [(r.spec.arrival, _end_of(r)) for lanes in shown for r in lanes]
+    first = min((a for a, _ in lives), default=0)
+    last = max((e for _, e in lives), default=1)
+    step = _axis_step(max(last - first, 1))
+    axis_start = first // step * step
+    axis_end = max(last, axis_start + 1)
+    scale = _PLOT_W / (axis_end - axis_start)
+
+    def x(tick: float) -> str:
+        return _num(_LEFT + (tick - axis_start) * scale)
+
+    width = _LEFT + _PLOT_W + _RIGHT
+    legend_y = 64 if num_requests > MAX_LANES else 48
+    header_h = legend_y + 34
+    heights = [_HEAD_H + len(lanes) * (_LANE_H + _LANE_GAP) + _AXIS_H + _CASE_GAP for lanes in shown]
+    height = header_h + sum(heights)
+
+    svg = _Svg()
+    svg.lines.append(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+                     f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">')
+    svg.element("title", text="Time line of every request in every case (ticks)")
+    svg.lines.append("<defs>")
+    for pattern_id, colour in (("tl-stalled", _SKY), ("tl-skipped", _ORANGE)):
+        svg.lines.append(f'<pattern id="{pattern_id}" width="5" height="5" patternUnits="userSpaceOnUse" '
+                         f'patternTransform="rotate(45)"><rect width="5" height="5" fill="#ffffff"/>'
+                         f'<rect width="2" height="5" fill="{colour}"/></pattern>')
+    svg.lines.append("</defs>")
+    svg.element("rect", width=width, height=height, fill="#ffffff")
+    svg.element("text", text="Time line: one lane per request, the cases on one shared tick axis",
+                x=_LEFT, y=18, font_size=14, font_weight="bold")
+    svg.element("text", text=note, x=_LEFT, y=34, fill="#444444")
+    if num_requests > MAX_LANES:
+        svg.element("text", text=f"Showing the first {MAX_LANES} of {num_requests} requests of each case "
+                                 "(workload order); every request is in requests.jsonl.",
+                    x=_LEFT, y=50, fill=_VERMILLION)
+    _legend(svg, legend_y)
+
+    y = header_h
+    for index, (result, lanes) in enumerate(zip(results, shown)):
+        case = result.case.name
+        svg.lines.append(f"<g data-case={quoteattr(case)}>")
+        facts = "" if summaries is None else (f'<tspan dx="12" font-weight="normal" fill="#444444">'
+                                              f'{escape(_case_facts(summaries[index]))}</tspan>')
+        svg.lines.append(f'<text x="{_LEFT}" y="{y + 15}" font-size="12" font-weight="bold">{escape(case)}{facts}</text>')
+        top = y + _HEAD_H
+        bottom = top + len(lanes) * (_LANE_H + _LANE_GAP)
+        _grid(svg, axis_start, axis_end, step, scale, x, top - 4, bottom)
+        prefill = _prefill_by_request(result, {r.name for r in lanes})
+        for row, request in enumerate(lanes):
+            lane_y = top + row * (_LANE_H + _LANE_GAP)
+            _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
+                  result.case.chunk_tokens, lane_y, x)
+        svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
+        svg.lines.append("</g>")
+        y = bottom + _AXIS_H + _CASE_GAP
+    svg.lines.append("</svg>")
+    return "\n".join(svg.lines) + "\n"
+
+
+def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int, bottom: int) -> None:
+    """Light per-tick lines when ticks are wide enough, labelled gridlines every ``step`` ticks."""
+    if scale >= 6:
+        path = "".join(f"M{x(t)} {top}V{bottom}" for t in range(start, end + 1) if t % step)
+        if path:
+            svg.element("path", d=path, stroke="#eeeeee", stroke_width=1)
+    for t in range(start, end + 1, step):
+        svg.element("line", x1=x(t), y1=top, x2=x(t), y2=bottom, stroke="#bbbbbb", stroke_width=1)
+        svg.element("text", text=str(t), x=x(t), y=bottom + 12, text_anchor="middle", fill="#444444")
+
+
+def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x) -> None:
+    name = request.name
+    mid = lane_y + _LANE_H / 2
+    svg.lines.append(f"<g data-request={quoteattr(name)}>")
+    svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end")
+    for seg in lane_segments(request, prefill_ticks, chunk_tokens):
+        tokens = {"data_tokens": " ".join(map(str, seg.tokens))} if seg.tokens else {}
+        svg.element("rect", title=_segment_title(name, case, seg, request.spec.prompt_tokens),
+                    data_phase=seg.phase, data_from=seg.start, data_to=seg.end, **tokens,
+                    x=x(seg.start), y=lane_y, width=_num(float(x(seg.end)) - float(x(seg.start))),
+                    height=_LANE_H, fill=PHASES[seg.phase][0])
+    if request.admitted_at is not None:
+        at = request.admitted_at
+        hit = request.hit_tokens > 0
+        title = (f"{name} in {case}: admitted at tick {at} (queue wait {at - request.spec.arrival})"
+                 + (f", cache hit: {request.hit_tokens} prefix tokens skipped" if hit else ", no cache hit"))
+        svg.element("path", title=title, data_mark="cache-hit" if hit else "admission", data_tick=at,
+                    d=f"M{x(at)} {lane_y - 2}l6 {_num(_LANE_H / 2 + 2)}l-6 {_num(_LANE_H / 2 + 2)}z",
+                    fill=_GREEN if hit else _BLACK, stroke="#ffffff", stroke_width=0.5)
+    if request.first_token_at is not None:
+        at = request.first_token_at
+        svg.element("circle", title=f"{name} in {case}: first token at tick {at} (TTFT {at - request.spec.arrival})",
+                    data_mark="first-token", data_tick=at, cx=x(at), cy=_num(mid), r=3.5,
+                    fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
+    if request.done_at is not None:
+        at = request.done_at
+        label = _lane_label(request)
+        if request.status is Status.TIMEOUT:
+            svg.element("path", title=f"{name} in {case}: timed out at tick {at} with "
+                                      f"{len(request.token_times)} of {request.spec.output_tokens} tokens",
+                        data_mark="timeout", data_tick=at, d=_cross(float(x(at)), lane_y - 1, _LANE_H + 2),
+                        stroke=_VERMILLION, stroke_width=2.5)
+        else:
+            svg.element("rect", title=f"{name} in {case}: done at tick {at} (E2E {at - request.spec.arrival}, "
+                                      f"{len(request.token_times)} tokens)",
+                        data_mark="done", data_tick=at, x=_num(float(x(at)) - 1), y=lane_y - 1,
+                        width=2.5, height=_LANE_H + 2, fill=_BLACK)
+        svg.element("text", text=label, x=_num(float(x(at)) + 6), y=_num(mid + 4), fill="#444444", font_size=10)
+    svg.lines.append("</g>")
+
+
+def _cross(center: float, top: float, size: float) -> str:
+    """Path data of an X ``size`` pixels high, 8 pixels wide, centred on ``center``."""
+    return f"M{_num(center - 4)} {_num(top)}l8 {_num(size)}m0 -{_num(size)}l-8 {_num(size)}"
+
+
+def _case_facts(summary: dict) -> str:
+    p95 = summary["p95_ttft"]
+    p95_text = "NA" if p95 is None else _num(float(p95))
+    return (f"P95 TTFT {p95_text} · makespan {summary['makespan']} · hit tokens {summary['hit_tokens']} · "
+            f"ok {summary['succeeded']}/{summary['arrived']}")
+
+
+def _lane_label(request: Request) -> str:
+    if request.status is Status.TIMEOUT:
+        text = "timeout"
+    else:
+        text = f"TTFT {request.first_token_at - request.spec.arrival}" if request.first_token_at is not None else ""
+    if request.hit_tokens:
+        text += f" · hit {request.hit_tokens}"
+    return text
+
+
+def _legend(svg: _Svg, y: int) -> None:
+    """Two rows: the phase swatches, then the markers."""
+    x = _LEFT
+    for fill, label in PHASES.values():
+        svg.element("rect", x=x, y=y, width=14, height=10, fill=fill, stroke="#888888", stroke_width=0.5)
+        svg.element("text", text=label, x=x + 18, y=y + 9)
+        x += 30 + int(len(label) * 5.6)
+    y += 16
+    x = _LEFT
+    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit"),
+                        ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
+                        (None, "lane label: TTFT · hit tokens")):
+        if mark in ("admission", "cache-hit"):
+            svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
+        elif mark == "first-token":
+            svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
+        elif mark == "done":
+            svg.element("rect", x=x + 2, y=y - 1, width=2.5, height=12, fill=_BLACK)
+        elif mark == "timeout":
+            svg.element("path", d=_cross(x + 4, y - 1, 12), stroke=_VERMILLION, stroke_width=2.5)
+        else:
+            x -= 14
+        svg.element("text", text=label, x=x + 14, y=y + 9)
+        x += 34 + int(len(label) * 5.6)

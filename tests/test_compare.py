@@ -1,0 +1,243 @@
+"""Baseline versus candidate (compare.md §3): contract, evidence, gates and the three decisions."""
+
+import json
+import os
+import unittest
+
+from sched.compare import Thresholds, check_contract, check_evidence, compare, load_side
+from tests.helpers import read, run_cli, temp_dir
+
+
+class RunsMixin:
+    """Simulated run directories made once per test in a temporary directory."""
+
+    def run_dir(self, name, *args):
+        path = os.path.join(self.base, name)
+        if not os.path.isdir(path):
+            code, _, err = run_cli([*args, "--artifacts", path])
+            self.assertEqual(code, 0, err)
+        return path
+
+    def setUp(self):
+        self.base = temp_dir(self)
+
+    def pm(self, policy="fcfs", *extra):
+        name = "pm-" + policy + "".join(extra).replace("-", "")
+        return self.run_dir(name, "--scenario", "priority-mix", "--policy", policy, *extra)
+
+    def compare_cli(self, *args):
+        return run_cli(["compare", *args])
+
+
+class ContractTest(RunsMixin, unittest.TestCase):
+    def test_same_workload_and_one_change_is_comparable(self):
+        contract = check_contract(load_side(self.pm("fcfs"), "continuous"), load_side(self.pm("priority"), "continuous"))
+        self.assertTrue(contract["ok"], contract["problems"])
+        self.assertEqual(contract["change"], {"field": "policy", "baseline": "fcfs", "candidate": "priority"})
+
+    def test_two_cases_of_one_run_differ_in_one_setting(self):
+        run = self.pm("fcfs")
+        contract = check_contract(load_side(run, "continuous"), load_side(run, "continuous+APC"), declared="apc")
+        self.assertTrue(contract["ok"], contract["problems"])
+        self.assertEqual(contract["change"]["field"], "apc")
+
+    def test_refused_pairs_are_listed_by_field(self):
+        run = self.pm("fcfs")
+        baseline = load_side(run, "continuous")
+        table = [
+            # (candidate, declared change, words expected in the problems)
+            ((run, "continuous"), None, ["differ in no scheduler setting"]),
+            ((run, "continuous+APC+chunk32"), None, ["more than one scheduler setting: apc, chunk_tokens"]),
+            ((run, "continuous+APC"), "policy", ["declared change policy but the sides differ in apc"]),
+            ((self.run_dir("baseline-prio", "--policy", "priority"), "continuous"), None,
+             ["fixed condition workload_sha256 differs"]),
+            ((self.pm("priority", "--timeout-ticks", "56"), "continuous"), None,
+             ["fixed condition timeout_ticks differs"]),
+        ]
+        for (directory, case), declared, words in table:
+            with self.subTest(candidate=f"{os.path.basename(directory)}#{case}", declared=declared):
+                contract = check_contract(baseline, load_side(directory, case), declared)
+                self.assertFalse(contract["ok"])
+                for word in words:
+                    self.assertTrue(any(word in p for p in contract["problems"]), contract["problems"])
+                record = compare(baseline, load_side(directory, case), declared_change=declared)
+                self.assertEqual(record["decision"], "reject")
+
+    def test_mismatch_names_the_field_and_both_values(self):
+        other = load_side(self.run_dir("baseline-prio", "--policy", "priority"), "continuous")
+        contract = check_contract(load_side(self.pm("fcfs"), "continuous"), other)
+        fields = [m["field"] for m in contract["mismatches"]]
+        self.assertEqual(fields, ["workload_sha256"])
+
+
+class EvidenceTest(RunsMixin, unittest.TestCase):
+    """Edit the candidate's trace by hand: one duplicated, one lost, one unknown id."""
+
+    def edited(self, edit):
+        """A copy of the priority run whose continuous lines of requests.jsonl pass through ``edit``."""
+        source = self.pm("priority")
+        target = os.path.join(self.base, f"edited-{len(os.listdir(self.base))}")
+        os.mkdir(target)
+        for name in os.listdir(source):
+            text = read(os.path.join(source, name))
+            if name == "requests.jsonl":
+                lines = [json.loads(line) for line in text.splitlines()]
+                kept = [line for line in lines if line["case"] != "continuous"]
+                text = "".join(json.dumps(line) + "\n" for line in kept + edit([l for l in lines if l["case"] == "continuous"]))
+            with open(os.path.join(target, name), "w", encoding="utf-8") as handle:
+                handle.write(text)
+        return target
+
+    def decide(self, candidate_dir):
+        return compare(load_side(self.pm("fcfs"), "continuous"), load_side(candidate_dir, "continuous"))
+
+    def test_complete_trace_has_no_findings(self):
+        evidence = check_evidence(load_side(self.pm("priority"), "continuous"))
+        self.assertEqual((evidence["arrived"], evidence["in_trace"]), (12, 12))
+        self.assertEqual((evidence["duplicated"], evidence["lost"], evidence["unknown"], evidence["missing_metrics"]),
+                         ([], [], [], []))
+
+    def test_duplicated_id_is_listed_and_blocks_accept(self):
+        candidate = self.edited(lambda lines: lines + [lines[6]])          # I0 twice
+        self.assertEqual(check_evidence(load_side(candidate, "continuous"))["duplicated"], ["I0"])
+        record = self.decide(candidate)
+        self.assertEqual(record["decision"], "tune")
+        self.assertIn("candidate: duplicated id(s) I0", record["missing_evidence"])
+
+    def test_lost_id_is_a_hard_failure(self):
+        candidate = self.edited(lambda lines: [l for l in lines if l["name"] != "B7"])
+        self.assertEqual(check_evidence(load_side(candidate, "continuous"))["lost"], ["B7"])
+        record = self.decide(candidate)
+        self.assertEqual(record["decision"], "reject")
+        self.assertTrue(any("lost (B7)" in h for h in record["hard_failures"]), record["hard_failures"])
+
+    def test_request_that_never_ended_counts_as_lost(self):
+        def unfinished(lines):
+            lines[0] = dict(lines[0], status="decode", done_at=None)
+            return lines
+        self.assertEqual(check_evidence(load_side(self.edited(unfinished), "continuous"))["lost"], ["B0"])
+
+    def test_unknown_id_is_listed(self):
+        def rename(lines):
+            lines[-1] = dict(lines[-1], name="X9")
+            return lines
+        evidence = check_evidence(load_side(self.edited(rename), "continuous"))
+        self.assertEqual((evidence["unknown"], evidence["lost"]), (["X9"], ["B7"]))
+
+    def test_missing_metric_blocks_accept(self):
+        """A 1-tick deadline: nobody succeeds, P95 TTFT and TPOT are null -> missing evidence, never accept."""
+        baseline = load_side(self.pm("fcfs", "--timeout-ticks", "1"), "continuous")
+        candidate = load_side(self.pm("priority", "--timeout-ticks", "1"), "continuous")
+        self.assertEqual(check_evidence(candidate)["missing_metrics"], ["p95_ttft", "p95_tpot"])
+        self.assertEqual(compare(baseline, candidate)["decision"], "tune")
+
+
+class DecisionTest(RunsMixin, unittest.TestCase):
+    def test_accept_priority_experiment_on_priority_mix(self):
+        """continuous, fcfs -> priority (values read off the two summaries, recomputed here):
+        P95 TTFT 44 -> 43, throughput 160/69 -> 160/68, order score 13/64 -> 1/2 (gain 0.297),
+        batch P95 E2E 59 -> 58: every gate passes."""
+        code, out, err = self.compare_cli(self.pm("fcfs"), self.pm("priority"), "--case", "continuous")
+        self.assertEqual(code, 0, err)
+        record = json.loads(read(os.path.join(self.pm("priority"), "decision.json")))
+        self.assertEqual(record["decision"], "accept")
+        self.assertTrue(record["priority_experiment"])
+        gates = {g["gate"]: g for g in record["gates"]}
+        self.assertEqual(gates["first-token order score gain"]["measured"], round(1 / 2 - 13 / 64, 6))
+        self.assertEqual(gates["P95 TTFT growth"]["measured"], round(43 / 44 - 1, 6))
+        self.assertEqual(gates["P95 TTFT growth"]["threshold"], 0.25)
+        self.assertEqual(gates["lowest-priority P95 E2E growth"]["measured"], round(58 / 59 - 1, 6))
+        self.assertEqual(record["deltas"]["p95_ttft"], -1)
+        self.assertIn("decision: ACCEPT", out)
+        self.assertIn("next:", out)
+
+    def test_tune_when_only_some_gates_pass(self):
+        run = self.pm("fcfs")
+        code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case", "continuous+APC",
+                                        "--min-throughput-gain", "0.5")
+        self.assertEqual(code, 0)
+        record = json.loads(read(os.path.join(run, "decision.json")))
+        self.assertEqual(record["decision"], "tune")
+        self.assertEqual([g["gate"] for g in record["gates"] if g["passed"] is False], ["throughput gain"])
+        self.assertIn("FAIL    throughput gain", out)
+
+    def test_reject_when_contract_broken(self):
+        run = self.pm("fcfs")
+        code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case",
+                                        "continuous+APC+chunk32", "--out", os.path.join(self.base, "d.json"))
+        self.assertEqual(code, 0)
+        self.assertEqual(json.loads(read(os.path.join(self.base, "d.json")))["decision"], "reject")
+        self.assertIn("contract: BROKEN", out)
+
+    def test_dropped_requests_never_accepted(self):
+        """priority-mix, deadline 56 ticks, continuous+APC, fcfs -> shortest: the candidate's P95 TTFT
+        falls 38 -> 36 and throughput rises, only because one request of 12 timed out (completion
+        1 -> 11/12). Even with the completion floor lowered to 0 the fixed 'completion rate change'
+        gate keeps it from accept."""
+        baseline = load_side(self.pm("fcfs", "--timeout-ticks", "56"), "continuous+APC")
+        candidate = load_side(self.pm("shortest", "--timeout-ticks", "56"), "continuous+APC")
+        self.assertLess(candidate.summary["p95_ttft"], baseline.summary["p95_ttft"])
+        self.assertGreater(candidate.summary["throughput"], baseline.summary["throughput"])
+        for thresholds in (Thresholds(), Thresholds(min_completion_rate=0.0)):
+            with self.subTest(min_completion_rate=thresholds.min_completion_rate):
+                record = compare(baseline, candidate, thresholds)
+                self.assertNotEqual(record["decision"], "accept")
+                failed = [g["gate"] for g in record["gates"] if g["passed"] is False]
+                self.assertIn("completion rate change", failed)
+
+    def test_starving_the_low_class_is_tune(self):
+        """Four urgent requests fill the slots at tick 0, one low-priority request L arrives at 1 and
+        eight more urgent ones keep arriving (ticks 2-9). FCFS admits L at the first free slot;
+        priority admits it only after every urgent request, so L (the lowest class) more than
+        doubles its E2E: that gate fails and the decision is tune, never accept."""
+        requests = [{"name": f"U{i}", "arrival": max(0, i - 2), "prefix_key": None, "prefix_tokens": 0,
+                     "suffix_tokens": 32, "output_tokens": 8, "priority": 0} for i in range(12)]
+        requests.insert(4, dict(requests[0], name="L", arrival=1, priority=1))
+        path = os.path.join(self.base, "starve.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"requests": requests}, handle)
+        baseline = load_side(self.run_dir("st-fcfs", "--workload", path), "continuous")
+        candidate = load_side(self.run_dir("st-prio", "--workload", path, "--policy", "priority"), "continuous")
+        admitted = {r["name"]: r["admitted_at"] for r in candidate.rows}
+        self.assertGreater(admitted["L"], max(v for k, v in admitted.items() if k != "L"))
+        record = compare(baseline, candidate)
+        low = next(g for g in record["gates"] if g["gate"] == "lowest-priority P95 E2E growth")
+        self.assertFalse(low["passed"])
+        self.assertGreater(low["measured"], 1.0)
+        self.assertEqual(record["decision"], "tune")
+
+
+class CompareCliTest(RunsMixin, unittest.TestCase):
+    def test_refuses_to_overwrite_decision_without_force(self):
+        args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
+        self.assertEqual(self.compare_cli(*args)[0], 0)
+        path = os.path.join(self.pm("priority"), "decision.json")
+        first = read(path)
+        code, _, err = self.compare_cli(*args, "--min-fairness", "0.5")
+        self.assertEqual(code, 2)
+        self.assertIn("already exists", err)
+        self.assertEqual(read(path), first)
+        self.assertEqual(self.compare_cli(*args, "--min-fairness", "0.5", "--force")[0], 0)
+        self.assertEqual(json.loads(read(path))["decision"], "tune")   # fairness 0 < 0.5
+        self.assertEqual([n for n in os.listdir(self.pm("priority")) if n.endswith(".tmp")], [])
+
+    def test_unusable_input_exits_2_with_one_line(self):
+        run = self.pm("fcfs")
+        table = [
+            ([os.path.join(self.base, "nope"), run, "--case", "continuous"], "not a run directory"),
+            ([run, self.pm("priority"), "--case", "warp"], "no case 'warp'"),
+            ([run, self.pm("priority")], "choose one with --case"),
+            ([run, "--case", "continuous"], "needs --baseline-case and --candidate-case"),
+            ([run, self.pm("priority"), "--case", "continuous", "--max-ttft-growth", "-1"], "must be a finite number"),
+        ]
+        for args, words in table:
+            with self.subTest(args=args[1:]):
+                code, out, err = self.compare_cli(*args)
+                self.assertEqual(code, 2)
+                self.assertIn(words, err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertFalse(os.path.exists(os.path.join(self.pm("priority"), "decision.json")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,124 @@
+"""``explain NAME``: one request's story agrees with requests.jsonl and timeline.jsonl (lab.md §7–8)."""
+
+import json
+import os
+import re
+import shutil
+import unittest
+
+from tests.helpers import EXPECTED, read, run_cli, temp_dir
+
+BASELINE = os.path.join(EXPECTED, "baseline")
+
+
+def load(reference: str):
+    requests = [json.loads(line) for line in read(os.path.join(EXPECTED, reference, "requests.jsonl")).splitlines()]
+    timeline = [json.loads(line) for line in read(os.path.join(EXPECTED, reference, "timeline.jsonl")).splitlines()]
+    return ({(r["case"], r["name"]): r for r in requests},
+            {(t["case"], t["tick"]): t for t in timeline})
+
+
+def sections(text: str) -> dict:
+    """case -> the lines of its section in the explain output."""
+    found, case = {}, None
+    for line in text.splitlines():
+        match = re.fullmatch(r"== (.+) ==", line)
+        if match:
+            case = match.group(1)
+            found[case] = []
+        elif case is not None and line:
+            found[case].append(line)
+    return found
+
+
+class ExplainAgreesWithArtifactsTest(unittest.TestCase):
+    def check_request(self, reference: str, name: str) -> int:
+        """Checks every case's story; returns how many waiting ticks were checked."""
+        requests, timeline = load(reference)
+        checked = 0
+        code, out, err = run_cli(["explain", name, "--artifacts", os.path.join(EXPECTED, reference)])
+        self.assertEqual((code, err), (0, ""))
+        story = sections(out)
+        cases = [case for (case, n) in requests if n == name]
+        self.assertEqual(list(story), cases)
+        for case in cases:
+            with self.subTest(reference=reference, request=name, case=case):
+                row, lines = requests[(case, name)], story[case]
+                text = "\n".join(lines)
+                self.assertIn(f"arrival      tick {row['arrival']}", text)
+                if row["admitted_at"] is not None:
+                    self.assertIn(f"admission    tick {row['admitted_at']}, ", text)
+                if row["first_token_at"] is not None:
+                    self.assertIn(f"first token  tick {row['first_token_at']} (TTFT "
+                                  f"{row['first_token_at'] - row['arrival']})", text)
+                self.assertIn(f"end          tick {row['done_at']}, {row['status']}", text)
+                self.assertIn(f"hit tokens   {row['hit_tokens']}", text)
+                # Every prefill tick and its tokens, exactly as timeline.jsonl has them.
+                told = [(int(t), int(n)) for t, n in re.findall(r"^\s+(?:prefill)?\s+tick (\d+): (\d+) tokens",
+                                                                 text, re.M)]
+                recorded = sorted((tick, record["prefilled"][name]) for (c, tick), record in timeline.items()
+                                  if c == case and name in record["prefilled"])
+                self.assertEqual(told, recorded)
+                # While it waited: the slot holders and budget used of each grouped tick.
+                for first, last, holders, used in re.findall(
+                        r"^\s+ticks? (\d+)(?:–(\d+))?\s+slots ([^|]+) \| budget (\d+)/64", text, re.M):
+                    for tick in range(int(first), int(last or first) + 1):
+                        record = timeline[(case, tick)]
+                        self.assertEqual(holders.split(), [n for n in record["active"] if n != name] or ["(none)"])
+                        self.assertEqual(int(used), record["budget_used"])
+                        checked += 1
+        return checked
+
+    def test_every_baseline_request(self):
+        checked = sum(self.check_request("baseline", name) for name in ("L0", "S1", "S2", "U3", "S4", "S5", "U6", "S7"))
+        self.assertGreater(checked, 100)
+
+    def test_timeouts(self):
+        self.assertGreater(sum(self.check_request("deadline30", name) for name in ("L0", "S1", "S7")), 0)
+
+    def test_s7_in_chunk32_waits_behind_l0(self):
+        """lab.md §6 and §8: S7 is admitted at 39 (first token 41, TTFT 29); L0 ends at 40, so it
+        still holds a slot in ticks 32–38, while S7 waits in the queue."""
+        code, out, _ = run_cli(["explain", "S7", "--artifacts", BASELINE, "--case", "continuous+APC+chunk32"])
+        self.assertEqual(code, 0)
+        lines = sections(out)["continuous+APC+chunk32"]
+        self.assertIn("  waiting      ticks 12–38 (27 ticks in the queue, no free slot)", lines)
+        self.assertIn("  admission    tick 39, cache hit: 128 prefix tokens skipped", lines)
+        self.assertIn("  first token  tick 41 (TTFT 29)", lines)
+        covered = set()
+        for first, last, holders in re.findall(r"ticks? (\d+)(?:–(\d+))?\s+slots ([^|]+) \|", "\n".join(lines)):
+            for tick in range(int(first), int(last or first) + 1):
+                if 32 <= tick <= 38:
+                    self.assertIn("L0", holders.split())
+                    covered.add(tick)
+        self.assertEqual(covered, set(range(32, 39)))
+
+    def test_without_timeline_the_story_is_shorter(self):
+        directory = temp_dir(self)
+        shutil.copy(os.path.join(BASELINE, "requests.jsonl"), directory)
+        code, out, _ = run_cli(["explain", "S1", "--artifacts", directory, "--case", "static"])
+        self.assertEqual(code, 0)
+        self.assertIn("timeline.jsonl is not present", out)
+        self.assertIn("admission    tick 32, no cache hit", out)
+        self.assertNotIn("while it waited", out)
+
+    def test_bad_input_exits_2_with_one_line(self):
+        empty = temp_dir(self)
+        cases = {
+            "unknown request": (["explain", "S9", "--artifacts", BASELINE], "S9"),
+            "unknown case": (["explain", "S1", "--artifacts", BASELINE, "--case", "nope"], "nope"),
+            "missing directory": (["explain", "S1", "--artifacts", os.path.join(empty, "gone")], "gone"),
+            "no requests.jsonl": (["explain", "S1", "--artifacts", empty], "requests.jsonl"),
+            "no --artifacts": (["explain", "S1"], "--artifacts"),
+        }
+        for label, (argv, mention) in cases.items():
+            with self.subTest(label):
+                code, out, err = run_cli(argv)
+                self.assertEqual(code, 2)
+                self.assertEqual(out, "")
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(mention, err)
+
+
+if __name__ == "__main__":
+    unittest.main()

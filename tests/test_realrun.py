@@ -1,0 +1,259 @@
+"""Real measurements (compare.md §4, formats.md): export, import-results, compare on imported runs.
+
+Fixtures: vLLM serving-benchmark results are written here to the documented schema (formats.md);
+the per-request JSONL is a 20-line excerpt of a real run in ``tests/data/`` (see its SOURCES.md).
+"""
+
+import json
+import os
+import unittest
+
+from sched.compare import compare, load_side
+from sched.realrun import export_rows
+from sched.workload import scenario
+from tests.helpers import PROJECT, read, run_cli, temp_dir
+
+EXCERPT = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090")
+
+
+def vllm_run(**overrides):
+    """A 4-request ``--save-result --save-detailed`` object (seconds per request, ms aggregates).
+
+    r0: sent at 100.0, TTFT 0.1, ITLs [0.05, 0.15] -> tokens at 100, 150, 300 ms; TPOT 100 ms.
+    r1: sent at 100.5, TTFT 0.2, ITL [0.1] -> tokens at 700, 800 ms.
+    r2: sent at 100.6, failed ("Bad Request"): no latency sample.
+    r3: sent at 101.0, TTFT 0.3, one token at 1300 ms.
+    """
+    run = {"date": "20260101-000000", "endpoint_type": "openai", "backend": "vllm", "label": None,
+           "model_id": "meta-llama/Llama-3.1-8B", "tokenizer_id": "meta-llama/Llama-3.1-8B", "num_prompts": 4,
+           "request_rate": "inf", "burstiness": 1.0, "max_concurrency": None, "scheduling_policy": "fcfs",
+           "revision": "main", "vllm_version": "0.19.0",
+           "duration": 1.4, "completed": 3, "failed": 1, "total_input_tokens": 40, "total_output_tokens": 6,
+           "request_throughput": 2.1, "request_goodput": None, "output_throughput": 4.3,
+           "total_token_throughput": 32.9, "mean_ttft_ms": 200.0, "median_ttft_ms": 200.0,
+           "std_ttft_ms": 81.6, "p99_ttft_ms": 298.0,
+           "input_lens": [10, 10, 10, 10], "output_lens": [3, 2, 0, 1], "start_times": [100.0, 100.5, 100.6, 101.0],
+           "ttfts": [0.1, 0.2, 0.0, 0.3], "itls": [[0.05, 0.15], [0.1], [], []],
+           "generated_texts": ["a b c", "d e", "", "f"], "errors": ["", "", "Bad Request", ""]}
+    run.update(overrides)
+    return run
+
+
+class RealrunMixin:
+    def setUp(self):
+        self.base = temp_dir(self)
+
+    def write(self, name, text):
+        path = os.path.join(self.base, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    def imported(self, name, text, *args, filename="bench.json"):
+        source = self.write(name + "-" + filename, text)
+        out = os.path.join(self.base, name)
+        code, stdout, err = run_cli(["import-results", source, "--artifacts", out, *args])
+        self.assertEqual(code, 0, err)
+        return out
+
+    def summary(self, directory):
+        return json.loads(read(os.path.join(directory, "summary.json")))["cases"][0]
+
+
+class ExportTest(RealrunMixin, unittest.TestCase):
+    def test_rows_carry_lengths_offsets_and_priorities(self):
+        """baseline, tick 100 ms: S1 arrives at tick 1 -> 0.1 s; 144-token prompt = 144 words."""
+        rows = {r["name"]: r for r in export_rows(scenario("baseline"), tick_ms=100)}
+        s1 = rows["S1"]
+        self.assertEqual((s1["arrival_s"], s1["prompt_tokens"], s1["output_tokens"], s1["priority"]), (0.1, 144, 16, 0))
+        self.assertEqual(len(s1["prompt"].split()), 144)
+        self.assertEqual(rows["S7"]["arrival_s"], 1.2)
+        # Same prefix_key -> the same first 128 words; the suffixes differ.
+        self.assertEqual(s1["prompt"].split()[:128], rows["S4"]["prompt"].split()[:128])
+        self.assertNotEqual(s1["prompt"].split()[128:], rows["S4"]["prompt"].split()[128:])
+        self.assertNotEqual(rows["U3"]["prompt"].split()[:10], s1["prompt"].split()[:10])
+        pm = {r["name"]: r["priority"] for r in export_rows(scenario("priority-mix"), tick_ms=250)}
+        self.assertEqual((pm["B0"], pm["I0"]), (1, 0))
+
+    def test_export_directory(self):
+        out = os.path.join(self.base, "exp")
+        code, stdout, err = run_cli(["export", "--scenario", "priority-mix", "--tick-ms", "250", "--out", out])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(sorted(os.listdir(out)), ["export.json", "requests.jsonl", "workload.json"])
+        meta = json.loads(read(os.path.join(out, "export.json")))
+        self.assertEqual((meta["tick_ms"], meta["num_requests"]), (250, 12))
+        lines = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
+        self.assertEqual(lines[-1]["arrival_s"], 2.5)            # B7 arrives at tick 10
+        self.assertEqual(run_cli(["export", "--out", out])[0], 2)   # no overwrite without --force
+        self.assertEqual(run_cli(["export", "--out", out, "--tick-ms", "0"])[0], 2)
+
+
+class ImportVllmTest(RealrunMixin, unittest.TestCase):
+    def test_detailed_result_in_milliseconds(self):
+        out = self.imported("v", json.dumps(vllm_run()))
+        s = self.summary(out)
+        # TTFTs of the 3 successes: 100, 200, 300 ms; nearest-rank P50 = 200, P95 = 300.
+        self.assertEqual((s["p50_ttft"], s["p95_ttft"]), (200.0, 300.0))
+        self.assertEqual(s["p95_itl"], 150.0)                  # gaps 50, 150, 100 pooled
+        self.assertEqual(s["p95_tpot"], 100.0)                 # r0 (300-100)/2, r1 (800-700)/1
+        self.assertEqual((s["succeeded"], s["arrived"], s["failed"], s["completion_rate"]), (3, 4, 1, 0.75))
+        self.assertEqual(s["makespan"], 1300.0)                 # last end 1300 ms - first send 0
+        self.assertEqual(s["throughput"], round(6 / 1.3, 6))    # output tokens per second
+        self.assertEqual(s["fairness"], 0.0)                    # 1 - (300-100)/200
+        for field in ("p95_queue_wait", "hit_tokens", "budget_utilization", "priority_first_token_order_score"):
+            self.assertIsNone(s[field])
+            self.assertIn(field, s["missing"])
+        lines = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
+        self.assertEqual(lines[0]["token_times"], [100.0, 150.0, 300.0])
+        self.assertEqual((lines[2]["status"], lines[2]["ttft"], lines[2]["error"]), ("error", None, "Bad Request"))
+        manifest = json.loads(read(os.path.join(out, "manifest.json")))
+        self.assertEqual(manifest["engine"]["model"], "meta-llama/Llama-3.1-8B")
+        self.assertEqual(manifest["scheduler"]["policy"], "fcfs")
+        self.assertEqual(manifest["reported"]["p99_ttft_ms"], 298.0)     # the file's own, kept apart
+
+    def test_without_detailed_lists_everything_per_request_is_missing(self):
+        run = {k: v for k, v in vllm_run().items() if k not in ("input_lens", "output_lens", "start_times",
+                                                               "ttfts", "itls", "generated_texts", "errors")}
+        out = self.imported("agg", json.dumps(run))
+        s = self.summary(out)
+        self.assertIsNone(s["p95_ttft"])                         # never the file's interpolated p99
+        self.assertIn("per_request", s["missing"])
+        self.assertIsNone(s["fairness"])                         # unknown, not "1 for no sample"
+        self.assertEqual((s["succeeded"], s["arrived"], s["completion_rate"], s["error_rate"]), (3, 4, 0.75, 0.25))
+        self.assertEqual(s["throughput"], 4.3)                   # the file's output_throughput
+        # compare: the trace is missing evidence (tune), not four lost requests (reject).
+        side = load_side(out)
+        ok = load_side(self.imported("full", json.dumps(vllm_run(scheduling_policy="priority"))))
+        record = compare(ok, side)
+        self.assertEqual(record["evidence"]["candidate"]["num_lost"], 0)
+        self.assertIn("candidate: per-request trace missing", record["missing_evidence"])
+
+    def test_failed_backend_run_is_rejected(self):
+        """Every request errored (completed 0): the run failed, a hard failure whatever the gates say."""
+        failed = vllm_run(scheduling_policy="priority", completed=0, failed=4, errors=["Server down"] * 4)
+        baseline = load_side(self.imported("ok", json.dumps(vllm_run())))
+        candidate = load_side(self.imported("down", json.dumps(failed)))
+        record = compare(baseline, candidate)
+        self.assertEqual(record["decision"], "reject")
+        self.assertIn("candidate: the backend run failed", record["hard_failures"])
+
+    def test_append_result_needs_run_index(self):
+        text = json.dumps(vllm_run()) + "\n" + json.dumps(vllm_run(scheduling_policy="priority")) + "\n"
+        source = self.write("two.jsonl", text)
+        code, _, err = run_cli(["import-results", source, "--artifacts", os.path.join(self.base, "x")])
+        self.assertEqual(code, 2)
+        self.assertIn("--run-index", err)
+        out = self.imported("second", text, "--run-index", "1")
+        self.assertEqual(json.loads(read(os.path.join(out, "manifest.json")))["scheduler"]["policy"], "priority")
+
+    def test_bad_files_exit_2(self):
+        table = [
+            ("short.json", json.dumps(vllm_run(ttfts=[0.1])), "field 'ttfts'"),
+            ("text.json", json.dumps(vllm_run(ttfts=[0.1, "x", 0, 0.3])), "request 1 (r1): field 'ttfts'"),
+            ("junk.json", "not json", "cannot detect"),
+            ("policy.json", json.dumps(vllm_run()), "--policy says"),
+        ]
+        for name, text, words in table:
+            with self.subTest(name=name):
+                source = self.write(name, text)
+                out = os.path.join(self.base, "out-" + name)
+                args = ["--policy", "priority"] if name == "policy.json" else []
+                code, _, err = run_cli(["import-results", source, "--artifacts", out, *args])
+                self.assertEqual(code, 2)
+                self.assertIn(words, err)
+                self.assertFalse(os.path.exists(out))
+
+
+class ImportRequestJsonlTest(RealrunMixin, unittest.TestCase):
+    def test_two_clocks_ttft_from_queued_ts(self):
+        """bench-0: first_token_ts 27537.350135653 - queued_ts 27536.660701067 = 0.689434586 s.
+        Its arrival_time (epoch 1787267980.08) is another clock and must not be used."""
+        out = os.path.join(self.base, "llmss")
+        code, stdout, err = run_cli(["import-results", os.path.join(EXCERPT, "requests.jsonl"), "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        lines = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
+        self.assertEqual(len(lines), 20)
+        first = lines[0]
+        self.assertEqual(first["name"], "bench-0")
+        self.assertAlmostEqual(first["ttft"], 689.434586, delta=0.002)
+        self.assertAlmostEqual(first["queue_wait"], 0.020579, delta=0.002)
+        self.assertAlmostEqual(first["tpot"], (27554.231018618 - 27537.350135653) * 1000 / 530, delta=0.002)
+        self.assertTrue(all(0 < line["ttft"] < 60_000 for line in lines))   # never ~1.7e12 ms
+        s = self.summary(out)
+        self.assertIsNone(s["p95_itl"])                     # no per-token times in this format
+        self.assertIn("p95_itl", s["missing"])
+        # meta.json says 300 requests; the excerpt holds 20: the other 280 arrived but are absent.
+        self.assertEqual((s["arrived"], s["succeeded"]), (300, 20))
+        manifest = json.loads(read(os.path.join(out, "manifest.json")))
+        self.assertEqual(manifest["engine"]["engine_version"], "0.19.0")
+        self.assertEqual(manifest["engine"]["device"], "NVIDIA GeForce RTX 4090")
+        self.assertEqual(manifest["scheduler"]["policy"], "fcfs")
+        evidence_side = load_side(out)
+        record = compare(evidence_side, evidence_side)
+        self.assertEqual(record["decision"], "reject")      # no change, and 280 requests lost
+        self.assertEqual(record["evidence"]["candidate"]["num_lost"], 280)
+
+    def test_line_without_last_token_never_ended(self):
+        text = read(os.path.join(EXCERPT, "requests.jsonl")).splitlines()[:3]
+        broken = json.loads(text[2])
+        broken["last_token_ts"] = None
+        out = self.imported("cut", "\n".join(text[:2] + [json.dumps(broken)]) + "\n", "--policy", "fcfs",
+                            filename="requests.jsonl")
+        lines = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
+        self.assertEqual(lines[2]["status"], "unfinished")
+        self.assertEqual(load_side(out).rows[2]["status"], "unfinished")
+
+
+class RealCompareTest(RealrunMixin, unittest.TestCase):
+    """The simulated priority-mix runs replayed as if measured: 1 tick = 100 ms, fed through the
+    vLLM-bench format and imported with the exported workload. The decision is unit-free, so it
+    must equal the simulated one, and every latency must be 100 x the tick value."""
+
+    def fake_bench(self, run_dir, policy, drop=()):
+        lines = [json.loads(line) for line in read(os.path.join(run_dir, "requests.jsonl")).splitlines()]
+        rows = [r for r in lines if r["case"] == "continuous" and r["name"] not in drop]
+        starts = [50.0 + r["arrival"] * 0.1 for r in rows]
+        ttfts = [(r["first_token_at"] - r["arrival"]) * 0.1 for r in rows]
+        itls = [[(b - a) * 0.1 for a, b in zip(r["token_times"], r["token_times"][1:])] for r in rows]
+        return json.dumps(vllm_run(num_prompts=12, scheduling_policy=policy, input_lens=[r["prompt_tokens"] for r in rows],
+                                   output_lens=[r["output_tokens_emitted"] for r in rows], start_times=starts,
+                                   ttfts=ttfts, itls=itls, generated_texts=[""] * len(rows), errors=[""] * len(rows)))
+
+    def test_simulated_and_imported_decisions_agree(self):
+        sim = {}
+        for policy in ("fcfs", "priority"):
+            sim[policy] = os.path.join(self.base, "sim-" + policy)
+            self.assertEqual(run_cli(["--scenario", "priority-mix", "--policy", policy, "--artifacts", sim[policy]])[0], 0)
+        workload = os.path.join(sim["fcfs"], "workload.json")
+        real = {p: self.imported("real-" + p, self.fake_bench(sim[p], p), "--workload", workload) for p in sim}
+        s_real, s_sim = self.summary(real["fcfs"]), json.loads(read(os.path.join(sim["fcfs"], "summary.json")))["cases"][1]
+        self.assertAlmostEqual(s_real["p95_ttft"], 100 * s_sim["p95_ttft"], places=3)
+        self.assertAlmostEqual(s_real["p95_e2e"], 100 * s_sim["p95_e2e"], places=3)
+        self.assertEqual(s_real["priority_first_token_order_score"], s_sim["priority_first_token_order_score"])
+        imported = compare(load_side(real["fcfs"]), load_side(real["priority"]))
+        simulated = compare(load_side(sim["fcfs"], "continuous"), load_side(sim["priority"], "continuous"))
+        self.assertEqual(imported["units"], "ms")
+        self.assertTrue(imported["contract"]["ok"], imported["contract"]["problems"])
+        self.assertEqual((imported["decision"], simulated["decision"]), ("accept", "accept"))
+
+    def test_candidate_missing_requests_is_rejected(self):
+        """The candidate's file holds 11 of its 12 prompts (num_prompts 12): its latencies may look
+        fine, but one request is lost, a hard failure of its own, and the decision is reject. (Without
+        --workload the workload identity is unknown too, which the contract also refuses.)"""
+        sim = {}
+        for policy in ("fcfs", "priority"):
+            sim[policy] = os.path.join(self.base, "sim-" + policy)
+            self.assertEqual(run_cli(["--scenario", "priority-mix", "--policy", policy, "--artifacts", sim[policy]])[0], 0)
+        baseline = self.imported("rf", self.fake_bench(sim["fcfs"], "fcfs"))
+        candidate = self.imported("rp", self.fake_bench(sim["priority"], "priority", drop=("B7",)))
+        code, out, err = run_cli(["compare", baseline, candidate])
+        self.assertEqual(code, 0, err)
+        record = json.loads(read(os.path.join(candidate, "decision.json")))
+        self.assertEqual(record["decision"], "reject")
+        self.assertEqual(record["evidence"]["candidate"]["num_lost"], 1)
+        self.assertIn("candidate: 1 arrived request(s) lost (ids unknown)", record["hard_failures"])
+        self.assertIn("workload identity unknown", " ".join(record["contract"]["problems"]))
+
+
+if __name__ == "__main__":
+    unittest.main()
