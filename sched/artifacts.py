@@ -7,6 +7,7 @@ and an earlier run is never overwritten unless asked (``force``).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -25,7 +26,7 @@ from .report import render_report
 from .workload import RequestSpec, workload_sha256, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
-           "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
+           "check_target", "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
@@ -101,8 +102,11 @@ def _cell(value, places: int = 2) -> str:
     return str(int(value))
 
 
-def render_table(run: LabRun) -> str:
-    """The text table of lab.md §6 with a header line and the units note (``table.txt``)."""
+def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
+    """The text table of lab.md §6 with a header line and the units note (``table.txt``).
+
+    ``summaries`` may pass ``run.summaries`` when already computed.
+    """
     config = run.config
     timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
     # No source here: a replay of workload.json must reproduce this file byte for byte.
@@ -114,7 +118,7 @@ def render_table(run: LabRun) -> str:
     columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan",
                "latency samples")
     rows = [columns]
-    for s in run.summaries:
+    for s in run.summaries if summaries is None else summaries:
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
                      str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"]),
@@ -247,7 +251,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
-    table = render_table(run)
+    table = render_table(run, raw_summaries)  # summaries computed once for every file
     svg = render_timeline_svg(run.results, UNITS_NOTE, raw_summaries)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
@@ -255,7 +259,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "summary.json": json.dumps({"units": UNITS_NOTE, "field_units": SUMMARY_UNITS,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
-        "summary.csv": _summary_csv(run.summaries),
+        "summary.csv": _summary_csv(raw_summaries),
         "requests.jsonl": jsonl(_request_lines(run)),
         "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": table,
@@ -264,22 +268,44 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     }
 
 
+def check_target(directory: str, force: bool = False) -> None:
+    """Refuse an artifacts directory that cannot be used, before anything is simulated or written.
+
+    ``directory`` must be new, empty, or (with ``force``) an existing directory; a path whose
+    parent is a file is refused too. Raises :class:`ArtifactError` with one readable line.
+    """
+    target = os.path.normpath(directory)
+    if os.path.exists(target) and not os.path.isdir(target):
+        raise ArtifactError(f"{directory}: exists and is not a directory")
+    try:
+        occupied = os.path.isdir(target) and bool(os.listdir(target))
+    except OSError as exc:
+        raise ArtifactError(f"{directory}: cannot read the directory ({exc.strerror or exc})") from None
+    if occupied and not force:
+        raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
+                            "to replace the lab's files there")
+    ancestor = os.path.dirname(os.path.abspath(target))
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise ArtifactError(f"{directory}: cannot write artifacts ({ancestor} is a file, not a directory)")
+
+
 def write_artifacts(files: dict[str, str], directory: str, force: bool = False) -> None:
     """Write ``files`` (name → text, or an iterable of text chunks) as ``directory``, atomically.
 
     The files are written into a temporary directory beside the target and moved into place only
-    when all are complete. An existing non-empty target is refused unless ``force``; with
-    ``force`` only the named files are replaced and anything else there is left alone.
-    Raises :class:`ArtifactError` with one readable line.
+    when all are complete; on any failure (read-only place, full disk, ...) the temporary
+    directory and any parent directories created for it are removed again, so nothing is left
+    half-written. An existing non-empty target is refused unless ``force``; with ``force`` only
+    the named files are replaced and anything else there is left alone.
+    Raises :class:`ArtifactError` with one readable line naming ``directory``.
     """
+    check_target(directory, force)
     target = os.path.normpath(directory)
     parent = os.path.dirname(os.path.abspath(target))
+    created = _missing_ancestors(parent)
     exists = os.path.isdir(target)
-    if os.path.exists(target) and not exists:
-        raise ArtifactError(f"{directory}: exists and is not a directory")
-    if exists and os.listdir(target) and not force:
-        raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
-                            "to replace the lab's files there")
     staging = None
     try:
         os.makedirs(parent, exist_ok=True)
@@ -297,10 +323,25 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
             for name in files:
                 os.replace(os.path.join(staging, name), os.path.join(target, name))
     except OSError as exc:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+            staging = None
+        for path in created:  # deepest first; each is empty once the staging directory is gone
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
         raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _missing_ancestors(path: str) -> list[str]:
+    """``path`` and its ancestors that do not exist yet, deepest first."""
+    missing = []
+    while path and not os.path.exists(path):
+        missing.append(path)
+        path = os.path.dirname(path) if os.path.dirname(path) != path else ""
+    return missing
 
 
 def write_text_file(text: str, path: str) -> None:

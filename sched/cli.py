@@ -12,11 +12,13 @@ import sys
 import time
 
 from . import __version__, compare, realrun
-from .artifacts import ArtifactError, LabRun, render_artifacts, stream_artifacts, write_artifacts, write_text_file
+from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
+                        write_text_file)
 from .check import CheckError, compare_runs, format_report
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import TIMELINE_DETAILS, run_cases
+from .engine import TIMELINE_DETAILS, SimulationError, run_cases
 from .explain import ExplainError, explain_request
+from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
@@ -31,6 +33,9 @@ EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
 FULL_TIMELINE_MAX_REQUESTS = 1000
+
+#: Most problems of one workload printed, one line each; the rest are counted.
+MAX_REPORTED_PROBLEMS = 20
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,11 +107,15 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
     """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
 
     ``progress``: optional display hook, see :meth:`sched.engine.Simulation.run`. ``timeline`` is
-    the detail level (``None``: :func:`default_timeline` for the workload's size).
+    the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
+    checked against the model's invariants (:mod:`sched.invariants`); a broken one raises
+    :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
+    simulation.
     """
     timeline = timeline or default_timeline(len(workload))
-    return LabRun(workload, config, policy, source,
-                  run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline), timeline)
+    results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
+    check_cases(results)
+    return LabRun(workload, config, policy, source, results, timeline)
 
 
 def default_timeline(num_requests: int) -> str:
@@ -171,6 +180,8 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
+    if args.artifacts:
+        check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
     progress = _progress_for(sys.stderr)
     try:
         run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)
@@ -323,8 +334,26 @@ def main(argv: list[str] | None = None) -> int:
         if handler is not None:
             return handler(argv[1:])
         return _main_run(argv)
-    except (WorkloadError, ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
-        print(f"infer_sched_lab.py: error: {exc}", file=sys.stderr)
+    except WorkloadError as exc:
+        _report(exc.problems)
+        return EXIT_BAD_INPUT
+    except (ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
+        _report([str(exc)])
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    except SimulationError as exc:
+        _report([f"internal error: {exc}"])
+        return EXIT_INTERNAL
+    except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
+        _report([f"internal error: {type(exc).__name__}: {exc}"])
+        return EXIT_INTERNAL
+
+
+def _report(problems: list[str]) -> None:
+    """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
+    for problem in problems[:MAX_REPORTED_PROBLEMS]:
+        print(f"infer_sched_lab.py: error: {problem}", file=sys.stderr)
+    if len(problems) > MAX_REPORTED_PROBLEMS:
+        print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
+              file=sys.stderr)

@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-__all__ = ["Batching", "Case", "ConfigError", "EngineConfig", "cases_for"]
+__all__ = ["Batching", "Case", "ConfigError", "EngineConfig", "MAX_KNOB", "cases_for"]
+
+#: Largest value of any knob: beyond it a value is a typo, not a configuration.
+MAX_KNOB = 10**9
 
 
 class ConfigError(ValueError):
@@ -26,7 +29,8 @@ class EngineConfig:
     budget: budget units per tick; decode_cost: units per decode token (a prefill token costs 1);
     max_active: batch cap (requests in PREFILL or DECODE); chunk_tokens: per-request prefill cap
     per tick for the chunked case; timeout_ticks: deadline after arrival in ticks, or None.
-    Raises :class:`ConfigError` for a knob outside its range.
+    Raises :class:`ConfigError` for a knob outside ``1..MAX_KNOB`` and for a budget below the decode
+    cost, the one combination under which a run could never finish.
     """
 
     budget: int = 64
@@ -36,14 +40,15 @@ class EngineConfig:
     timeout_ticks: int | None = None
 
     def __post_init__(self) -> None:
-        for knob in ("budget", "decode_cost", "max_active", "chunk_tokens"):
+        for knob in ("budget", "decode_cost", "max_active", "chunk_tokens", "timeout_ticks"):
             value = getattr(self, knob)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"--{knob.replace('_', '-')} must be a positive integer, got {value!r}")
-        if self.timeout_ticks is not None and (
-                isinstance(self.timeout_ticks, bool) or not isinstance(self.timeout_ticks, int)
-                or self.timeout_ticks < 1):
-            raise ConfigError(f"--timeout-ticks must be a positive integer, got {self.timeout_ticks!r}")
+            if value is None and knob == "timeout_ticks":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KNOB:
+                raise ConfigError(f"--{knob.replace('_', '-')} must be an integer from 1 to {MAX_KNOB}, "
+                                  f"got {value!r}")
+        # The only way this model can fail to finish (proof in the README, "输入校验与退出码"): with
+        # budget >= decode_cost every walked tick admits, decodes or prefills, or times a request out.
         if self.budget < self.decode_cost:
             raise ConfigError(f"--budget ({self.budget}) is below --decode-cost ({self.decode_cost}): "
                               "no request could ever decode a token")

@@ -41,12 +41,16 @@ from .config import Batching, Case, EngineConfig
 from .policy import POLICIES
 from .workload import RequestSpec
 
-__all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simulation", "simulate",
-           "run_cases", "TIMELINE_DETAILS"]
+__all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simulation", "SimulationError",
+           "simulate", "run_cases", "TIMELINE_DETAILS"]
 
 #: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
 #: record of counts per step or jump, or none.
 TIMELINE_DETAILS = ("full", "counts", "off")
+
+
+class SimulationError(RuntimeError):
+    """The simulation broke its own rules: an internal error (exit code 3), never bad input."""
 
 
 class Status(Enum):
@@ -403,7 +407,9 @@ class Simulation:
         is advanced in one jump (see the module docstring). Both give the same results.
         ``progress``, if given, is called after every step (a walked tick or a jump followed by
         its event tick) as ``progress(case_name, now, num_ended, num_requests)``: a display hook
-        that must not change the simulation.
+        that must not change the simulation. Raises :class:`SimulationError` as soon as a walked
+        tick makes no progress (nothing admitted, no budget spent, nothing timed out): under a
+        valid configuration that cannot happen.
         """
         keep = self.timeline != "off"
         # The run allocates many long-lived objects and no reference cycles: pausing the cyclic
@@ -417,7 +423,13 @@ class Simulation:
                     self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
                 elif not self.per_tick:
                     self._jump()
+                before = (self.budget_spent, self._num_admitted, self._num_ended)
                 record = self.step()
+                # A walked tick always admits, spends budget or times a request out (proof in the
+                # README, "输入校验与退出码"); one that does none of these would repeat forever.
+                if (self.budget_spent, self._num_admitted, self._num_ended) == before:
+                    raise SimulationError(f"{self.case.name}: tick {self.now - 1}: no request can make progress "
+                                          f"({len(self._active)} active, {self._num_waiting} waiting)")
                 if keep:
                     self.ticks.append(record)
                 if progress is not None:

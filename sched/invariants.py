@@ -1,0 +1,159 @@
+"""Invariants of a finished case, checked after every run (lab.md §3; issue "nothing bad gets in").
+
+The engine is trusted by nobody: :func:`check_case` re-reads a finished :class:`CaseResult` (its
+requests and, when present, its tick records) and raises :class:`InvariantError` at the first
+broken rule. It is post hoc and cheap, O(requests + token runs + ticks), so the CLI runs it on every
+case of every run. Request names are assumed unique (the workload validator guarantees it).
+
+The rules, each named in its message:
+
+- every request ends exactly once (status ok or timeout, one end tick, one end event);
+- nothing is admitted before it arrives or at/after its deadline;
+- the budget is never exceeded in a tick, and a tick's budget is its decodes plus its prefill;
+- active requests never exceed ``max_active``;
+- token times strictly increase, start at admission + 2 at the earliest and end by the end tick
+  (read from the request's runs of consecutive ticks, so the check costs O(runs));
+- emitted tokens never exceed ``output_tokens`` (and equal it for a request that ended ok);
+- hit tokens never exceed ``prefix_tokens`` (with block-level prefixes: blocks × block size),
+  nor the prompt minus one, and only with APC;
+- prefill work summed over the ticks equals prompt − hit tokens for every request that finished
+  prefill, and stays below it for one that did not.
+"""
+
+from __future__ import annotations
+
+from .engine import CaseResult, Request, SimulationError, Status
+
+__all__ = ["InvariantError", "check_case", "check_cases"]
+
+
+class InvariantError(SimulationError):
+    """A finished case breaks a rule of the model: an internal error (exit code 3)."""
+
+
+def check_cases(results) -> None:
+    """Check every case of one run with :func:`check_case`."""
+    for result in results:
+        check_case(result)
+
+
+def check_case(result: CaseResult) -> None:
+    """Check one finished case; raises :class:`InvariantError` naming the case, request or tick.
+
+    ``result.ticks`` is checked when present (a case with requests always walks at least one
+    tick); per-request prefill work then comes from the ticks, otherwise from the requests.
+    """
+    # Per-tick rules need full records; counts records (large runs) and ``off`` carry none.
+    full = bool(result.ticks) and hasattr(result.ticks[0], "prefilled")
+    timeline = _check_ticks(result) if full else None
+    prefilled = None if timeline is None else timeline[0]
+    for request in result.requests:
+        _check_request(result, request, prefilled)
+    if timeline is not None:
+        _check_timeline_matches(result, *timeline)
+
+
+def _fail(result: CaseResult, where: str, what: str):
+    raise InvariantError(f"invariant broken in case {result.case.name}, {where}: {what}")
+
+
+def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> None:
+    spec, config = r.spec, result.config
+    where = f"request {r.index} ({r.name})"
+    deadline = None if config.timeout_ticks is None else spec.arrival + config.timeout_ticks
+    # Token stamps are read as runs of consecutive ticks: O(runs), not O(tokens), per request.
+    runs = r.token_runs
+    num_tokens = sum(count for _, count in runs)
+    first, last = (runs[0][0], runs[-1][0] + runs[-1][1] - 1) if runs else (None, None)
+
+    # Ends exactly once, with the end tick its status implies.
+    if not r.status.ended or r.done_at is None:
+        _fail(result, where, f"never ended (status {r.status.value})")
+    if num_tokens > spec.output_tokens:
+        _fail(result, where, f"emitted {num_tokens} tokens, output_tokens is {spec.output_tokens}")
+    if r.status is Status.DONE and (num_tokens != spec.output_tokens or r.done_at != last):
+        _fail(result, where, f"ended ok at {r.done_at} with {num_tokens} of {spec.output_tokens} tokens")
+    if r.status is Status.TIMEOUT and r.done_at != deadline:
+        _fail(result, where, f"timed out at {r.done_at}, its deadline is {deadline}")
+    if deadline is not None and r.done_at > deadline:
+        _fail(result, where, f"ended at {r.done_at}, after its deadline {deadline}")
+
+    # Admission within [arrival, deadline).
+    if r.admitted_at is None:
+        if r.status is Status.DONE or runs or r.hit_tokens:
+            _fail(result, where, "was served without being admitted")
+    elif r.admitted_at < spec.arrival or (deadline is not None and r.admitted_at >= deadline):
+        _fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
+
+    # Tokens: strictly increasing, after prefill, before the end.
+    if runs and (first < r.admitted_at + 2 or last > r.done_at):
+        _fail(result, where, f"token times {first}..{last} outside admission+2 .. end {r.done_at}")
+    if any(count < 1 for _, count in runs) or any(
+            start <= previous + count - 1 for (previous, count), (start, _) in zip(runs, runs[1:])):
+        _fail(result, where, f"token times do not strictly increase: runs {runs}")
+
+    # Prefix cache hits (block-level prefixes share up to their blocks × block size).
+    shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
+    if not 0 <= r.hit_tokens <= min(shared, spec.prompt_tokens - 1):
+        _fail(result, where, f"hit_tokens {r.hit_tokens} with a shareable prefix of {shared} tokens")
+    if r.hit_tokens and not result.case.apc:
+        _fail(result, where, "hit tokens without APC")
+
+    # Prefill work: exactly prompt − hit once prefill finished, less before.
+    work = r.prefilled_tokens if prefilled is None else prefilled.get(r.name, 0)
+    needed = spec.prompt_tokens - r.hit_tokens
+    finished_prefill = r.prefill_done_at is not None
+    if (work != needed) if finished_prefill else (work >= needed):
+        state = "finished" if finished_prefill else "unfinished"
+        _fail(result, where, f"prefill work {work} tokens for an {state} prefill of {needed} tokens")
+    if runs and not finished_prefill:
+        _fail(result, where, "emitted tokens before its prefill finished")
+
+
+def _check_ticks(result: CaseResult) -> tuple[dict, dict, dict, dict]:
+    """Per-tick rules; returns per request name the prefill tokens and decodes summed over the
+    ticks, the admission tick, and the number of end events."""
+    config, chunk = result.config, result.case.chunk_tokens
+    prefilled: dict[str, int] = {}
+    decoded: dict[str, int] = {}
+    admitted: dict[str, int] = {}
+    ended: dict[str, int] = {}
+    previous = None
+    for k in result.ticks:
+        if previous is not None and k.tick <= previous:
+            _fail(result, f"tick {k.tick}", f"follows tick {previous}")
+        previous = k.tick
+        work = 0
+        for name, tokens in k.prefilled:
+            if tokens < 1 or (chunk is not None and tokens > chunk):
+                _fail(result, f"tick {k.tick}", f"{name} prefilled {tokens} tokens (chunk cap {chunk})")
+            prefilled[name] = prefilled.get(name, 0) + tokens
+            work += tokens
+        spent = config.decode_cost * len(k.decoded) + work
+        if k.budget_used > config.budget or k.budget_used != spent:
+            _fail(result, f"tick {k.tick}", f"budget used {k.budget_used}, decodes and prefill cost {spent}, "
+                                            f"budget {config.budget}")
+        if len(k.active) > config.max_active:
+            _fail(result, f"tick {k.tick}", f"{len(k.active)} active requests, max_active is {config.max_active}")
+        for name in k.decoded:
+            decoded[name] = decoded.get(name, 0) + 1
+        for name in k.admitted:
+            if admitted.setdefault(name, k.tick) != k.tick:
+                _fail(result, f"tick {k.tick}", f"{name} admitted a second time")
+        for names in (k.finished, k.timeouts):
+            for name in names:
+                ended[name] = ended.get(name, 0) + 1
+    return prefilled, decoded, admitted, ended
+
+
+def _check_timeline_matches(result: CaseResult, prefilled: dict, decoded: dict, admitted: dict,
+                            ended: dict) -> None:
+    """Each request ends once in the timeline, and admission and tokens agree with its record."""
+    for r in result.requests:
+        where = f"request {r.index} ({r.name})"
+        if ended.get(r.name, 0) != 1:
+            _fail(result, where, f"ends {ended.get(r.name, 0)} times in the timeline")
+        if admitted.get(r.name) != r.admitted_at:
+            _fail(result, where, f"admitted at {r.admitted_at}, the timeline says {admitted.get(r.name)}")
+        if decoded.get(r.name, 0) != r.num_tokens:
+            _fail(result, where, f"{r.num_tokens} tokens, the timeline decodes {decoded.get(r.name, 0)}")
