@@ -28,6 +28,14 @@ class RunsMixin:
     def compare_cli(self, *args):
         return run_cli(["compare", *args])
 
+    def work_in_temp_dir(self) -> str:
+        """Make a fresh temporary directory the current one for this test (compare writes ./decision.json)."""
+        work = os.path.join(self.base, "work")
+        os.makedirs(work, exist_ok=True)
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(work)
+        return work
+
 
 class ContractTest(RunsMixin, unittest.TestCase):
     def test_same_workload_and_one_change_is_comparable(self):
@@ -47,7 +55,7 @@ class ContractTest(RunsMixin, unittest.TestCase):
         table = [
             # (candidate, declared change, words expected in the problems)
             ((run, "continuous"), None, ["differ in no scheduler setting"]),
-            ((run, "continuous+APC+chunk32"), None, ["more than one scheduler setting: apc, chunk_tokens"]),
+            ((run, "continuous+APC+chunk32"), None, ["more than one scheduler setting (2): apc, chunk_tokens"]),
             ((run, "continuous+APC"), "policy", ["declared change policy but the sides differ in apc"]),
             ((self.run_dir("baseline-prio", "--policy", "priority"), "continuous"), None,
              ["fixed condition workload_sha256 differs"]),
@@ -137,9 +145,10 @@ class DecisionTest(RunsMixin, unittest.TestCase):
         """continuous, fcfs -> priority (values read off the two summaries, recomputed here):
         P95 TTFT 44 -> 43, throughput 160/69 -> 160/68, order score 13/64 -> 1/2 (gain 0.297),
         batch P95 E2E 59 -> 58: every gate passes."""
+        work = self.work_in_temp_dir()
         code, out, err = self.compare_cli(self.pm("fcfs"), self.pm("priority"), "--case", "continuous")
         self.assertEqual(code, 0, err)
-        record = json.loads(read(os.path.join(self.pm("priority"), "decision.json")))
+        record = json.loads(read(os.path.join(work, "decision.json")))
         self.assertEqual(record["decision"], "accept")
         self.assertTrue(record["priority_experiment"])
         gates = {g["gate"]: g for g in record["gates"]}
@@ -153,10 +162,11 @@ class DecisionTest(RunsMixin, unittest.TestCase):
 
     def test_tune_when_only_some_gates_pass(self):
         run = self.pm("fcfs")
+        out_path = os.path.join(self.base, "tune.json")
         code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case", "continuous+APC",
-                                        "--min-throughput-gain", "0.5")
+                                        "--min-throughput-gain", "0.5", "--out", out_path)
         self.assertEqual(code, 0)
-        record = json.loads(read(os.path.join(run, "decision.json")))
+        record = json.loads(read(out_path))
         self.assertEqual(record["decision"], "tune")
         self.assertEqual([g["gate"] for g in record["gates"] if g["passed"] is False], ["throughput gain"])
         self.assertIn("FAIL    throughput gain", out)
@@ -207,11 +217,30 @@ class DecisionTest(RunsMixin, unittest.TestCase):
         self.assertEqual(record["decision"], "tune")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 class CompareCliTest(RunsMixin, unittest.TestCase):
+    def test_default_out_is_the_current_directory_never_a_run(self):
+        """compare must not write into a run (or reference) directory unless told to: by default
+        decision.json lands in the current directory and both run directories stay as they were."""
+        runs = [self.pm("fcfs"), self.pm("priority")]
+        before = [sorted(os.listdir(run)) for run in runs]
+        work = self.work_in_temp_dir()
+        code, out, err = self.compare_cli(*runs, "--case", "continuous")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([sorted(os.listdir(run)) for run in runs], before)
+        self.assertEqual(os.listdir(work), ["decision.json"])
+        self.assertIn("wrote decision.json", out)
+
     def test_refuses_to_overwrite_decision_without_force(self):
         args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
+        work = self.work_in_temp_dir()
         self.assertEqual(self.compare_cli(*args)[0], 0)
-        path = os.path.join(self.pm("priority"), "decision.json")
+        path = os.path.join(work, "decision.json")
         first = read(path)
         code, _, err = self.compare_cli(*args, "--min-fairness", "0.5")
         self.assertEqual(code, 2)
@@ -219,7 +248,8 @@ class CompareCliTest(RunsMixin, unittest.TestCase):
         self.assertEqual(read(path), first)
         self.assertEqual(self.compare_cli(*args, "--min-fairness", "0.5", "--force")[0], 0)
         self.assertEqual(json.loads(read(path))["decision"], "tune")   # fairness 0 < 0.5
-        self.assertEqual([n for n in os.listdir(self.pm("priority")) if n.endswith(".tmp")], [])
+        self.assertEqual(os.listdir(work), ["decision.json"])          # no temporary file left
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o666 & ~_umask())   # not a private 0600 file
 
     def test_unusable_input_exits_2_with_one_line(self):
         run = self.pm("fcfs")
