@@ -271,3 +271,129 @@ class CompareCliTest(RunsMixin, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BadRunFilesTest(RunsMixin, unittest.TestCase):
+    """A run directory edited by hand: every malformed value is exit 2 with one line naming the
+    file, the case/line/request and the field (never exit 3, an internal error)."""
+
+    def copy_with(self, filename, edit, policy="fcfs"):
+        """A copy of a priority-mix run whose ``filename`` text passes through ``edit``."""
+        source = self.pm(policy)
+        target = os.path.join(self.base, f"bad-{len(os.listdir(self.base))}")
+        os.mkdir(target)
+        for name in os.listdir(source):
+            text = read(os.path.join(source, name))
+            with open(os.path.join(target, name), "w", encoding="utf-8") as handle:
+                handle.write(edit(text) if name == filename else text)
+        return target
+
+    def json_edit(self, change):
+        def edit(text):
+            data = json.loads(text)
+            change(data)
+            return json.dumps(data)
+        return edit
+
+    def lines_edit(self, change):
+        def edit(text):
+            lines = [json.loads(line) for line in text.splitlines()]
+            change(lines)
+            return "".join(json.dumps(line) + "\n" for line in lines)
+        return edit
+
+    def test_malformed_values_exit_2_naming_the_field(self):
+        def first_case(key, value):
+            return self.json_edit(lambda d: d["cases"][0].__setitem__(key, value))
+        table = [
+            ("summary.json", first_case("case", 7), "cases[0]: field 'case': must be a string"),
+            ("summary.json", self.json_edit(lambda d: d["cases"][1].__setitem__("p95_ttft", "fast")),
+             "case 'continuous': field 'p95_ttft': must be a finite number, got \"fast\""),
+            ("summary.json", lambda text: "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+            ("manifest.json", self.json_edit(lambda d: d.__setitem__("config", [1])), "field 'config': must be an object"),
+            ("manifest.json", lambda text: "[1, 2]", "manifest.json: must be a JSON object"),
+            ("workload.json", self.json_edit(lambda d: d["requests"][3].__setitem__("priority", "high")),
+             "request 3 (B3): field 'priority': must be an integer"),
+            ("requests.jsonl", self.lines_edit(lambda rows: rows[2].__setitem__("e2e", "x")),
+             "requests.jsonl: line 3: field 'e2e': must be a finite number"),
+            ("requests.jsonl", self.lines_edit(lambda rows: rows[0].__setitem__("name", 5)),
+             "requests.jsonl: line 1: field 'name': must be a string"),
+        ]
+        candidate = self.pm("priority")
+        for filename, edit, words in table:
+            with self.subTest(file=filename, words=words):
+                bad = self.copy_with(filename, edit)
+                for pair in ([bad, candidate], [candidate, bad]):
+                    code, out, err = self.compare_cli(*pair, "--case", "continuous", "--out",
+                                                      os.path.join(self.base, "never.json"))
+                    self.assertEqual(code, 2, err)
+                    self.assertIn(words, err)
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertFalse(os.path.exists(os.path.join(self.base, "never.json")))
+
+    def test_nan_metric_is_missing_evidence_never_a_number(self):
+        """The candidate's P95 TTFT is NaN (written as the JSON constant NaN): it reads as missing,
+        the decision is tune and decision.json holds valid JSON with no NaN anywhere."""
+        bad = self.copy_with("summary.json", self.json_edit(lambda d: d["cases"][1].__setitem__("p95_ttft", float("nan"))),
+                             policy="priority")
+        self.assertIn('"p95_ttft": NaN', read(os.path.join(bad, "summary.json")))
+        out = os.path.join(self.base, "nan.json")
+        code, _, err = self.compare_cli(self.pm("fcfs"), bad, "--case", "continuous", "--out", out)
+        self.assertEqual(code, 0, err)
+        text = read(out)
+        self.assertNotIn("NaN", text)
+        record = json.loads(text, parse_constant=lambda name: self.fail(f"{name} in decision.json"))
+        self.assertEqual(record["decision"], "tune")
+        self.assertIn("candidate: p95_ttft missing", record["missing_evidence"])
+        self.assertIsNone(record["deltas"]["p95_ttft"])
+
+
+class ContractRecordTest(RunsMixin, unittest.TestCase):
+    def test_two_scheduler_changes_are_mismatches_not_only_changes(self):
+        """continuous vs continuous+APC+chunk32 differ in apc and chunk_tokens: the record must say
+        so in mismatches (kind 'scheduler setting') and num_scheduler_changes, not hide it."""
+        run = self.pm("fcfs")
+        contract = check_contract(load_side(run, "continuous"), load_side(run, "continuous+APC+chunk32"))
+        self.assertFalse(contract["ok"])
+        self.assertEqual(contract["num_scheduler_changes"], 2)
+        self.assertEqual([(m["field"], m["kind"]) for m in contract["mismatches"]],
+                         [("apc", "scheduler setting"), ("chunk_tokens", "scheduler setting")])
+        self.assertIsNone(contract["change"])
+
+    def test_change_is_inferred_or_declared(self):
+        run = self.pm("fcfs")
+        sides = load_side(run, "continuous"), load_side(run, "continuous+APC")
+        inferred, declared = check_contract(*sides), check_contract(*sides, declared="apc")
+        self.assertEqual((inferred["change_inferred"], inferred["declared_change"]), (True, None))
+        self.assertEqual((declared["change_inferred"], declared["declared_change"]), (False, "apc"))
+        self.assertEqual(inferred["mismatches"], [])
+        wrong = check_contract(*sides, declared="policy")
+        self.assertEqual([(m["field"], m["kind"]) for m in wrong["mismatches"]], [("apc", "scheduler setting")])
+        code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case", "continuous+APC",
+                                        "--out", os.path.join(self.base, "d.json"))
+        self.assertIn("one change (inferred, no --change given): apc", out)
+
+
+class CompareOutTest(RunsMixin, unittest.TestCase):
+    def test_unusable_out_paths_name_the_path_given(self):
+        """A missing directory, a path under a file and a directory: one line naming the --out
+        path as given (never the temporary file), exit 2, nothing written."""
+        a_file = os.path.join(self.base, "plain.txt")
+        with open(a_file, "w", encoding="utf-8") as handle:
+            handle.write("x")
+        table = [
+            (os.path.join(self.base, "nowhere", "d.json"), "does not exist"),
+            (os.path.join(a_file, "d.json"), "is not a directory"),
+            (self.base, "is a directory"),
+            ("", "output path is empty"),
+        ]
+        args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
+        for path, words in table:
+            with self.subTest(path=path):
+                code, _, err = self.compare_cli(*args, "--out", path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, err)
+                self.assertIn(f"error: {path}: " if path else "error: the output path", err)
+                self.assertNotIn(".tmp", err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(sorted(os.listdir(self.base)), ["plain.txt", "pm-fcfs", "pm-priority"])
