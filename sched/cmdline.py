@@ -17,7 +17,7 @@ import tempfile
 
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
-           "normal_permissions", "MAX_COUNT"]
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -69,13 +69,17 @@ def _finite_or_none(text: str):
     return value if math.isfinite(value) else None
 
 
+#: ``json.loads`` options that decode NaN, Infinity and numbers too large for a float as ``None``.
+NON_FINITE_AS_NONE = {"parse_constant": lambda _: None, "parse_float": _finite_or_none}
+
+
 def parse_json(text: str, where: str, non_finite_as_none: bool = False):
     """Decode JSON ``text``; syntax errors and absurd nesting become one :class:`InputError` naming ``where``.
 
     With ``non_finite_as_none`` the constants ``NaN``/``Infinity`` and numbers too large for a float
     decode as ``None`` (no measurable value), so they can never reach a record as a number.
     """
-    options = {"parse_constant": lambda _: None, "parse_float": _finite_or_none} if non_finite_as_none else {}
+    options = NON_FINITE_AS_NONE if non_finite_as_none else {}
     try:
         return json.loads(text, **options)
     except json.JSONDecodeError as exc:
