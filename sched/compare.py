@@ -9,7 +9,10 @@ Decision (compare.md §3.3):
 
 - ``reject`` on a hard failure: the contract is broken (the fixed conditions differ, or the
   scheduler settings differ in nothing or in more than one setting, or not in the declared one),
-  a run failed, or arrived requests are lost (absent from a trace, or never ended);
+  a run failed, or arrived requests are lost on either side (absent from a trace, or never ended:
+  the lab's reading of "requests lost twice over" is "any request lost"). Sides whose times differ
+  in unit or time base (ticks vs ms, client send time vs server queue time) are not comparable:
+  no gate is evaluated and no delta computed;
 - ``tune`` when evidence is missing or untrustworthy (a required metric is null, an id is
   duplicated or unknown, a gate cannot be measured) or when some gate fails;
 - ``accept`` when none of that happens and every gate passes.
@@ -17,6 +20,11 @@ Decision (compare.md §3.3):
 A candidate that looks faster only because it dropped requests fails the completion-rate gates
 (its own floor, and a fixed gate: never below the baseline's completion rate) or, when its trace
 lost them, is rejected: it is never accepted.
+
+Every value read from a run directory is checked in :func:`load_side` (one
+:class:`~sched.cmdline.InputError` line naming the file, case or line and field); a metric that is
+NaN or infinite reads as missing. ``compare`` writes ``./decision.json`` by default, never into a
+run directory unless ``--out`` names such a path.
 """
 
 from __future__ import annotations
@@ -494,7 +502,7 @@ def _parser() -> LineParser:
         description="Decide whether a candidate should replace a baseline (compare.md §3): two cases "
                     "of one run (BASELINE only, with --baseline-case and --candidate-case), one case "
                     "of each of two runs, or two runs imported with import-results. Writes "
-                    "decision.json and prints a short report.",
+                    "the decision record (default ./decision.json) and prints a short report.",
         epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input.",
     )
     parser.add_argument("baseline", metavar="BASELINE_DIR", help="run directory of the baseline")

@@ -10,9 +10,10 @@
   mapping below, machine-readable).
 
 What a simulator token means there: one simulator token is one model token. A prompt of ``n``
-tokens is ``n`` words drawn from a fixed list of short common English words, each written with a
-leading space (one token each in the usual BPE tokenizers; the exact count may differ by a few,
-e.g. a BOS token, which the imported ``input_lens`` show). Requests with the same ``prefix_key``
+tokens is ``n`` words drawn from a fixed list of short common English words, separated by single
+spaces (the first word has none; each later word with its leading space is one token in the usual
+BPE tokenizers; the exact count may differ by a few, e.g. a BOS token, which the imported
+``input_lens`` show). Requests with the same ``prefix_key``
 start with the *same* ``prefix_tokens`` words (drawn from a generator seeded by the key), so a real
 prefix cache can reuse them; the rest is drawn from a generator seeded by the request name.
 A tick has no physical duration: ``--tick-ms`` (default 100) only turns arrival ticks into send
@@ -23,11 +24,17 @@ request body, against a server started with ``--scheduling-policy priority`` (or
 baseline) and ``--max-num-seqs`` equal to the lab's ``max_active``.
 
 **Import** (``import-results``): a real result file becomes a normalised run directory that
-``compare`` accepts: ``manifest.json`` (``kind: real``, backend identity, scheduler settings,
+``compare`` accepts: ``manifest.json`` (``kind: real``, ``simulated: false``, ``time_unit: ms``,
+``time_base``, backend identity, scheduler settings,
 measurement settings, what is missing and why), ``requests.jsonl`` (per request: arrival,
 admission, first token, token times, end, status, priority, in **milliseconds** from the earliest
 arrival) and ``summary.json`` (one case, the lab's statistics contract in milliseconds, percentiles
-by nearest rank; throughputs in output tokens per second). Formats read:
+by nearest rank; throughputs in output tokens per second; a ``field_units`` map like a simulated
+run's, see :data:`REAL_SUMMARY_UNITS`). Values are checked where they are read: impossible ones
+(a first token before the queue time, negative or fractional counts, times beyond
+:data:`MAX_SECONDS`, NaN) are refused with one line naming the line or request and the field;
+nothing is coerced. ``--force`` never writes over a directory holding another kind of run.
+Formats read:
 
 - ``vllm-bench``: ``vllm bench serve --save-result --save-detailed`` JSON (one object, or several
   lines with ``--append-result``; pick one with ``--run-index``). Per-request lists are seconds;
