@@ -436,3 +436,31 @@ class NotComparableTest(RealrunMixin, unittest.TestCase):
         self.assertFalse(record["contract"]["comparable"])
         self.assertIn("time_base", [m["field"] for m in record["contract"]["mismatches"]])
         self.assertEqual((record["decision"], record["gates"], record["deltas"]), ("reject", [], {}))
+
+
+class BadImportedRunTest(RealrunMixin, unittest.TestCase):
+    def test_hand_edited_imported_manifest_exits_2(self):
+        """compare reads an imported run's manifest at the boundary: wrong shapes are exit 2."""
+        baseline = self.imported("base", json.dumps(vllm_run()))
+        table = [
+            ("request_ids", 5, "field 'request_ids': must be a list of ids"),
+            ("request_ids", ["r0", 7], "field 'request_ids'[1]: must be a string"),
+            ("num_requests_expected", "x", "field 'num_requests_expected'"),
+            ("scheduler", [1], "field 'scheduler': must be an object"),
+            ("engine", "vllm", "field 'engine': must be an object"),
+            ("run_failed", "no", "field 'run_failed': must be true or false"),
+        ]
+        for field, value, words in table:
+            with self.subTest(field=field, value=value):
+                candidate = self.imported(f"cand-{field}-{len(os.listdir(self.base))}",
+                                          json.dumps(vllm_run(scheduling_policy="priority")))
+                path = os.path.join(candidate, "manifest.json")
+                manifest = json.loads(read(path))
+                manifest[field] = value
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(manifest, handle)
+                code, _, err = run_cli(["compare", baseline, candidate, "--out", os.path.join(self.base, "d.json")])
+                self.assertEqual(code, 2, err)
+                self.assertIn(words, err)
+                self.assertIn("manifest.json", err)
+                self.assertFalse(os.path.exists(os.path.join(self.base, "d.json")))
