@@ -26,13 +26,16 @@ from .sweep import render_sweep_csv, render_sweep_svg, render_sweep_table, run_s
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS"]
+__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS", "FULL_TIMELINE_MAX_TOKENS"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
 FULL_TIMELINE_MAX_REQUESTS = 1000
+#: ... and at most this many prompt + output tokens: every walked tick advances at least one
+#: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
+FULL_TIMELINE_MAX_TOKENS = 50_000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
@@ -97,7 +100,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "
                              f"step or jump; requests.jsonl then gives token_runs) or off; default full "
-                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, counts above")
+                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests and {FULL_TIMELINE_MAX_TOKENS} "
+                             "prompt + output tokens, counts above")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -112,15 +116,22 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
     :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
     simulation.
     """
-    timeline = timeline or default_timeline(len(workload))
+    timeline = timeline or default_timeline(workload)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)
 
 
-def default_timeline(num_requests: int) -> str:
-    """``full`` up to :data:`FULL_TIMELINE_MAX_REQUESTS` requests, ``counts`` above."""
-    return "full" if num_requests <= FULL_TIMELINE_MAX_REQUESTS else "counts"
+def default_timeline(workload) -> str:
+    """``full`` for a small workload, ``counts`` above the bounds.
+
+    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests and at most
+    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked).
+    """
+    if len(workload) > FULL_TIMELINE_MAX_REQUESTS:
+        return "counts"
+    tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
+    return "full" if tokens <= FULL_TIMELINE_MAX_TOKENS else "counts"
 
 
 def config_from_args(args) -> EngineConfig:
