@@ -545,10 +545,11 @@ def _command(argv: list[str]) -> int:
     candidate = load_side(candidate_dir, args.candidate_case or args.case)
     thresholds = Thresholds(**{name: getattr(args, name) for name in Thresholds.__dataclass_fields__})
     record = compare(baseline, candidate, thresholds, args.change)
-    write_text_atomically(args.out, json.dumps(record, indent=2, ensure_ascii=False, allow_nan=False) + "\n",
-                          force=args.force)
-    print(render_report(record), end="")
-    print(f"wrote {args.out}")
+    # ASCII escapes in the record and in the report: a directory or case name may hold bytes
+    # that are not UTF-8 (Python keeps them as lone surrogates, which no UTF-8 file can hold).
+    write_text_atomically(args.out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
+    report = render_report(record) + f"wrote {args.out}\n"
+    print(report.encode("utf-8", "backslashreplace").decode("utf-8"), end="")
     return EXIT_OK
 
 

@@ -397,3 +397,16 @@ class CompareOutTest(RunsMixin, unittest.TestCase):
                 self.assertNotIn(".tmp", err)
                 self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertEqual(sorted(os.listdir(self.base)), ["plain.txt", "pm-fcfs", "pm-priority"])
+
+
+class UndecodableNameTest(RunsMixin, unittest.TestCase):
+    def test_run_directory_name_with_a_non_utf8_byte(self):
+        """A directory named with byte 0xff (Python: the lone surrogate \\udcff) ends up in the
+        labels; decision.json must still be written (as an ASCII escape), exit 0, not 3."""
+        odd = self.run_dir("pm\udcff", "--scenario", "priority-mix")
+        out = os.path.join(self.base, "d.json")
+        code, text, err = self.compare_cli(odd, self.pm("priority"), "--case", "continuous", "--out", out)
+        self.assertEqual(code, 0, err)
+        record = json.loads(read(out))
+        self.assertEqual(record["baseline"], "pm\udcff#continuous")
+        self.assertIn("pm\\udcff#continuous", text)
