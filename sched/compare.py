@@ -513,9 +513,9 @@ def _parser() -> LineParser:
     parser.add_argument("--candidate-case", help="the candidate's case (overrides --case)")
     parser.add_argument("--change", metavar="SETTING",
                         help="the declared scheduler change (e.g. policy, apc); refused if the runs differ otherwise")
-    parser.add_argument("--out", metavar="FILE", default="decision.json",
+    parser.add_argument("--out", metavar="FILE",
                         help="where to write the decision record (default: decision.json in the current "
-                             "directory; never inside a run directory unless you name that path)")
+                             "directory, refused when that directory holds a run; any path you name is used)")
     parser.add_argument("--force", action="store_true", help="replace an existing decision record")
     gates = parser.add_argument_group("gates (fractions of the baseline unless said otherwise)")
     for flag, default, text in (
@@ -545,10 +545,16 @@ def _command(argv: list[str]) -> int:
     candidate = load_side(candidate_dir, args.candidate_case or args.case)
     thresholds = Thresholds(**{name: getattr(args, name) for name in Thresholds.__dataclass_fields__})
     record = compare(baseline, candidate, thresholds, args.change)
+    out = args.out
+    if out is None:
+        if os.path.exists("manifest.json"):
+            raise InputError("the current directory holds a run (manifest.json): compare writes into a run "
+                             "directory only when --out names the path; give --out FILE")
+        out = "decision.json"
     # ASCII escapes in the record and in the report: a directory or case name may hold bytes
     # that are not UTF-8 (Python keeps them as lone surrogates, which no UTF-8 file can hold).
-    write_text_atomically(args.out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
-    report = render_report(record) + f"wrote {args.out}\n"
+    write_text_atomically(out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
+    report = render_report(record) + f"wrote {out}\n"
     print(report.encode("utf-8", "backslashreplace").decode("utf-8"), end="")
     return EXIT_OK
 

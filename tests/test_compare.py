@@ -236,6 +236,19 @@ class CompareCliTest(RunsMixin, unittest.TestCase):
         self.assertEqual(os.listdir(work), ["decision.json"])
         self.assertIn("wrote decision.json", out)
 
+    def test_default_out_refused_inside_a_run_directory(self):
+        """Working inside a run directory (e.g. cd expected/baseline): the default ./decision.json
+        would land in the run, so it is refused; an explicit --out there is the user's choice."""
+        runs = [self.pm("fcfs"), self.pm("priority")]
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(runs[1])
+        code, _, err = self.compare_cli(*runs, "--case", "continuous")
+        self.assertEqual(code, 2)
+        self.assertIn("the current directory holds a run", err)
+        self.assertFalse(os.path.exists(os.path.join(runs[1], "decision.json")))
+        self.assertEqual(self.compare_cli(*runs, "--case", "continuous", "--out", "decision.json")[0], 0)
+        self.assertTrue(os.path.exists(os.path.join(runs[1], "decision.json")))
+
     def test_refuses_to_overwrite_decision_without_force(self):
         args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
         work = self.work_in_temp_dir()
