@@ -22,7 +22,8 @@ from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
-from .sweep import render_sweep_csv, render_sweep_svg, render_sweep_table, run_sweep
+from .sweep import (max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
+                    render_sweep_table, run_sweep)
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
@@ -245,6 +246,9 @@ def _main_import(argv: list[str]) -> int:
                             rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
     result = import_trace(args.format, args.file, options)
     write_text_file(workload_to_json(result.workload, units=True), args.output)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.chmod(args.output, 0o666 & ~umask)  # an ordinary file, not the staging file's 0600
     print(result.summary())
     print(f"wrote {len(result.workload)} requests to {args.output} (1 tick = {args.tick_ms:g} ms)")
     return EXIT_OK
@@ -268,17 +272,20 @@ def _sweep_parser() -> argparse.ArgumentParser:
 
 def _main_sweep(argv: list[str]) -> int:
     args = _sweep_parser().parse_args(argv)
-    if args.workload is not None:
-        workload = load_workload(args.workload)
-    else:
-        workload = scenario(args.scenario or "baseline")
     try:
-        loads = [float(text) for text in args.loads.split(",")]
-        rows = run_sweep(workload, config_from_args(args), loads, args.policy, max_workers=args.workers)
+        loads = parse_loads(args.loads)
     except ValueError as exc:
         raise ConfigError(f"--loads: {exc}") from None
+    if args.workers is not None and args.workers > max_workers_allowed():
+        raise ConfigError(f"--workers: at most {max_workers_allowed()} (4 x CPU count, at most 64), got {args.workers}")
+    if args.out:
+        check_target(args.out, force=args.force)  # refuse before simulating, not after
+    workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
+    config = config_from_args(args)
+    rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
-             "sweep.svg": render_sweep_svg(rows)}
+             "sweep.svg": render_sweep_svg(rows),
+             "manifest.json": render_sweep_manifest(workload, config, args.policy, loads)}
     sys.stdout.write(files["sweep.txt"])
     if args.out:
         write_artifacts(files, args.out, force=args.force)

@@ -20,8 +20,19 @@ Formats:
   times: arrivals come from a seeded Poisson or gamma process at ``rate`` requests per second.
 
 Windows: ``start`` and ``duration`` in seconds select arrivals in ``[start, start + duration)``
-measured from the first row (arrivals are then counted from ``start``); ``limit`` keeps the first
-N requests of the window.
+measured from the first row, in every format (arrivals are then counted from ``start``); ``limit``
+keeps the first N requests of the window. A row earlier than the first row is dropped with the reason
+"earlier than the first row (out of order)"; later rows out of order are sorted (stable).
+
+Option ranges (:data:`OPTION_RANGES`): every number must be finite; ``tick_ms`` in (0, 3,600,000],
+``start`` >= 0, ``duration`` > 0, ``rate`` in [1e-6, 1e6] requests per second, ``cv`` (gamma only) in
+[0.01, 100]. A row the lab cannot run is dropped with its reason: token counts above
+:data:`sched.workload.MAX_TOKENS`, an arrival beyond :data:`sched.workload.MAX_ARRIVAL` ticks, a block
+id outside :data:`sched.workload.MAX_BLOCK_ID`. The produced workload is then validated by the
+workload loader's own rules, so ``import`` never writes what ``run`` refuses.
+
+Files: only regular files are read (a FIFO or device is refused before opening: it could block);
+text is UTF-8, a leading BOM is accepted, a bad byte is reported with its line.
 """
 
 from __future__ import annotations
@@ -29,20 +40,31 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import random
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .workload import RequestSpec, WorkloadError
+from .workload import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS, RequestSpec, WorkloadError, parse_workload, workload_to_json
 
 __all__ = ["DEFAULT_TICK_MS", "MOONCAKE_BLOCK_TOKENS", "FORMATS", "Import", "ImportOptions",
-           "import_trace", "arrival_offsets_ms"]
+           "import_trace", "arrival_offsets_ms", "OPTION_RANGES", "MAX_TICK_MS"]
 
 DEFAULT_TICK_MS = 30.0
 MOONCAKE_BLOCK_TOKENS = 512
 FORMATS = ("azure", "mooncake", "lengths")
 _MAX_SHOWN = 10
+
+#: Float option -> (flag, lowest, highest, lowest allowed?) (milliseconds, seconds, requests/s).
+OPTION_RANGES = {
+    "tick_ms": ("--tick-ms", 0.0, MAX_TICK_MS, False),
+    "start": ("--start", 0.0, math.inf, True),
+    "duration": ("--duration", 0.0, math.inf, False),
+    "rate": ("--rate", 1e-6, 1e6, True),
+    "cv": ("--cv", 0.01, 100.0, True),
+}
 
 
 @dataclass(frozen=True)
@@ -82,6 +104,8 @@ class Import:
                          f"{prompts} prompt tokens, {outputs} output tokens")
         for reason, count in sorted(self.dropped.items()):
             lines.append(f"dropped {count}: {reason}")
+        if self.problems:
+            lines.append(f"bad rows ({len(self.problems)}; each was dropped):")
         lines.extend(f"  {problem}" for problem in self.problems[:_MAX_SHOWN])
         if len(self.problems) > _MAX_SHOWN:
             lines.append(f"  ... {len(self.problems) - _MAX_SHOWN} more bad rows")
@@ -120,36 +144,54 @@ def _parse_azure_time(text: str) -> datetime:
     return datetime.fromisoformat(text + zone)
 
 
-def _open_text(path: str):
+def _text_lines(path: str):
+    """Yield the decoded lines of a regular UTF-8 file (a BOM on line 1 is dropped).
+
+    A FIFO, device or directory is refused before it is opened (opening a FIFO blocks); a byte that
+    is not UTF-8 raises :class:`WorkloadError` naming the file and its line.
+    """
     try:
-        return open(path, encoding="utf-8", newline="")
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such trace file", source=path) from None
-    except (IsADirectoryError, PermissionError, OSError) as exc:
+    except OSError as exc:
         raise WorkloadError(f"{path}: cannot read trace file ({exc.strerror or exc})", source=path) from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
+        raise WorkloadError(f"{path}: is {kind}; give a trace file", source=path)
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise WorkloadError(f"{path}: cannot read trace file ({exc.strerror or exc})", source=path) from None
+    with handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise WorkloadError(f"{path}: line {number}: not UTF-8 text (byte {exc.start + 1} of the line)",
+                                    source=path) from None
 
 
 def _csv_rows(path: str, needed: tuple[str, ...]):
     """Yield (line number, row dict) of a CSV with the ``needed`` header columns."""
-    with _open_text(path) as handle:
-        reader = csv.DictReader(handle)
-        try:
-            header = reader.fieldnames
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise WorkloadError(f"{path}: line 1: cannot read the CSV header ({exc})", source=path) from None
-        missing = [name for name in needed if name not in (header or ())]
-        if missing:
-            raise WorkloadError(f"{path}: line 1: header lacks column {missing[0]!r} "
-                                f"(expected {','.join(needed)})", source=path)
-        try:
-            for row in reader:
-                yield reader.line_num, row
-        except (csv.Error, UnicodeDecodeError) as exc:
-            raise WorkloadError(f"{path}: line {reader.line_num + 1}: unreadable CSV ({exc})", source=path) from None
+    reader = csv.DictReader(_text_lines(path))
+    try:
+        header = reader.fieldnames
+    except csv.Error as exc:
+        raise WorkloadError(f"{path}: line 1: cannot read the CSV header ({exc})", source=path) from None
+    missing = [name for name in needed if name not in (header or ())]
+    if missing:
+        raise WorkloadError(f"{path}: line 1: header lacks column {missing[0]!r} "
+                            f"(expected {','.join(needed)})", source=path)
+    try:
+        for row in reader:
+            yield reader.line_num, row
+    except csv.Error as exc:
+        raise WorkloadError(f"{path}: line {reader.line_num}: unreadable CSV ({exc})", source=path) from None
 
 
 def _azure(path: str, result: Import):
-    """Yield (line, arrival ms, prompt tokens, output tokens, blocks) of an Azure trace."""
+    """Yield (line, arrival ms after the first row, prompt tokens, output tokens, blocks) of an Azure trace."""
     first = None
     for line, row in _csv_rows(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens")):
         result.num_rows += 1
@@ -179,37 +221,40 @@ def _azure(path: str, result: Import):
 
 
 def _mooncake(path: str, result: Import):
-    with _open_text(path) as handle:
-        for line, text in enumerate(handle, 1):
-            if not text.strip():
-                continue
-            result.num_rows += 1
+    """Yield (line, ms after the first row, prompt tokens, output tokens, block ids) of a Mooncake trace."""
+    first = None
+    for line, text in enumerate(_text_lines(path), 1):
+        if not text.strip():
+            continue
+        result.num_rows += 1
+        try:
+            row = json.loads(text)
+        except ValueError as exc:
+            result._bad(line, "(line)", f"not JSON ({exc})")
+            continue
+        if not isinstance(row, dict):
+            result._bad(line, "(line)", "not a JSON object")
+            continue
+        values = []
+        for name, low in (("timestamp", 0), ("input_length", 1), ("output_length", 1)):
             try:
-                row = json.loads(text)
+                values.append(_count(row.get(name), name, low))
             except ValueError as exc:
-                result._bad(line, "(line)", f"not JSON ({exc})")
+                result._bad(line, name, str(exc) if name in row else "missing")
+                break
+        else:
+            blocks = row.get("hash_ids")
+            if not isinstance(blocks, list) or not blocks or not all(
+                    isinstance(b, int) and not isinstance(b, bool) for b in blocks):
+                result._bad(line, "hash_ids", "must be a non-empty list of integers")
                 continue
-            if not isinstance(row, dict):
-                result._bad(line, "(line)", "not a JSON object")
+            if len(blocks) != math.ceil(values[1] / MOONCAKE_BLOCK_TOKENS):
+                result._bad(line, "hash_ids", f"{len(blocks)} blocks for {values[1]} tokens; "
+                            f"expected ceil(input_length / {MOONCAKE_BLOCK_TOKENS})")
                 continue
-            values = []
-            for name, low in (("timestamp", 0), ("input_length", 1), ("output_length", 1)):
-                try:
-                    values.append(_count(row.get(name), name, low))
-                except ValueError as exc:
-                    result._bad(line, name, str(exc) if name in row else "missing")
-                    break
-            else:
-                blocks = row.get("hash_ids")
-                if not isinstance(blocks, list) or not blocks or not all(
-                        isinstance(b, int) and not isinstance(b, bool) for b in blocks):
-                    result._bad(line, "hash_ids", "must be a non-empty list of integers")
-                    continue
-                if len(blocks) != math.ceil(values[1] / MOONCAKE_BLOCK_TOKENS):
-                    result._bad(line, "hash_ids", f"{len(blocks)} blocks for {values[1]} tokens; "
-                                f"expected ceil(input_length / {MOONCAKE_BLOCK_TOKENS})")
-                    continue
-                yield line, values[0], values[1], values[2], tuple(blocks)
+            if first is None:
+                first = values[0]
+            yield line, values[0] - first, values[1], values[2], tuple(blocks)
 
 
 def arrival_offsets_ms(count: int, rate: float, process: str, cv: float, rng: random.Random):
@@ -251,27 +296,48 @@ def _lengths(path: str, result: Import, options: ImportOptions):
 
 
 def _check_options(fmt: str, options: ImportOptions) -> None:
+    """Refuse unknown formats and numbers outside :data:`OPTION_RANGES` (one line naming the flag)."""
     if fmt not in FORMATS:
         raise WorkloadError(f"unknown trace format {fmt!r}; choose one of {', '.join(FORMATS)}")
-    if not options.tick_ms > 0:
-        raise WorkloadError(f"--tick-ms must be positive, got {options.tick_ms}")
-    if options.start < 0 or (options.duration is not None and options.duration <= 0):
-        raise WorkloadError("--start must be >= 0 and --duration > 0 (seconds)")
+    for name, (flag, low, high, closed) in OPTION_RANGES.items():
+        value = getattr(options, name)
+        if value is None or (name == "cv" and (fmt != "lengths" or options.process != "gamma")):
+            continue
+        if name in ("rate", "cv") and fmt != "lengths":
+            continue
+        below = value < low if closed else value <= low
+        if not math.isfinite(value) or below or value > high:
+            bound = f"{'at least' if closed else 'above'} {low:g}" + ("" if high == math.inf else f" and at most {high:g}")
+            raise WorkloadError(f"{flag} must be a finite number {bound}, got {value!r}")
     if options.limit is not None and options.limit < 1:
         raise WorkloadError(f"--limit must be a positive integer, got {options.limit}")
     if fmt == "lengths":
-        if options.rate is None or not options.rate > 0:
-            raise WorkloadError("lengths: --rate (requests per second, > 0) is required")
-        if options.process not in ("poisson", "gamma") or not options.cv > 0:
-            raise WorkloadError("lengths: --process is poisson or gamma and --cv must be positive")
+        if options.rate is None:
+            raise WorkloadError("lengths: --rate (requests per second) is required")
+        if options.process not in ("poisson", "gamma"):
+            raise WorkloadError(f"lengths: --process is poisson or gamma, got {options.process!r}")
+
+
+def _row_problem(prompt: int, output: int, arrival: int, blocks) -> str | None:
+    """Why the lab's workload validator would refuse this row, or None (formats.md; workload.py bounds)."""
+    if prompt > MAX_TOKENS:
+        return f"prompt over {MAX_TOKENS} tokens"
+    if output > MAX_TOKENS:
+        return f"output over {MAX_TOKENS} tokens"
+    if arrival > MAX_ARRIVAL:
+        return f"arrival beyond {MAX_ARRIVAL} ticks (raise --tick-ms or narrow the window)"
+    if blocks is not None and any(abs(block) > MAX_BLOCK_ID for block in blocks):
+        return f"block id beyond {MAX_BLOCK_ID}"
+    return None
 
 
 def import_trace(fmt: str, path: str, options: ImportOptions = ImportOptions()) -> Import:
     """Read the trace ``path`` of format ``fmt`` (one of :data:`FORMATS`) into a workload.
 
     Rows that cannot be used are dropped and counted by reason (the first are listed with file,
-    line and field). Raises :class:`WorkloadError` for an unreadable file or header, bad options,
-    or when no request is left.
+    line and field). Raises :class:`WorkloadError` (one line) for an unreadable file or header,
+    bad options, or when no request is left. Every kept request carries ``tick_ms``, and the
+    workload passes :func:`sched.workload.parse_workload`.
     """
     _check_options(fmt, options)
     result = Import(path)
@@ -286,6 +352,9 @@ def import_trace(fmt: str, path: str, options: ImportOptions = ImportOptions()) 
     prefix = fmt[0]
     specs = result.workload
     for line, at_ms, prompt, output, blocks in rows:
+        if at_ms < 0:
+            result.dropped["earlier than the first row (out of order)"] += 1
+            continue
         if at_ms < start_ms or (end_ms is not None and at_ms >= end_ms):
             result.dropped["outside the --start/--duration window"] += 1
             continue
@@ -293,15 +362,23 @@ def import_trace(fmt: str, path: str, options: ImportOptions = ImportOptions()) 
             result.dropped["beyond --limit"] += 1
             continue
         arrival = int((at_ms - start_ms) // options.tick_ms)
-        name = f"{prefix}{line}"
-        if blocks is None:
-            specs.append(RequestSpec(name, arrival, None, 0, prompt, output))
-        else:
-            specs.append(RequestSpec(name, arrival, None, 0, prompt, output, prefix_blocks=blocks,
-                                     block_size=MOONCAKE_BLOCK_TOKENS))
+        problem = _row_problem(prompt, output, arrival, blocks)
+        if problem:
+            result.dropped[problem] += 1
+            continue
+        size = None if blocks is None else MOONCAKE_BLOCK_TOKENS
+        specs.append(RequestSpec(f"{prefix}{line}", arrival, None, 0, prompt, output, prefix_blocks=blocks,
+                                 block_size=size, tick_ms=options.tick_ms))
     unsorted = any(a.arrival > b.arrival for a, b in zip(specs, specs[1:]))
     if unsorted:
         specs.sort(key=lambda spec: spec.arrival)  # stable: ties keep file order
     if not specs:
-        raise WorkloadError(f"{path}: no request left to import\n{result.summary()}", source=path)
+        dropped = "; ".join(f"{reason}: {count}" for reason, count in sorted(result.dropped.items()))
+        raise WorkloadError(f"{path}: no request left to import (read {result.num_rows} rows"
+                            + (f"; dropped {dropped})" if dropped else ")"), source=path)
+    try:  # the run's own rules: import never writes a workload that run refuses
+        parse_workload(workload_to_json(specs), source=path)
+    except WorkloadError as exc:
+        raise WorkloadError(f"{path}: the imported workload would be refused: {exc.problems[0]}",
+                            source=path) from None
     return result

@@ -11,13 +11,21 @@ executor works, e.g. a Dask cluster's (the lab does not depend on Dask)::
     client = Client("scheduler-address:8786")
     rows = run_sweep(workload, config, [0.5, 1, 2, 4], executor=client.get_executor())
 
-Rendering (table text, CSV, SVG chart) is pure; the CLI writes the directory atomically.
+Load factors (:func:`parse_loads`): finite numbers in [:data:`MIN_LOAD`, :data:`MAX_LOAD`], each
+given once (a repeated factor is refused: it would only repeat rows). Workers: at most
+:data:`max_workers_allowed` (4 × CPU count, at most 64).
+
+Rendering (table text, CSV, SVG chart, manifest) is pure; the CLI writes the directory atomically.
+The deadline behind ``error_rate`` is end to end (lab.md §3): a request with thousands of output
+tokens can miss it at any load, so the error rate need not fall to 0 at light load.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
 import os
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
@@ -26,10 +34,40 @@ from fractions import Fraction
 from .config import EngineConfig, cases_for
 from .engine import simulate
 from .metrics import summarize
-from .workload import RequestSpec
+from .workload import RequestSpec, workload_sha256
 
-__all__ = ["SWEEP_FIELDS", "scale_arrivals", "run_sweep", "render_sweep_table", "render_sweep_csv",
-           "render_sweep_svg"]
+__all__ = ["SWEEP_FIELDS", "MIN_LOAD", "MAX_LOAD", "parse_loads", "max_workers_allowed", "scale_arrivals",
+           "run_sweep", "render_sweep_table", "render_sweep_csv", "render_sweep_svg", "render_sweep_manifest"]
+
+#: Range of a load factor: 1/1000 stretches a workload a thousandfold, 1000 squeezes it as much.
+MIN_LOAD, MAX_LOAD = 0.001, 1000.0
+
+
+def parse_loads(text: str) -> list[Fraction]:
+    """Load factors from ``"0.5,1,2"``: exact fractions of the decimal texts, in the order given.
+
+    Raises ``ValueError`` (one line) for a factor that is not a finite number in
+    [:data:`MIN_LOAD`, :data:`MAX_LOAD`] or that is given twice (``1`` and ``1.0`` are the same).
+    """
+    factors = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise ValueError(f"not a number: {item.strip()!r}") from None
+        if not math.isfinite(value) or not MIN_LOAD <= value <= MAX_LOAD:
+            raise ValueError(f"each factor must be a finite number from {MIN_LOAD:g} to {MAX_LOAD:g}, "
+                             f"got {item.strip()!r}")
+        factor = Fraction(item.strip())
+        if factor in factors:
+            raise ValueError(f"factor {item.strip()} is given twice")
+        factors.append(factor)
+    return factors
+
+
+def max_workers_allowed() -> int:
+    """The most worker processes a sweep may start: 4 × CPU count, at most 64."""
+    return min(64, 4 * (os.cpu_count() or 1))
 
 #: Columns of a sweep row (latencies in ticks, throughput in output tokens per tick).
 SWEEP_FIELDS = ("load", "case", "p50_ttft", "p95_ttft", "p95_tpot", "throughput", "error_rate",
@@ -62,6 +100,8 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     factors = [Fraction(str(load)) for load in loads]
     if not factors or any(f <= 0 for f in factors):
         raise ValueError(f"load factors must be positive numbers, got {list(loads)!r}")
+    if max_workers is not None and not 1 <= max_workers <= max_workers_allowed():
+        raise ValueError(f"workers must be from 1 to {max_workers_allowed()}, got {max_workers}")
     own = executor is None
     pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count()) if own else executor
     try:
@@ -113,43 +153,95 @@ def render_sweep_csv(rows: list[dict]) -> str:
 
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
+_DASHES = ("", "7,3", "2,3", "9,3,2,3")  # one dash style per case: overlapping lines stay visible
+_PANEL_WIDTH, _PANEL_HEIGHT, _PAD = 360, 240, 44
 
 
-def _panel(rows: list[dict], metric: str, title: str, left: int) -> list[str]:
-    """One line chart (metric against load, one line per case) at x offset ``left``."""
-    width, height, pad = 360, 240, 40
+def _marker(kind: int, cx: float, cy: float, colour: str) -> str:
+    """A point marker: circle, square, triangle or diamond (one per case)."""
+    if kind == 0:
+        return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="3.5" fill="{colour}"/>'
+    if kind == 1:
+        return f'<rect x="{cx - 3.5:.1f}" y="{cy - 3.5:.1f}" width="7" height="7" fill="none" stroke="{colour}" stroke-width="1.5"/>'
+    if kind == 2:
+        return f'<path d="M{cx:.1f},{cy - 4.5:.1f} L{cx + 4:.1f},{cy + 3:.1f} L{cx - 4:.1f},{cy + 3:.1f} Z" fill="{colour}"/>'
+    return (f'<path d="M{cx:.1f},{cy - 4.5:.1f} L{cx + 4.5:.1f},{cy:.1f} L{cx:.1f},{cy + 4.5:.1f} L{cx - 4.5:.1f},{cy:.1f} Z" '
+            f'fill="none" stroke="{colour}" stroke-width="1.5"/>')
+
+
+def _panel(rows: list[dict], metric: str, title: str, left: int, log: bool = False, top: float | None = None) -> list[str]:
+    """One line chart of ``metric`` against load at x offset ``left``: x on a log scale (factors are
+    usually geometric), y linear from 0 or, with ``log``, log10 from 1 (values below 1 drawn at 1)."""
+    width, height, pad = _PANEL_WIDTH, _PANEL_HEIGHT, _PAD
     loads = sorted({float(r["load"]) for r in rows})
     values = [float(r[metric]) for r in rows if r[metric] is not None]
-    top = max(values, default=1.0) or 1.0
-    x = lambda load: left + pad + (0 if len(loads) == 1 else (load - loads[0]) / (loads[-1] - loads[0]) * (width - 2 * pad))
-    y = lambda value: height - pad + 20 - value / top * (height - 2 * pad)
+    top = top or max(values, default=1.0) or 1.0
+    base = height - pad + 20
+    span = math.log10(loads[-1] / loads[0]) if len(loads) > 1 else 0.0
+    x = lambda load: left + pad + (width - 2 * pad) * (0.5 if not span else math.log10(load / loads[0]) / span)
+    if log:
+        decades = max(math.log10(max(top, 10.0)), 1.0)
+        y = lambda value: base - math.log10(max(value, 1.0)) / decades * (height - 2 * pad)
+        ticks = [(10 ** k, y(10 ** k)) for k in range(int(decades) + 1)]
+    else:
+        y = lambda value: base - value / top * (height - 2 * pad)
+        ticks = [(0, base), (top, y(top))]
     parts = [f'<text x="{left + width / 2:.0f}" y="16" text-anchor="middle">{title}</text>',
-             f'<line x1="{left + pad}" y1="{height - pad + 20}" x2="{left + width - pad}" y2="{height - pad + 20}" stroke="black"/>',
-             f'<line x1="{left + pad}" y1="{pad - 20 + 20}" x2="{left + pad}" y2="{height - pad + 20}" stroke="black"/>',
-             f'<text x="{left + pad - 4}" y="{pad + 4}" text-anchor="end" font-size="10">{top:.4g}</text>',
-             f'<text x="{left + pad - 4}" y="{height - pad + 24}" text-anchor="end" font-size="10">0</text>']
+             f'<line x1="{left + pad}" y1="{base}" x2="{left + width - pad}" y2="{base}" stroke="black"/>',
+             f'<line x1="{left + pad}" y1="{pad}" x2="{left + pad}" y2="{base}" stroke="black"/>']
+    for value, at in ticks:
+        parts.append(f'<text x="{left + pad - 4}" y="{at + 4:.1f}" text-anchor="end" font-size="10">{value:.4g}</text>')
     for load in loads:
-        parts.append(f'<text x="{x(load):.1f}" y="{height - pad + 34}" text-anchor="middle" font-size="10">{load:g}</text>')
-    parts.append(f'<text x="{left + width / 2:.0f}" y="{height + 8}" text-anchor="middle" font-size="11">load factor</text>')
+        parts.append(f'<text x="{x(load):.1f}" y="{base + 14}" text-anchor="middle" font-size="10">{load:g}</text>')
+    parts.append(f'<text x="{left + width / 2:.0f}" y="{height + 8}" text-anchor="middle" font-size="11">'
+                 f'load factor{" (log scale)" if span else ""}</text>')
     cases = list(dict.fromkeys(r["case"] for r in rows))
-    for colour, case in zip(_COLOURS, cases):
-        points = [(float(r["load"]), float(r[metric])) for r in rows if r["case"] == case and r[metric] is not None]
+    for index, case in enumerate(cases[:len(_COLOURS)]):
+        colour, dash = _COLOURS[index], _DASHES[index]
+        points = [(x(float(r["load"])), y(float(r[metric]))) for r in rows if r["case"] == case and r[metric] is not None]
         if points:
-            path = " ".join(f"{x(a):.1f},{y(b):.1f}" for a, b in points)
-            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
+            path = " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
+            style = f' stroke-dasharray="{dash}"' if dash else ""
+            parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{style} points="{path}"/>')
+            parts += [_marker(index, a, b, colour) for a, b in points]
     return parts
 
 
 def render_sweep_svg(rows: list[dict]) -> str:
-    """An SVG with two line charts against load: P95 TTFT (ticks) and throughput (output tokens
-    per tick), one coloured line per case, with a legend. Deterministic text."""
-    parts = ['<svg xmlns="http://www.w3.org/2000/svg" width="760" height="300" font-family="sans-serif" '
-             'font-size="12">', '<rect width="760" height="300" fill="white"/>']
-    parts += _panel(rows, "p95_ttft", "P95 TTFT (ticks)", 10)
+    """An SVG with three line charts against load (log scale): P95 TTFT (ticks, log scale), throughput
+    (output tokens per tick) and error rate (0..1); one colour, dash style and marker per case, with
+    a legend. Deterministic text."""
+    total = 3 * (_PANEL_WIDTH + 20) + 20
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="300" font-family="sans-serif" '
+             'font-size="12">', f'<rect width="{total}" height="300" fill="white"/>']
+    parts += _panel(rows, "p95_ttft", "P95 TTFT (ticks, log scale)", 10, log=True)
     parts += _panel(rows, "throughput", "throughput (output tokens / tick)", 390)
+    parts += _panel(rows, "error_rate", "error rate (with the deadline, 0..1)", 770, top=1.0)
     cases = list(dict.fromkeys(r["case"] for r in rows))
-    for i, (colour, case) in enumerate(zip(_COLOURS, cases)):
-        parts.append(f'<rect x="{20 + 185 * i}" y="278" width="12" height="4" fill="{colour}"/>'
-                     f'<text x="{36 + 185 * i}" y="284" font-size="11">{case}</text>')
+    for i, case in enumerate(cases[:len(_COLOURS)]):
+        colour, dash = _COLOURS[i], _DASHES[i]
+        style = f' stroke-dasharray="{dash}"' if dash else ""
+        parts.append(f'<line x1="{20 + 260 * i}" y1="280" x2="{50 + 260 * i}" y2="280" stroke="{colour}" '
+                     f'stroke-width="2"{style}/>' + _marker(i, 35 + 260 * i, 280, colour)
+                     + f'<text x="{56 + 260 * i}" y="284" font-size="11">{case}</text>')
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def render_sweep_manifest(workload: list[RequestSpec], config: EngineConfig, policy: str, factors) -> str:
+    """``manifest.json`` of a sweep directory: workload sha256 and size, ``tick_ms`` when the
+    workload records it (``null`` otherwise), policy, knobs, deadline and load factors (as given)."""
+    tick_ms = next((spec.tick_ms for spec in workload if spec.tick_ms is not None), None)
+    manifest = {
+        "tool": "infer-sched-lab sweep",
+        "workload_sha256": workload_sha256(workload),
+        "num_requests": len(workload),
+        "tick_ms": tick_ms,
+        "policy": policy,
+        "config": {"budget": config.budget, "decode_cost": config.decode_cost, "max_active": config.max_active,
+                   "chunk_tokens": config.chunk_tokens},
+        "timeout_ticks": config.timeout_ticks,
+        "loads": [str(factor) for factor in factors],
+        "units": "latencies in ticks, throughput in output tokens per tick; load divides every arrival tick",
+    }
+    return json.dumps(manifest, indent=2) + "\n"

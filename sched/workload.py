@@ -31,6 +31,8 @@ __all__ = [
     "MAX_TOKENS",
     "MAX_ARRIVAL",
     "MAX_PRIORITY",
+    "MAX_BLOCK_ID",
+    "MAX_TICK_MS",
     "REQUEST_RULES",
     "WORKLOAD_RULES",
     "load_workload",
@@ -62,6 +64,8 @@ class RequestSpec:
     ``priority`` is optional (lower = more urgent, compare.md §1); ``None`` means not given.
     ``prefix_blocks`` (block-level sharing, issue 6) lists the ids of the prompt's leading blocks
     of ``block_size`` tokens (the workload header's); it replaces ``prefix_key`` (then ``None``).
+    ``tick_ms`` is the workload header's record of how many milliseconds one tick stood for when
+    the workload was imported (provenance only: the engine never reads it).
     """
 
     name: str
@@ -73,6 +77,7 @@ class RequestSpec:
     priority: int | None = None
     prefix_blocks: tuple | None = None
     block_size: int | None = None
+    tick_ms: float | None = None
 
     @property
     def prompt_tokens(self) -> int:
@@ -173,6 +178,10 @@ def scenario(name: str) -> list[RequestSpec]:
 MAX_TOKENS = 10**6
 MAX_ARRIVAL = 10**9
 MAX_PRIORITY = 10**9
+#: Largest absolute value of an integer block id (a signed 64-bit hash; ids are compared exactly).
+MAX_BLOCK_ID = 2**63 - 1
+#: Largest ``tick_ms`` header value (one hour per tick), as ``import --tick-ms`` allows.
+MAX_TICK_MS = 3_600_000.0
 
 
 def _show(value) -> str:
@@ -262,6 +271,12 @@ def _key(value) -> str | None:
     return None
 
 
+def _tick_ms(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TICK_MS:
+        return f"must be a number of milliseconds above 0 and at most {MAX_TICK_MS:g}, got {_show(value)}"
+    return None
+
+
 def _request_list(value) -> str | None:
     return None if isinstance(value, list) else f"must be a list of request objects, got {_show(value)}"
 
@@ -281,6 +296,7 @@ WORKLOAD_RULES = {
     "description": _Rule(False, _string),
     "units": _Rule(False, _string),  # the note a run's workload.json carries; ignored when read
     "block_size": _Rule(False, _integer(1, MAX_TOKENS, "tokens per block")),  # with prefix_blocks
+    "tick_ms": _Rule(False, _tick_ms),  # milliseconds per tick at import; provenance, carried unchanged
 }
 
 #: Fields of one request, in the order they are written (lab.md §2, §7; compare.md §1 for priority).
@@ -360,12 +376,12 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
         found, fields = _field_problems(raw, REQUEST_RULES, f"{where}: field")
         requests.append((label, fields, found + _request_problems(fields, where)))
     _add_workload_problems(requests, source)
-    _add_block_problems(requests, header, source)
+    _add_block_problems(requests, header, "block_size" in data, source)
     for _, _, found in requests:
         problems += found
     if problems:
         raise WorkloadError(_summary(problems), source=source, problems=problems)
-    return [_spec(fields, header.get("block_size")) for _, fields, _ in requests]
+    return [_spec(fields, header.get("block_size"), header.get("tick_ms")) for _, fields, _ in requests]
 
 
 def _summary(problems: list[str]) -> str:
@@ -447,33 +463,47 @@ def _add_workload_problems(requests: list[tuple[str, dict, list[str]]], source: 
 # --- block-level prefixes (issue 6): header ``block_size`` + per-request ``prefix_blocks`` -------
 
 def _blocks(value) -> str | None:
-    """Field rule of ``prefix_blocks``: a non-empty list of integers or non-empty strings."""
+    """Field rule of ``prefix_blocks``: a non-empty list of block ids, each an integer of absolute value
+    at most :data:`MAX_BLOCK_ID` or a non-empty string; ids are compared exactly (``1`` and ``"1"`` differ)."""
     if not isinstance(value, list) or not value or not all(
-            (isinstance(b, int) and not isinstance(b, bool)) or (isinstance(b, str) and b.strip()) for b in value):
-        return f"must be a non-empty list of block ids (integers or non-empty strings), got {_show(value)}"
+            (isinstance(b, int) and not isinstance(b, bool) and abs(b) <= MAX_BLOCK_ID)
+            or (isinstance(b, str) and b.strip()) for b in value):
+        return (f"must be a non-empty list of block ids (integers of absolute value at most 2**63 - 1, "
+                f"or non-empty strings), got {_show(value)}")
     return None
 
 
-def _add_block_problems(requests: list[tuple[str, dict, list[str]]], header: dict, source: str) -> None:
+def _add_block_problems(requests: list[tuple[str, dict, list[str]]], header: dict, given: bool,
+                        source: str) -> None:
     """A request with ``prefix_blocks`` has ``prefix_key: null`` and ``prefix_tokens: 0`` (the
-    blocks cover the prompt's first tokens), and the workload header then gives ``block_size``."""
+    blocks cover the prompt's first tokens), the workload header then gives ``block_size``
+    (``given``: the field is present, valid or not), and the blocks lie inside the prompt:
+    ``len(prefix_blocks) <= ceil(prompt tokens / block_size)`` (a block past the prompt would
+    cache tokens the request never had)."""
+    size = header.get("block_size")
     for label, fields, found in requests:
-        if fields.get("prefix_blocks") is None:
+        blocks = fields.get("prefix_blocks")
+        if blocks is None:
             continue
         where = f"{source}: {label}: field 'prefix_blocks'"
         if fields.get("prefix_key") is not None or fields.get("prefix_tokens"):
             found.append(f"{where}: replaces prefix_key; needs prefix_key null and prefix_tokens 0")
-        if "block_size" not in header:
+        if not given:
             found.append(f"{where}: needs the workload header field 'block_size' (tokens per block)")
+        prompt = fields.get("prefix_tokens", 0) + fields.get("suffix_tokens", 0)
+        if size is not None and "suffix_tokens" in fields and prompt >= 1 and len(blocks) > -(-prompt // size):
+            found.append(f"{where}: {len(blocks)} blocks of {size} tokens but the prompt has {prompt} tokens; "
+                         f"at most ceil({prompt} / {size}) = {-(-prompt // size)} blocks")
 
 
-def _spec(fields: dict, block_size: int | None) -> RequestSpec:
+def _spec(fields: dict, block_size: int | None, tick_ms: float | None = None) -> RequestSpec:
     """The :class:`RequestSpec` of validated fields; block ids become a tuple."""
     blocks = fields.pop("prefix_blocks", None)
     spec = RequestSpec(**fields)
-    if blocks is None and block_size is None:
+    if blocks is None and block_size is None and tick_ms is None:
         return spec
-    return replace(spec, prefix_blocks=None if blocks is None else tuple(blocks), block_size=block_size)
+    return replace(spec, prefix_blocks=None if blocks is None else tuple(blocks), block_size=block_size,
+                   tick_ms=tick_ms)
 
 
 #: The note ``workload.json`` carries as its ``units`` field (ignored when read back).
@@ -484,8 +514,8 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     """The canonical workload text: one request per line, fixed field order, newline at end.
 
     With ``units`` the object starts with a ``units`` note (as in a run's ``workload.json``). A
-    workload with block-level prefixes then has a ``"block_size"`` header line; one without is
-    written exactly as before.
+    workload with block-level prefixes then has a ``"block_size"`` header line, an imported one a
+    ``"tick_ms"`` line; one without either is written exactly as before.
     """
     lines = ",\n".join("    " + json.dumps(spec.to_json()) for spec in specs)
     body = f"\n{lines}\n  " if specs else ""
@@ -493,6 +523,9 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
     if block_size is not None:
         head += f"  \"block_size\": {block_size},\n"
+    tick_ms = next((spec.tick_ms for spec in specs if spec.tick_ms is not None), None)
+    if tick_ms is not None:
+        head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
     return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
 
 

@@ -93,7 +93,7 @@ class MooncakeImportTest(unittest.TestCase):
     def test_round_trip_through_workload_json(self):
         workload = import_trace("mooncake", MOONCAKE).workload
         text = workload_to_json(workload)
-        self.assertTrue(text.startswith('{\n  "block_size": 512,\n  "requests": [\n'))
+        self.assertTrue(text.startswith('{\n  "block_size": 512,\n  "tick_ms": 30.0,\n  "requests": [\n'))
         self.assertEqual(parse_workload(text), workload)
 
 

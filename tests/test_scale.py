@@ -117,7 +117,7 @@ class SweepTest(unittest.TestCase):
         code, stdout, err = run_cli(["sweep", "--loads", "1,2", "--workers", "1", "--timeout-ticks", "30",
                                      "--out", out])
         self.assertEqual(code, 0, err)
-        self.assertEqual(sorted(os.listdir(out)), ["sweep.csv", "sweep.svg", "sweep.txt"])
+        self.assertEqual(sorted(os.listdir(out)), ["manifest.json", "sweep.csv", "sweep.svg", "sweep.txt"])
         self.assertIn("error rate", stdout)
         self.assertEqual(run_cli(["sweep", "--loads", "0,1"])[0], 2)
 
