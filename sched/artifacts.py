@@ -148,8 +148,15 @@ def _manifest(run: LabRun) -> dict:
         "cases": [{"case": r.case.name, "batching": r.case.batching.value, "apc": r.case.apc,
                    "chunk_tokens": r.case.chunk_tokens} for r in run.results],
         **detail,
+        **_tick_ms(run.workload),
         "units": UNITS_NOTE,
     }
+
+
+def _tick_ms(workload) -> dict:
+    """``{"tick_ms": ms}`` for an imported workload that records it (issue 6); else nothing."""
+    tick_ms = next((spec.tick_ms for spec in workload if spec.tick_ms is not None), None)
+    return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 
 def _request_lines(run: LabRun):

@@ -27,7 +27,8 @@ from .sweep import (max_workers_allowed, parse_loads, render_sweep_csv, render_s
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS", "FULL_TIMELINE_MAX_TOKENS"]
+__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
+           "FULL_TIMELINE_MAX_TOKENS", "LAB_PROFILE_MAX_REQUESTS"]
 
 EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -37,6 +38,8 @@ FULL_TIMELINE_MAX_REQUESTS = 1000
 #: ... and at most this many prompt + output tokens: every walked tick advances at least one
 #: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
 FULL_TIMELINE_MAX_TOKENS = 50_000
+#: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
+LAB_PROFILE_MAX_REQUESTS = 5000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
@@ -135,6 +138,21 @@ def default_timeline(workload) -> str:
     return "full" if tokens <= FULL_TIMELINE_MAX_TOKENS else "counts"
 
 
+def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
+    """One-line warnings (stderr only, never in artifacts) for a run at a scale its flags do not
+    suit: the ``lab`` profile above :data:`LAB_PROFILE_MAX_REQUESTS` requests, and an explicit
+    ``--timeline full`` where :func:`default_timeline` would not choose it (one record per walked
+    tick, built in memory: gigabytes on a real trace)."""
+    warnings = []
+    if profile == "lab" and len(workload) > LAB_PROFILE_MAX_REQUESTS:
+        warnings.append(f"the lab profile (budget 64, max active 4) is a teaching scale; with {len(workload)} "
+                        "requests consider --profile vllm")
+    if timeline == "full" and default_timeline(workload) != "full":
+        warnings.append(f"--timeline full on {len(workload)} requests keeps one record per walked tick in memory "
+                        "and may write gigabytes; consider --timeline counts")
+    return warnings
+
+
 def config_from_args(args) -> EngineConfig:
     """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
     knobs = profile_knobs(args.profile, budget=args.budget, decode_cost=args.decode_cost,
@@ -194,6 +212,8 @@ def _main_run(argv: list[str]) -> int:
         source = f"scenario:{name}"
     if args.artifacts:
         check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
+    for warning in scale_warnings(workload, args.profile, args.timeline):
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
     try:
         run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)

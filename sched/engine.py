@@ -42,11 +42,16 @@ from .policy import POLICIES
 from .workload import RequestSpec
 
 __all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simulation", "SimulationError",
-           "simulate", "run_cases", "TIMELINE_DETAILS"]
+           "simulate", "run_cases", "TIMELINE_DETAILS", "MAX_COUNTS_RECORDS"]
 
 #: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
 #: record of counts per step or jump, or none.
 TIMELINE_DETAILS = ("full", "counts", "off")
+
+#: Most ``counts`` records one case keeps (memory and file size stay bounded at any scale). When the
+#: list reaches it, adjacent pairs are merged and the span a record may cover doubles; a later record
+#: falling inside the last record's span is merged into it (see :meth:`TickCounts.merge`).
+MAX_COUNTS_RECORDS = 32768
 
 
 class SimulationError(RuntimeError):
@@ -214,7 +219,9 @@ class TickCounts:
     """Counts of one walked tick or one jump over ``num_ticks`` steady ticks (timeline ``counts``).
 
     ``num_waiting``/``num_active`` are taken after admission; ``num_decoded``, ``num_prefill_tokens``
-    and ``budget_used`` are totals over the span (tokens, budget units).
+    and ``budget_used`` are totals over the span (tokens, budget units). A merged record (over
+    :data:`MAX_COUNTS_RECORDS`) covers ticks ``tick .. tick + num_ticks - 1`` (idle ticks inside it
+    included), sums the counts and keeps the largest ``num_waiting`` and ``num_active``.
     """
 
     tick: int
@@ -228,6 +235,20 @@ class TickCounts:
     num_prefill_tokens: int
     budget_used: int
     num_finished: int
+
+    def merge(self, later: "TickCounts") -> None:
+        """Absorb ``later`` (a record starting after this one): span to its end, counts summed,
+        the largest waiting and active counts kept."""
+        self.num_ticks = later.tick + later.num_ticks - self.tick
+        self.num_waiting = max(self.num_waiting, later.num_waiting)
+        self.num_active = max(self.num_active, later.num_active)
+        self.num_admitted += later.num_admitted
+        self.num_cache_hits += later.num_cache_hits
+        self.num_timeouts += later.num_timeouts
+        self.num_decoded += later.num_decoded
+        self.num_prefill_tokens += later.num_prefill_tokens
+        self.budget_used += later.budget_used
+        self.num_finished += later.num_finished
 
 
 @dataclass(slots=True)
@@ -289,6 +310,7 @@ class Simulation:
         self._completions: list[tuple[int, int, int, Request]] = []
         self._num_ended = 0
         self.ticks: list = []
+        self._counts_span = 1  # ticks a counts record may cover; doubles when the list is halved
         self.budget_spent = 0
         self.busy_ticks = 0
 
@@ -430,7 +452,9 @@ class Simulation:
                 if (self.budget_spent, self._num_admitted, self._num_ended) == before:
                     raise SimulationError(f"{self.case.name}: tick {self.now - 1}: no request can make progress "
                                           f"({len(self._active)} active, {self._num_waiting} waiting)")
-                if keep:
+                if self.timeline == "counts":
+                    self._keep_counts(record)
+                elif keep:
                     self.ticks.append(record)
                 if progress is not None:
                     progress(self.case.name, self.now, self._num_ended, len(self.requests))
@@ -440,6 +464,19 @@ class Simulation:
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _keep_counts(self, record: TickCounts) -> None:
+        """Append a counts record, merging to keep at most :data:`MAX_COUNTS_RECORDS` per case."""
+        ticks = self.ticks
+        if self._counts_span > 1 and ticks and record.tick < ticks[-1].tick + self._counts_span:
+            ticks[-1].merge(record)
+            return
+        ticks.append(record)
+        if len(ticks) >= MAX_COUNTS_RECORDS:
+            for first, second in zip(ticks[::2], ticks[1::2]):
+                first.merge(second)
+            del ticks[1::2]
+            self._counts_span *= 2
 
     def _waiting_names(self) -> list[str]:
         return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]
@@ -533,7 +570,7 @@ class Simulation:
             self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(names), [], used, [])
                               for tick in range(t, target))
         elif self.timeline == "counts":
-            self.ticks.append(TickCounts(t, span, self._num_waiting, num_active, 0, 0, 0,
+            self._keep_counts(TickCounts(t, span, self._num_waiting, num_active, 0, 0, 0,
                                          span * num_active, 0, span * used, 0))
         self.now = target
 

@@ -264,7 +264,7 @@ def arrival_offsets_ms(count: int, rate: float, process: str, cv: float, rng: ra
     variation ``cv`` (shape 1/cv²; cv 1 is Poisson). The first request arrives at 0.
     """
     mean_ms = 1000.0 / rate
-    shape = 1.0 / (cv * cv)
+    shape = 1.0 / (cv * cv) if process == "gamma" else None  # cv means nothing to a Poisson process
     now = 0.0
     for _ in range(count):
         yield now
