@@ -56,6 +56,21 @@ SUMMARY_UNITS = {
 }
 
 
+#: Short unit of every summary column, shown in report.html's table header (``case`` is the label).
+COLUMN_UNITS = {
+    **{f: "ticks" for f in ("p50_ttft", "p95_ttft", "p95_itl", "p95_e2e", "p95_queue_wait", "makespan",
+                            "p50_queue_wait", "p99_queue_wait", "mean_queue_wait")},
+    "p95_tpot": "ticks per output token",
+    "throughput": "output tokens per tick",
+    "completed_output_tps": "output tokens per tick, successful requests only",
+    "output_tokens": "tokens", "hit_tokens": "tokens",
+    "succeeded": "requests", "timed_out": "requests", "arrived": "requests", "latency_samples": "requests",
+    "error_rate": "fraction", "completion_rate": "fraction", "busy_fraction": "fraction",
+    "budget_utilization": "fraction", "fairness": "0 to 1",
+    "priority_first_token_order_score": "share of pairs", "priority_order_score": "share of pairs",
+}
+
+
 class ArtifactError(OSError):
     """The artifacts directory cannot be written; the message names the path."""
 
@@ -266,7 +281,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg),
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS),
     }
 
 

@@ -4,10 +4,11 @@
 ``infer_sched_lab.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
 ``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
 templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
-specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``
-and licence or attribution files at the top (``LICENSE*``, ``LICENCE*``, ``NOTICE*``,
-``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when present. Nothing else: no ``__pycache__``,
-``*.pyc``, hidden files, runs or ``.git``.
+specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``,
+the lab's own licence ``LICENSE`` (MIT) and any other licence or attribution files at the top
+(``LICENSE*``, ``LICENCE*``, ``NOTICE*``, ``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when
+present. Only regular files. Nothing else: no ``__pycache__``, ``*.pyc``, hidden files, runs or
+``.git``.
 
 Reproducible: entries sorted by path, every timestamp 1980-01-01 00:00:00, permissions fixed by
 path (0755 for ``infer_sched_lab.py`` and ``.ci/run``, 0644 otherwise), deflate level 9, no
@@ -28,7 +29,7 @@ TOP_FOLDER = "inference-scheduler-lab"
 DEFAULT_ZIP = "inference-scheduler-lab.zip"
 
 _REQUIRED = ("infer_sched_lab.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
-             "README.md", "pyproject.toml", ".ci/run")
+             "README.md", "pyproject.toml", ".ci/run", "LICENSE")
 _OPTIONAL_DIRS = ("bench", "docs")
 _LEGAL_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING", "ATTRIBUTION", "SOURCES")
 _EXECUTABLE = {"infer_sched_lab.py", ".ci/run"}
