@@ -156,6 +156,17 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
                     for field in ("p95_ttft", "throughput", "succeeded", "makespan", "hit_tokens"):
                         self.assertEqual(got[field], "NA" if case[field] is None else json.dumps(case[field]))
 
+    def test_waiting_titles_give_the_reason_of_the_case(self):
+        """Static batching admits a new batch only when the whole batch has ended (lab.md §4): S1
+        waits 1–31 behind L0 alone, slots free, so its title says the batch was running; a
+        continuous case waits only when every slot is taken."""
+        svg = read(os.path.join(EXPECTED, "baseline", "timeline.svg"))
+        self.assertIn("<title>S1 in static: waiting: static batch still running, ticks 1–31 (31 ticks)</title>", svg)
+        self.assertIn("<title>S7 in continuous+APC+chunk32: waiting: no free slot, ticks 12–38 (27 ticks)</title>", svg)
+        self.assertNotIn("static: waiting: no free slot", svg)
+        self.assertNotIn("waiting (no slot)", svg)
+        self.assertIn(">waiting: no slot / static batch</text>", svg)
+
     def test_every_report_column_but_the_case_names_its_unit(self):
         """lab.md §7: units on every number. Latencies are ticks; throughput and completed_output_tps
         (the spec's name, kept) are output tokens per tick, not per second."""
