@@ -3,7 +3,8 @@
 Reads ``requests.jsonl`` (arrival, admission, first token, end, hit tokens) and, when present,
 ``timeline.jsonl`` (each prefill tick and its tokens; while the request waited, which requests
 held the slots and how the budget was spent) and ``manifest.json`` (the budget and decode cost).
-Nothing is simulated again: every number printed is read from those files.
+Nothing is simulated again: every number printed is read from those files. Only simulated runs are
+told: an imported real run (``import-results``, times in milliseconds) is refused.
 
 Example (``python3 infer_sched_lab.py explain S7 --artifacts runs/baseline``), in part::
 
@@ -108,9 +109,13 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     """The life of request ``name`` in every case (or only ``case``) of the run in ``directory``.
 
     Returns text; ticks are the lab's abstract time, tokens are prompt or output tokens, budget
-    in budget units. Raises :class:`ExplainError` (one line naming the path or the request) when
-    the directory or ``requests.jsonl`` is missing, the name or case is unknown, or a line is not
-    JSON. Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
+    in budget units. A queued request's wait is "no free slot" in a continuous case and "static
+    batch still running" in the static case (:data:`sched.picture.WAIT_REASONS`). Raises
+    :class:`ExplainError` (one line naming the path, the line, the request and the field) when the
+    directory or ``requests.jsonl`` is missing, the name or case is unknown, a line is not JSON or
+    a field explain reads has the wrong type (e.g. ``first_token_at`` ``"x"``), or the directory
+    is not a simulated run (``manifest.json`` with a ``kind``, e.g. an ``import-results`` run in
+    milliseconds). Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
     """
     if not os.path.isdir(directory):
         raise ExplainError(f"{directory}: no such artifacts directory")
