@@ -28,13 +28,16 @@ from .sweep import render_sweep_csv, render_sweep_svg, render_sweep_table, run_s
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS"]
+__all__ = ["main", "run_lab", "default_timeline", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS", "FULL_TIMELINE_MAX_TOKENS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
 FULL_TIMELINE_MAX_REQUESTS = 1000
+#: ... and at most this many prompt + output tokens: every walked tick advances at least one
+#: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
+FULL_TIMELINE_MAX_TOKENS = 50_000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
@@ -92,7 +95,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "
                              f"step or jump; requests.jsonl then gives token_runs) or off; default full "
-                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, counts above")
+                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests and {FULL_TIMELINE_MAX_TOKENS} "
+                             "prompt + output tokens, counts above")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -107,15 +111,22 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
     :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
     simulation.
     """
-    timeline = timeline or default_timeline(len(workload))
+    timeline = timeline or default_timeline(workload)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)
 
 
-def default_timeline(num_requests: int) -> str:
-    """``full`` up to :data:`FULL_TIMELINE_MAX_REQUESTS` requests, ``counts`` above."""
-    return "full" if num_requests <= FULL_TIMELINE_MAX_REQUESTS else "counts"
+def default_timeline(workload) -> str:
+    """``full`` for a small workload, ``counts`` above the bounds.
+
+    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests and at most
+    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked).
+    """
+    if len(workload) > FULL_TIMELINE_MAX_REQUESTS:
+        return "counts"
+    tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
+    return "full" if tokens <= FULL_TIMELINE_MAX_TOKENS else "counts"
 
 
 def config_from_args(args) -> EngineConfig:
@@ -204,8 +215,8 @@ def _main_run(argv: list[str]) -> int:
 
 def _import_parser() -> argparse.ArgumentParser:
     parser = LineParser(prog="infer_sched_lab.py import",
-                     description="Turn a real request trace into a lab workload (formats.md). Arrival "
-                                 "times become ticks of --tick-ms milliseconds.")
+                         description="Turn a real request trace into a lab workload (formats.md). Arrival "
+                                     "times become ticks of --tick-ms milliseconds.")
     parser.add_argument("format", choices=FORMATS, help="azure (CSV), mooncake (JSONL) or lengths (CSV)")
     parser.add_argument("file", help="the trace file")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="workload JSON to write")
@@ -241,8 +252,8 @@ def _main_import(argv: list[str]) -> int:
 
 def _sweep_parser() -> argparse.ArgumentParser:
     parser = LineParser(prog="infer_sched_lab.py sweep",
-                     description="Run one workload at several load factors (arrival times divided by the "
-                                 "factor), every case, in parallel; print and write a table and an SVG chart.")
+                         description="Run one workload at several load factors (arrival times divided by the "
+                                     "factor), every case, in parallel; print and write a table and an SVG chart.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None, help="built-in workload")
     source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
@@ -277,8 +288,8 @@ def _main_sweep(argv: list[str]) -> int:
 
 def _main_explain(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py explain",
-                     description="Tell one request's life in every case of a run, read from its artifacts "
-                                 "(requests.jsonl, timeline.jsonl).")
+                         description="Tell one request's life in every case of a run, read from its artifacts "
+                                     "(requests.jsonl, timeline.jsonl).")
     parser.add_argument("name", metavar="NAME", help="request name, e.g. S7")
     parser.add_argument("--artifacts", metavar="DIR", required=True, help="a run's artifacts directory")
     parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous+APC+chunk32")
@@ -289,9 +300,9 @@ def _main_explain(argv: list[str]) -> int:
 
 def _main_check(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py check",
-                     description="Compare a run directory with a reference directory: workload and "
-                                 "configuration first, then every artifact.",
-                     epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
+                         description="Compare a run directory with a reference directory: workload and "
+                                     "configuration first, then every artifact.",
+                         epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run to check, e.g. runs/x")
     parser.add_argument("ref_dir", metavar="REF_DIR", help="the reference, e.g. expected/baseline")
     args = parser.parse_args(argv)
@@ -302,8 +313,8 @@ def _main_check(argv: list[str]) -> int:
 
 def _main_zip(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py zip",
-                     description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
-                                 "expected outputs, tests, templates, README); same sources, same bytes.")
+                         description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
+                                     "expected outputs, tests, templates, README); same sources, same bytes.")
     parser.add_argument("-o", "--output", metavar="PATH", default=DEFAULT_ZIP,
                         help=f"where to write the ZIP (default {DEFAULT_ZIP}; must not exist unless --force; "
                              "never one of the lab's own files)")

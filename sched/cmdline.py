@@ -1,20 +1,28 @@
 """Small command-line helpers shared by the subcommand modules (``compare``, ``realrun``).
 
 Kept apart from :mod:`sched.cli` so a library module can offer its own ``command(argv)`` handler
-without importing the CLI (imports flow one way).
+without importing the CLI (imports flow one way). Besides the parser and the error type it holds
+the boundary checks those modules apply to every value they read from a file, so that malformed
+input of any shape becomes one :class:`InputError` line (exit 2), never a traceback (exit 3).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import os
 import sys
 import tempfile
 
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command",
-           "write_text_atomically"]
+           "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+
+#: Largest token or request count accepted from a file (a real run never comes near it).
+MAX_COUNT = 10**9
 
 
 class InputError(ValueError):
@@ -48,20 +56,116 @@ def run_command(prog: str, body, argv: list[str]) -> int:
         return EXIT_BAD_INPUT
 
 
+# --- boundary checks -----------------------------------------------------------------------------
+
+def _show(value) -> str:
+    """A short JSON-ish rendering of a bad value for an error line."""
+    text = json.dumps(value, ensure_ascii=True, default=str) if not isinstance(value, float) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _finite_or_none(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+#: ``json.loads`` options that decode NaN, Infinity and numbers too large for a float as ``None``.
+NON_FINITE_AS_NONE = {"parse_constant": lambda _: None, "parse_float": _finite_or_none}
+
+
+def parse_json(text: str, where: str, non_finite_as_none: bool = False):
+    """Decode JSON ``text``; syntax errors and absurd nesting become one :class:`InputError` naming ``where``.
+
+    With ``non_finite_as_none`` the constants ``NaN``/``Infinity`` and numbers too large for a float
+    decode as ``None`` (no measurable value), so they can never reach a record as a number.
+    """
+    options = NON_FINITE_AS_NONE if non_finite_as_none else {}
+    try:
+        return json.loads(text, **options)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
+
+
+def need(value, kind, where: str, what: str, nullable: bool = False):
+    """``value`` if it is an instance of ``kind`` (a type or tuple; ``bool`` never counts as a number).
+
+    ``what`` describes the expected shape in the message, e.g. ``"an object"``. ``None`` passes
+    when ``nullable``. Raises :class:`InputError` ``"<where>: must be <what>, got <value>"``.
+    """
+    if value is None and nullable:
+        return None
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+        raise InputError(f"{where}: must be {what}, got {_show(value)}")
+    return value
+
+
+def number_or_none(value, where: str, low: float | None = None, high: float | None = None):
+    """A finite JSON number within ``[low, high]`` (either bound optional), or ``None``.
+
+    NaN and the infinities are refused like any other non-number. Raises :class:`InputError`.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"{where}: must be a finite number, got {_show(value)}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"between {low:g} and {high:g}" if low is not None and high is not None else (
+            f">= {low:g}" if low is not None else f"<= {high:g}")
+        raise InputError(f"{where}: must be {bounds}, got {_show(value)}")
+    return value
+
+
+def count_or_none(value, where: str) -> int | None:
+    """A whole count 0..:data:`MAX_COUNT` (``3`` or ``3.0``; ``3.7`` is refused, never truncated), or ``None``."""
+    value = number_or_none(value, where, 0, MAX_COUNT)
+    if value is None:
+        return None
+    if value != int(value):
+        raise InputError(f"{where}: must be a whole number, got {_show(value)}")
+    return int(value)
+
+
+# --- writing -------------------------------------------------------------------------------------
+
+def normal_permissions(path: str, directory: bool = False) -> None:
+    """Give ``path`` the mode an ordinary ``open``/``mkdir`` would: 0666 (files) or 0777 (directories)
+    minus the process umask (``mkstemp`` and ``mkdtemp`` make them private: 0600 and 0700)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(path, (0o777 if directory else 0o666) & ~mask)
+
+
 def write_text_atomically(path: str, text: str, force: bool = False) -> None:
     """Write ``text`` to ``path`` via a temporary file beside it, so no reader sees half a file.
 
-    An existing ``path`` is refused (:class:`InputError`) unless ``force``.
+    The file gets normal permissions (0666 minus the umask). An existing ``path`` is refused
+    unless ``force``; an empty path, a directory, a missing parent directory or a parent that is a
+    file are refused too. Every refusal is an :class:`InputError` naming ``path`` as given.
     """
+    if not path:
+        raise InputError("the output path is empty; give a file name")
+    if os.path.isdir(path):
+        raise InputError(f"{path}: is a directory; give a file name, e.g. {os.path.join(path, 'decision.json')}")
     if os.path.exists(path) and not force:
         raise InputError(f"{path}: already exists; choose another --out or pass --force to replace it")
     directory = os.path.dirname(os.path.abspath(path))
-    handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    if not os.path.isdir(directory):
+        problem = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise InputError(f"{path}: cannot write: its directory {os.path.dirname(path) or '.'} {problem}")
+    try:
+        handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
+        normal_permissions(staging)
         os.replace(staging, path)
-    except BaseException:
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    finally:
         if os.path.exists(staging):
             os.unlink(staging)
-        raise

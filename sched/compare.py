@@ -9,7 +9,10 @@ Decision (compare.md §3.3):
 
 - ``reject`` on a hard failure: the contract is broken (the fixed conditions differ, or the
   scheduler settings differ in nothing or in more than one setting, or not in the declared one),
-  a run failed, or arrived requests are lost (absent from a trace, or never ended);
+  a run failed, or arrived requests are lost on either side (absent from a trace, or never ended:
+  the lab's reading of "requests lost twice over" is "any request lost"). Sides whose times differ
+  in unit or time base (ticks vs ms, client send time vs server queue time) are not comparable:
+  no gate is evaluated and no delta computed;
 - ``tune`` when evidence is missing or untrustworthy (a required metric is null, an id is
   duplicated or unknown, a gate cannot be measured) or when some gate fails;
 - ``accept`` when none of that happens and every gate passes.
@@ -17,6 +20,11 @@ Decision (compare.md §3.3):
 A candidate that looks faster only because it dropped requests fails the completion-rate gates
 (its own floor, and a fixed gate: never below the baseline's completion rate) or, when its trace
 lost them, is rejected: it is never accepted.
+
+Every value read from a run directory is checked in :func:`load_side` (one
+:class:`~sched.cmdline.InputError` line naming the file, case or line and field); a metric that is
+NaN or infinite reads as missing. ``compare`` writes ``./decision.json`` by default, never into a
+run directory unless ``--out`` names such a path.
 """
 
 from __future__ import annotations
@@ -25,7 +33,8 @@ import json
 import os
 from dataclasses import dataclass
 
-from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, run_command, write_text_atomically
+from .cmdline import (EXIT_OK, InputError, LineParser, count_or_none, fraction_arg, need, number_or_none, parse_json,
+                      run_command, write_text_atomically)
 from .metrics import COMPARE_FIELDS, percentile
 
 __all__ = ["Side", "Thresholds", "load_side", "check_contract", "check_evidence", "compare",
@@ -81,55 +90,64 @@ class Side:
 
 # --- reading a side ------------------------------------------------------------------------------
 
-def _read_json(path: str):
+#: Summary columns a comparison reads: the required metrics and the ones gates and deltas use.
+_METRICS = (*COMPARE_FIELDS, "budget_utilization", "priority_first_token_order_score")
+
+
+def _read_text(path: str, hint: str) -> str:
     try:
         with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+            return handle.read()
     except FileNotFoundError:
-        raise InputError(f"{path}: missing; is this a run directory (--artifacts or import-results)?") from None
+        raise InputError(f"{path}: missing; {hint}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def _read_json(path: str):
+    """A run file's JSON; NaN/Infinity decode as ``None`` (a metric that is not a number is missing evidence)."""
+    text = _read_text(path, "is this a run directory (--artifacts or import-results)?")
+    return parse_json(text, path, non_finite_as_none=True)
 
 
 def _read_jsonl(path: str) -> list[dict]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing; is this a run directory?") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+    """The request lines of ``requests.jsonl``, each checked for the fields a comparison reads."""
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(row, dict) or not isinstance(row.get("name"), str):
-            raise InputError(f"{path}: line {number}: field 'name': each line must be an object with a name")
-        rows.append(row)
+    for number, line in enumerate(_read_text(path, "is this a run directory?").splitlines(), 1):
+        if line.strip():
+            rows.append(_request_row(parse_json(line, f"{path}: line {number}", non_finite_as_none=True),
+                                     f"{path}: line {number}"))
     return rows
+
+
+def _request_row(row, where: str) -> dict:
+    need(row, dict, where, "a JSON object")
+    need(row.get("name"), str, f"{where}: field 'name'", "a string (the request id)")
+    need(row.get("status"), str, f"{where}: field 'status'", "a string", nullable=True)
+    number_or_none(row.get("e2e"), f"{where}: field 'e2e'", low=0)
+    need(row.get("priority"), int, f"{where}: field 'priority'", "an integer", nullable=True)
+    return row
 
 
 def load_side(directory: str, case: str | None = None) -> Side:
     """Read one case of a run directory (simulated or imported) as a :class:`Side`.
 
-    ``case`` may be omitted when the run has a single case (an imported real run).
-    Raises :class:`~sched.cmdline.InputError` naming the file and field for unusable input.
+    ``case`` may be omitted when the run has a single case (an imported real run). Every value
+    the comparison uses is checked here; a metric that is NaN or infinite reads as ``None``
+    (missing evidence). Raises :class:`~sched.cmdline.InputError` naming the file, line or case
+    and the field for unusable input.
     """
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: not a run directory")
-    manifest = _read_json(os.path.join(directory, "manifest.json"))
-    summary = _read_json(os.path.join(directory, "summary.json"))
-    if not isinstance(manifest, dict) or manifest.get("tool") != "infer-sched-lab":
-        raise InputError(f"{directory}/manifest.json: field 'tool': not an infer-sched-lab manifest")
-    cases = summary.get("cases") if isinstance(summary, dict) else None
-    if not isinstance(cases, list) or not all(isinstance(c, dict) and "case" in c for c in cases):
-        raise InputError(f"{directory}/summary.json: field 'cases': must be a list of case rows")
+    manifest_path, summary_path = (os.path.join(directory, name) for name in ("manifest.json", "summary.json"))
+    manifest = need(_read_json(manifest_path), dict, manifest_path, "a JSON object")
+    if manifest.get("tool") != "infer-sched-lab":
+        raise InputError(f"{manifest_path}: field 'tool': not an infer-sched-lab manifest")
+    summary = need(_read_json(summary_path), dict, summary_path, "a JSON object")
+    cases = need(summary.get("cases"), list, f"{summary_path}: field 'cases'", "a list of case rows")
+    for index, row in enumerate(cases):
+        need(row, dict, f"{summary_path}: cases[{index}]", "an object")
+        need(row.get("case"), str, f"{summary_path}: cases[{index}]: field 'case'", "a string (the case name)")
     names = [c["case"] for c in cases]
     if case is None:
         if len(names) != 1:
@@ -137,24 +155,32 @@ def load_side(directory: str, case: str | None = None) -> Side:
                              "(or --baseline-case/--candidate-case)")
         case = names[0]
     if case not in names:
-        raise InputError(f"{directory}/summary.json: no case {case!r}; it holds {', '.join(names)}")
+        raise InputError(f"{summary_path}: no case {case!r}; it holds {', '.join(names)}")
     row = cases[names.index(case)]
+    for key in _METRICS:
+        number_or_none(row.get(key), f"{summary_path}: case {case!r}: field {key!r}")
     label = f"{os.path.basename(os.path.normpath(directory))}#{case}"
     rows = [r for r in _read_jsonl(os.path.join(directory, "requests.jsonl")) if r.get("case") == case]
     if manifest.get("kind") == "real":
-        return _real_side(directory, manifest, row, rows, label)
+        return _real_side(manifest_path, manifest, row, rows, label)
     return _simulated_side(directory, manifest, row, rows, case, label)
 
 
 def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
-    settings = {c.get("case"): c for c in manifest.get("cases", []) if isinstance(c, dict)}
+    where = os.path.join(directory, "manifest.json")
+    entries = need(manifest.get("cases"), list, f"{where}: field 'cases'", "a list of case settings")
+    settings = {c.get("case"): c for c in entries if isinstance(c, dict)}
     if case not in settings:
-        raise InputError(f"{directory}/manifest.json: field 'cases': no settings for case {case!r}")
-    config = manifest.get("config") or {}
-    workload = _read_json(os.path.join(directory, "workload.json"))
-    requests = workload.get("requests") if isinstance(workload, dict) else None
-    if not isinstance(requests, list) or not all(isinstance(r, dict) and "name" in r for r in requests):
-        raise InputError(f"{directory}/workload.json: field 'requests': must be a list of named requests")
+        raise InputError(f"{where}: field 'cases': no settings for case {case!r}")
+    config = need(manifest.get("config"), dict, f"{where}: field 'config'", "an object", nullable=True) or {}
+    workload_path = os.path.join(directory, "workload.json")
+    workload = need(_read_json(workload_path), dict, workload_path, "a JSON object")
+    requests = need(workload.get("requests"), list, f"{workload_path}: field 'requests'", "a list of requests")
+    for index, request in enumerate(requests):
+        at = f"{workload_path}: request {index}"
+        need(request, dict, at, "an object")
+        need(request.get("name"), str, f"{at}: field 'name'", "a string")
+        need(request.get("priority"), int, f"{at} ({request['name']}): field 'priority'", "an integer", nullable=True)
     fixed = {
         "engine": f"{manifest.get('tool')} {manifest.get('version')}",
         "workload_sha256": manifest.get("workload_sha256"),
@@ -162,6 +188,7 @@ def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
         "decode_cost": config.get("decode_cost"),
         "prefill_cost": config.get("prefill_cost"),
         "units": "ticks",
+        "time_base": "simulated tick clock",
     }
     scheduler = {
         "policy": manifest.get("policy"),
@@ -176,17 +203,30 @@ def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
     return Side(label, "ticks", fixed, scheduler, row, rows, expected, len(expected), priorities)
 
 
-def _real_side(directory, manifest, row, rows, label) -> Side:
-    fixed = {"units": "ms", "workload_sha256": manifest.get("workload_sha256")}
+#: Where an imported run's times start, by import format (older imports lack ``time_base``).
+_TIME_BASES = {"vllm-bench": "client send time", "request-jsonl": "server queued_ts"}
+
+
+def _real_side(where, manifest, row, rows, label) -> Side:
+    fixed = {"units": "ms", "workload_sha256": manifest.get("workload_sha256"),
+             "time_base": manifest.get("time_base") or _TIME_BASES.get(manifest.get("format"))}
     for group in ("engine", "measurement"):
-        for key, value in (manifest.get(group) or {}).items():
+        values = need(manifest.get(group), dict, f"{where}: field {group!r}", "an object", nullable=True) or {}
+        for key, value in values.items():
             fixed[f"{group}.{key}"] = value
-    scheduler = dict(manifest.get("scheduler") or {})
-    expected = manifest.get("request_ids")
+    scheduler = dict(need(manifest.get("scheduler"), dict, f"{where}: field 'scheduler'", "an object",
+                          nullable=True) or {})
+    expected = need(manifest.get("request_ids"), list, f"{where}: field 'request_ids'", "a list of ids",
+                    nullable=True)
+    for index, name in enumerate(expected or ()):
+        need(name, str, f"{where}: field 'request_ids'[{index}]", "a string")
+    num_expected = count_or_none(manifest.get("num_requests_expected"), f"{where}: field 'num_requests_expected'")
+    for key in ("run_failed", "per_request"):
+        need(manifest.get(key), bool, f"{where}: field {key!r}", "true or false", nullable=True)
     priorities = None
     if rows and all(isinstance(r.get("priority"), int) for r in rows):
         priorities = {r["name"]: r["priority"] for r in rows}
-    return Side(label, "ms", fixed, scheduler, row, rows, expected, manifest.get("num_requests_expected"),
+    return Side(label, "ms", fixed, scheduler, row, rows, expected, num_expected,
                 priorities, run_failed=bool(manifest.get("run_failed")),
                 has_trace=bool(manifest.get("per_request")))
 
@@ -196,17 +236,32 @@ def _real_side(directory, manifest, row, rows, label) -> Side:
 def check_contract(baseline: Side, candidate: Side, declared: str | None = None) -> dict:
     """The contract of compare.md §3.1 as a record.
 
-    Returns ``{"ok", "mismatches": [{field, baseline, candidate}], "changes": [...same...],
-    "change": the single change or None, "declared_change", "problems": [one line each]}``.
-    Fixed conditions must be equal and known; exactly one scheduler setting must differ, and it
-    must be ``declared`` when one is declared.
+    Returns ``{"ok", "comparable", "declared_change", "change_inferred", "change", "changes",
+    "num_scheduler_changes", "mismatches", "problems"}``:
+
+    - ``changes``: every scheduler setting that differs (``{field, baseline, candidate}``);
+      ``change`` is the single one when there is exactly one, else ``None``;
+    - ``declared_change``: the ``--change`` given, or ``None``; then ``change_inferred`` is true
+      (the change was read off the two sides, not declared);
+    - ``mismatches``: every difference that breaks the contract, each with a ``kind``: a fixed
+      condition that differs (``"fixed condition"``), or scheduler settings when more than one
+      differs or the one that differs is not the declared one (``"scheduler setting"``). It is
+      empty exactly when no difference breaks the contract;
+    - ``comparable``: false when the sides measure time in different units or from different
+      time bases (ticks versus ms, send time versus server queue time): no gate or delta can be
+      formed then;
+    - ``problems``: one line per reason the contract fails (``ok`` is true when there is none).
     """
     problems, mismatches, changes = [], [], []
     for key in sorted(set(baseline.fixed) | set(candidate.fixed)):
         a, b = baseline.fixed.get(key), candidate.fixed.get(key)
         if a != b:
-            mismatches.append({"field": key, "baseline": a, "candidate": b})
+            mismatches.append({"field": key, "kind": "fixed condition", "baseline": a, "candidate": b})
             problems.append(f"fixed condition {key} differs: {a!r} vs {b!r}")
+    comparable = all(baseline.fixed.get(k) == candidate.fixed.get(k) for k in ("units", "time_base"))
+    if not comparable:
+        problems.append("the sides measure time differently (units or time base): not comparable; "
+                        "no gate is evaluated and no delta computed")
     if baseline.fixed.get("workload_sha256") is None and not any(
             k.startswith("measurement.dataset") and baseline.fixed.get(k) is not None for k in baseline.fixed):
         problems.append("workload identity unknown (no workload_sha256): re-import with --workload")
@@ -217,15 +272,20 @@ def check_contract(baseline: Side, candidate: Side, declared: str | None = None)
     unknown = [key for key in baseline.scheduler if baseline.scheduler[key] is None and candidate.scheduler.get(key) is None]
     if "policy" in unknown:
         problems.append("scheduler setting policy unknown on both sides: re-import with --policy")
+    extra = []
     if not changes:
         problems.append("the two sides differ in no scheduler setting: nothing to compare")
     elif len(changes) > 1:
-        problems.append("the two sides differ in more than one scheduler setting: "
+        extra = changes
+        problems.append(f"the two sides differ in more than one scheduler setting ({len(changes)}): "
                         + ", ".join(c["field"] for c in changes))
     elif declared is not None and changes[0]["field"] != declared:
+        extra = changes
         problems.append(f"declared change {declared} but the sides differ in {changes[0]['field']}")
-    return {"ok": not problems, "mismatches": mismatches, "changes": changes,
-            "change": changes[0] if len(changes) == 1 else None, "declared_change": declared,
+    mismatches.extend(dict(c, kind="scheduler setting") for c in extra)
+    return {"ok": not problems, "comparable": comparable, "declared_change": declared,
+            "change_inferred": declared is None, "change": changes[0] if len(changes) == 1 else None,
+            "changes": changes, "num_scheduler_changes": len(changes), "mismatches": mismatches,
             "problems": problems}
 
 
@@ -333,9 +393,11 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
     """The decision record of compare.md §3 for ``baseline`` versus ``candidate`` (JSON-ready dict).
 
     Keys: ``decision`` (one of :data:`DECISIONS`), ``baseline``/``candidate`` labels, ``units``,
-    ``contract``, ``evidence`` per side, ``hard_failures``, ``missing_evidence``, ``gates`` (each
-    with measured value, comparison and threshold; ``passed`` null when unmeasurable),
-    ``deltas`` (candidate − baseline) and ``next_action``.
+    ``contract`` (see :func:`check_contract`), ``evidence`` per side (both sides are checked, not
+    only the candidate's trace), ``hard_failures``, ``missing_evidence``, ``gates`` (each with
+    measured value, comparison and threshold; ``passed`` null when unmeasurable), ``deltas``
+    (candidate − baseline) and ``next_action``. When the sides are not comparable (different
+    time units or time bases) ``gates`` is ``[]`` and ``deltas`` is ``{}``: nothing is computed.
     """
     contract = check_contract(baseline, candidate, declared_change)
     evidence = {"baseline": check_evidence(baseline), "candidate": check_evidence(candidate)}
@@ -356,7 +418,7 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
         if ev["unknown"]:
             missing.append(f"{role}: unknown id(s) {', '.join(ev['unknown'][:8])}")
         missing.extend(f"{role}: {m} missing" for m in ev["missing_metrics"])
-    gates = _gates(baseline, candidate, priority_experiment, thresholds)
+    gates = _gates(baseline, candidate, priority_experiment, thresholds) if contract["comparable"] else []
     missing.extend(f"gate {g['gate']} cannot be measured" for g in gates if g["passed"] is None)
     failed = [g["gate"] for g in gates if g["passed"] is False]
     if hard:
@@ -374,7 +436,7 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
         action = ("Adopt the candidate for this workload; confirm on a second workload (and on a real "
                   "engine for a simulated result) before rolling it out.")
     deltas = {}
-    for name, key in _DELTA_FIELDS:
+    for name, key in _DELTA_FIELDS if contract["comparable"] else ():
         a, b = baseline.summary.get(key), candidate.summary.get(key)
         deltas[name] = None if a is None or b is None else _round(b - a)
     return {
@@ -401,7 +463,8 @@ def render_report(record: dict) -> str:
              + ("  (priority experiment: fcfs -> priority)" if record["priority_experiment"] else ""),
              f"baseline {record['baseline']}  vs  candidate {record['candidate']}  ({record['units']})"]
     if contract["ok"]:
-        lines.append(f"contract: ok, one change: {change['field']} {change['baseline']} -> {change['candidate']}")
+        how = "inferred, no --change given" if contract["change_inferred"] else "as declared"
+        lines.append(f"contract: ok, one change ({how}): {change['field']} {change['baseline']} -> {change['candidate']}")
     else:
         lines.extend(f"contract: BROKEN: {p}" for p in contract["problems"])
     for role in ("baseline", "candidate"):
@@ -409,13 +472,16 @@ def render_report(record: dict) -> str:
         lines.append(f"evidence {role}: {ev['in_trace']} ids in trace of {ev['arrived']} arrived; "
                      f"lost {len(ev['lost']) or ev['num_lost']}, duplicated {len(ev['duplicated'])}, "
                      f"unknown {len(ev['unknown'])}, missing metrics {', '.join(ev['missing_metrics']) or 'none'}")
-    lines.append("gates:")
+    if not contract["comparable"]:
+        lines.append("gates: not evaluated (not comparable: the sides measure time differently)")
+    else:
+        lines.append("gates:")
     for g in record["gates"]:
         status = {True: "pass", False: "FAIL", None: "MISSING"}[g["passed"]]
         measured = "NA" if g["measured"] is None else _fmt(g["measured"])
         lines.append(f"  {status:7} {g['gate']:32} {measured:>10} {g['op']} {_fmt(g['threshold'])}")
     deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
-    lines.append(f"deltas (candidate - baseline): {deltas}")
+    lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")
     return "\n".join(lines) + "\n"
 
@@ -436,7 +502,7 @@ def _parser() -> LineParser:
         description="Decide whether a candidate should replace a baseline (compare.md §3): two cases "
                     "of one run (BASELINE only, with --baseline-case and --candidate-case), one case "
                     "of each of two runs, or two runs imported with import-results. Writes "
-                    "decision.json and prints a short report.",
+                    "the decision record (default ./decision.json) and prints a short report.",
         epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input.",
     )
     parser.add_argument("baseline", metavar="BASELINE_DIR", help="run directory of the baseline")
@@ -448,7 +514,8 @@ def _parser() -> LineParser:
     parser.add_argument("--change", metavar="SETTING",
                         help="the declared scheduler change (e.g. policy, apc); refused if the runs differ otherwise")
     parser.add_argument("--out", metavar="FILE",
-                        help="where to write the decision record (default: CANDIDATE_DIR/decision.json)")
+                        help="where to write the decision record (default: decision.json in the current "
+                             "directory, refused when that directory holds a run; any path you name is used)")
     parser.add_argument("--force", action="store_true", help="replace an existing decision record")
     gates = parser.add_argument_group("gates (fractions of the baseline unless said otherwise)")
     for flag, default, text in (
@@ -478,10 +545,17 @@ def _command(argv: list[str]) -> int:
     candidate = load_side(candidate_dir, args.candidate_case or args.case)
     thresholds = Thresholds(**{name: getattr(args, name) for name in Thresholds.__dataclass_fields__})
     record = compare(baseline, candidate, thresholds, args.change)
-    out = args.out or os.path.join(candidate_dir, "decision.json")
-    write_text_atomically(out, json.dumps(record, indent=2, ensure_ascii=False) + "\n", force=args.force)
-    print(render_report(record), end="")
-    print(f"wrote {out}")
+    out = args.out
+    if out is None:
+        if os.path.exists("manifest.json"):
+            raise InputError("the current directory holds a run (manifest.json): compare writes into a run "
+                             "directory only when --out names the path; give --out FILE")
+        out = "decision.json"
+    # ASCII escapes in the record and in the report: a directory or case name may hold bytes
+    # that are not UTF-8 (Python keeps them as lone surrogates, which no UTF-8 file can hold).
+    write_text_atomically(out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
+    report = render_report(record) + f"wrote {out}\n"
+    print(report.encode("utf-8", "backslashreplace").decode("utf-8"), end="")
     return EXIT_OK
 
 

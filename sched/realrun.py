@@ -10,9 +10,10 @@
   mapping below, machine-readable).
 
 What a simulator token means there: one simulator token is one model token. A prompt of ``n``
-tokens is ``n`` words drawn from a fixed list of short common English words, each written with a
-leading space (one token each in the usual BPE tokenizers; the exact count may differ by a few,
-e.g. a BOS token, which the imported ``input_lens`` show). Requests with the same ``prefix_key``
+tokens is ``n`` words drawn from a fixed list of short common English words, separated by single
+spaces (the first word has none; each later word with its leading space is one token in the usual
+BPE tokenizers; the exact count may differ by a few, e.g. a BOS token, which the imported
+``input_lens`` show). Requests with the same ``prefix_key``
 start with the *same* ``prefix_tokens`` words (drawn from a generator seeded by the key), so a real
 prefix cache can reuse them; the rest is drawn from a generator seeded by the request name.
 A tick has no physical duration: ``--tick-ms`` (default 100) only turns arrival ticks into send
@@ -23,11 +24,17 @@ request body, against a server started with ``--scheduling-policy priority`` (or
 baseline) and ``--max-num-seqs`` equal to the lab's ``max_active``.
 
 **Import** (``import-results``): a real result file becomes a normalised run directory that
-``compare`` accepts: ``manifest.json`` (``kind: real``, backend identity, scheduler settings,
+``compare`` accepts: ``manifest.json`` (``kind: real``, ``simulated: false``, ``time_unit: ms``,
+``time_base``, backend identity, scheduler settings,
 measurement settings, what is missing and why), ``requests.jsonl`` (per request: arrival,
 admission, first token, token times, end, status, priority, in **milliseconds** from the earliest
 arrival) and ``summary.json`` (one case, the lab's statistics contract in milliseconds, percentiles
-by nearest rank; throughputs in output tokens per second). Formats read:
+by nearest rank; throughputs in output tokens per second; a ``field_units`` map like a simulated
+run's, see :data:`REAL_SUMMARY_UNITS`). Values are checked where they are read: impossible ones
+(a first token before the queue time, negative or fractional counts, times beyond
+:data:`MAX_SECONDS`, NaN) are refused with one line naming the line or request and the field;
+nothing is coerced. ``--force`` never writes over a directory holding another kind of run.
+Formats read:
 
 - ``vllm-bench``: ``vllm bench serve --save-result --save-detailed`` JSON (one object, or several
   lines with ``--append-result``; pick one with ``--run-index``). Per-request lists are seconds;
@@ -53,22 +60,43 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import random
 
 from . import __version__
 from .artifacts import write_artifacts
-from .cmdline import EXIT_OK, InputError, LineParser, run_command
+from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
+                      run_command)
 from .metrics import fairness, mean, order_score, percentile
 from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_to_json
 
 __all__ = ["export_rows", "render_export", "import_vllm_bench", "import_request_jsonl",
-           "render_import", "export_command", "import_command", "DEFAULT_TICK_MS", "REAL_UNITS"]
+           "render_import", "export_command", "import_command", "DEFAULT_TICK_MS", "MAX_TICK_MS", "REAL_UNITS",
+           "REAL_SUMMARY_UNITS", "MAX_SECONDS"]
 
 DEFAULT_TICK_MS = 100.0
+#: Largest ``--tick-ms`` accepted: one hour per tick (keeps every send offset a finite JSON number).
+MAX_TICK_MS = 3_600_000.0
+#: Largest time value (seconds) accepted from a result file: about 300 years, far beyond any clock.
+MAX_SECONDS = 1e10
 REAL_UNITS = ("Real measurements: times in milliseconds from the earliest arrival, throughput in output "
               "tokens per second; percentiles by nearest rank (the lab's method, lab.md §5).")
+#: Unit of each summary column of an imported run (a simulated run's are in ticks: artifacts.SUMMARY_UNITS).
+REAL_SUMMARY_UNITS = {
+    "p50_ttft": "ms", "p95_ttft": "ms", "p95_itl": "ms", "p95_tpot": "ms per output token", "p95_e2e": "ms",
+    "p95_queue_wait": "ms", "throughput": "output tokens per second (all emitted tokens / makespan)",
+    "completed_output_tps": "output tokens per second (tokens of successful requests only / makespan)",
+    "output_tokens": "tokens", "hit_tokens": "tokens", "error_rate": "fraction of arrived requests",
+    "makespan": "ms", "latency_samples": "successful requests feeding the latency columns",
+    "p50_queue_wait": "ms", "p99_queue_wait": "ms", "mean_queue_wait": "ms",
+    "fairness": "fraction in [0, 1] (1 = equal TTFTs)", "budget_utilization": "not measured on a real engine",
+    "busy_fraction": "not measured on a real engine", "completion_rate": "fraction of arrived requests",
+    "priority_first_token_order_score": "share of different-priority pairs served in priority order",
+    "priority_order_score": "share of different-priority pairs completed in priority order",
+    "succeeded": "requests", "timed_out": "requests", "arrived": "requests", "failed": "requests",
+}
+#: Where an imported run's times are measured from, by format (compare refuses to mix them).
+TIME_BASES = {"vllm-bench": "client send time", "request-jsonl": "server queued_ts"}
 
 # Short common words, each one token with a leading space in the usual BPE vocabularies.
 _WORDS = ("time", "year", "people", "way", "day", "man", "thing", "woman", "life", "child", "world",
@@ -119,9 +147,9 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float = DEFAUL
                     "prefix_key", "prefix_tokens"],
     }
     return {
-        "requests.jsonl": "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in export_rows(specs, tick_ms)),
+        "requests.jsonl": "".join(_json_text(row) for row in export_rows(specs, tick_ms)),
         "workload.json": workload_to_json(specs, units=True),
-        "export.json": json.dumps(meta, indent=2, ensure_ascii=False) + "\n",
+        "export.json": _json_text(meta, indent=2),
     }
 
 
@@ -231,12 +259,39 @@ def _names_and_priorities(n: int, workload, source: str, default_names):
             workload_sha256(specs))
 
 
-def _number(value, where: str, allow_none: bool = False):
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"{where}: must be a number, got {json.dumps(value)}")
-    return value
+def _seconds(value, where: str, low: float = -MAX_SECONDS, allow_none: bool = False):
+    """A time in seconds from a result file: finite, within ``[low, MAX_SECONDS]``; ``None`` only if allowed."""
+    if value is None and not allow_none:
+        raise InputError(f"{where}: missing or not a finite number of seconds")
+    return number_or_none(value, where, low, MAX_SECONDS)
+
+
+def _count(value, where: str) -> int:
+    """A whole token count from a result file (0..MAX_COUNT; 3.7 and -1 are refused, never coerced)."""
+    if value is None:
+        raise InputError(f"{where}: missing or not a finite number")
+    return count_or_none(value, where)
+
+
+def _not_before(later, earlier, where: str, field: str, other: str, meaning: str) -> None:
+    """Refuse ``later < earlier`` (two times of one request on one clock), naming both fields."""
+    if later is not None and earlier is not None and later < earlier:
+        raise InputError(f"{where}: field {field!r}: {later!r} is before {other} {earlier!r} ({meaning})")
+
+
+def _documents(text: str, source: str) -> list:
+    """The JSON values of ``text``: one document, or one per non-empty line (JSON lines).
+
+    NaN/Infinity decode as ``None`` (never a number); bad JSON or absurd nesting is an :class:`InputError`.
+    """
+    try:
+        return [json.loads(text, **NON_FINITE_AS_NONE)]
+    except json.JSONDecodeError:
+        pass
+    except RecursionError:
+        raise InputError(f"{source}: JSON nested too deeply") from None
+    return [parse_json(line, f"{source}: line {number}", non_finite_as_none=True)
+            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
 
 
 # --- import: vLLM serving benchmark --------------------------------------------------------------
@@ -249,17 +304,7 @@ _SCHEDULER_METADATA = {"scheduling_policy": "policy", "policy": "policy", "max_n
 
 
 def _vllm_runs(text: str, source: str) -> list[dict]:
-    try:
-        data = json.loads(text)
-        runs = [data]
-    except json.JSONDecodeError:
-        runs = []
-        for number, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    runs.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{source}: line {number}: not valid JSON ({exc.msg})") from None
+    runs = _documents(text, source)
     if not runs or not all(isinstance(run, dict) for run in runs):
         raise InputError(f"{source}: expected one JSON object per benchmark run")
     return runs
@@ -293,22 +338,21 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
         starts = run.get("start_times")
         if starts is None:
             missing["arrival"] = "no start_times (older vLLM): arrivals, order scores and makespan unknown"
-        origin = min((_number(s, f"{where}: field 'start_times'") for s in starts), default=0) if starts else None
+        origin = min((_seconds(s, f"{where}: field 'start_times'") for s in starts), default=0) if starts else None
         for i in range(n):
             at = f"{where}: request {i} ({names[i]})"
-            error = run["errors"][i]
+            error = need(run["errors"][i], str, f"{at}: field 'errors'", "a string (empty when it succeeded)",
+                         nullable=True)
             status = "error" if error else "ok"
-            emitted = int(_number(run["output_lens"][i], f"{at}: field 'output_lens'"))
-            prompt = int(_number(run["input_lens"][i], f"{at}: field 'input_lens'"))
+            emitted = _count(run["output_lens"][i], f"{at}: field 'output_lens'")
+            prompt = _count(run["input_lens"][i], f"{at}: field 'input_lens'")
             arrival = _ms(starts[i] - origin) if starts else None
             token_times = None
             if status == "ok":
-                gaps = run["itls"][i]
-                if not isinstance(gaps, list):
-                    raise InputError(f"{at}: field 'itls': must be a list of gaps in seconds")
-                offsets = [_number(run["ttfts"][i], f"{at}: field 'ttfts'")]
+                gaps = need(run["itls"][i], list, f"{at}: field 'itls'", "a list of gaps in seconds")
+                offsets = [_seconds(run["ttfts"][i], f"{at}: field 'ttfts'", low=0)]
                 for gap in gaps:
-                    offsets.append(offsets[-1] + _number(gap, f"{at}: field 'itls'"))
+                    offsets.append(offsets[-1] + _seconds(gap, f"{at}: field 'itls'", low=0))
                 # Without start_times the durations are still known (relative to send at 0), the
                 # absolute times are not.
                 token_times = [round((arrival or 0.0) + _ms(offset), 3) for offset in offsets]
@@ -335,12 +379,13 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
     if ok_done and arrivals:
         makespan = round(max(ok_done) - min(arrivals), 3)
     else:
-        makespan = _ms(run["duration"]) if isinstance(run.get("duration"), (int, float)) else None
-    expected = run.get("num_prompts") if isinstance(run.get("num_prompts"), int) else None
+        duration = _seconds(run.get("duration"), f"{where}: field 'duration'", low=0, allow_none=True)
+        makespan = None if duration is None else _ms(duration)
+    expected = count_or_none(run.get("num_prompts"), f"{where}: field 'num_prompts'")
     arrived = max(n, expected or 0, len(request_ids or []))
     row, missing = _summary(records, label, arrived, makespan, missing)
     if not detailed:
-        _from_aggregates(row, run, arrived, missing)
+        _from_aggregates(row, run, arrived, missing, where)
     metadata = {k: v for k, v in run.items() if k not in _DETAILED and not isinstance(v, (list, dict))
                 and k not in ("date",)}
     scheduler = {"policy": None}
@@ -364,7 +409,7 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
     return manifest, records, row
 
 
-def _from_aggregates(row: dict, run: dict, arrived: int, missing: dict) -> None:
+def _from_aggregates(row: dict, run: dict, arrived: int, missing: dict, where: str) -> None:
     """Without per-request lists: counts and throughput from the file's aggregates, no latency.
 
     The file's percentiles use linear interpolation, not the lab's nearest rank: they stay under
@@ -374,18 +419,19 @@ def _from_aggregates(row: dict, run: dict, arrived: int, missing: dict) -> None:
                 "priority_first_token_order_score", "priority_order_score"):
         row[key] = None
         missing[key] = "needs per-request lists (--save-detailed)"
-    completed, failed = run.get("completed"), run.get("failed")
-    if isinstance(completed, int) and arrived:
+    completed, failed = (count_or_none(run.get(key), f"{where}: field {key!r}") for key in ("completed", "failed"))
+    if completed is not None and completed > arrived:
+        raise InputError(f"{where}: field 'completed': {completed} requests completed but only {arrived} were sent")
+    if completed is not None and arrived:
         row.update(succeeded=completed, completion_rate=completed / arrived,
-                   error_rate=(arrived - completed) / arrived, failed=failed if isinstance(failed, int) else None)
+                   error_rate=(arrived - completed) / arrived, failed=failed)
     else:
         for key in ("succeeded", "completion_rate", "error_rate", "failed"):
             row[key] = None
             missing[key] = "no 'completed' count in the file"
-    tokens, rate = run.get("total_output_tokens"), run.get("output_throughput")
-    row.update(output_tokens=tokens if isinstance(tokens, int) else None,
-               throughput=rate if isinstance(rate, (int, float)) else None,
-               completed_output_tps=rate if isinstance(rate, (int, float)) else None)
+    tokens = count_or_none(run.get("total_output_tokens"), f"{where}: field 'total_output_tokens'")
+    rate = number_or_none(run.get("output_throughput"), f"{where}: field 'output_throughput'", low=0)
+    row.update(output_tokens=tokens, throughput=rate, completed_output_tps=rate)
     for key in ("output_tokens", "throughput", "completed_output_tps"):
         if row[key] is None:
             missing[key] = "not in the file"
@@ -409,7 +455,8 @@ def _settle_policy(scheduler: dict, policy: str | None, where: str) -> dict:
 def _manifest(fmt, source, label, sha, engine, measurement, scheduler, request_ids, arrived, per_request,
               run_failed, missing, reported) -> dict:
     return {
-        "tool": "infer-sched-lab", "version": __version__, "kind": "real", "format": fmt,
+        "tool": "infer-sched-lab", "version": __version__, "kind": "real", "simulated": False, "format": fmt,
+        "time_unit": "ms", "time_base": TIME_BASES[fmt],
         "source": f"{fmt}:{os.path.basename(source)}", "case": label, "workload_sha256": sha,
         "engine": engine, "measurement": measurement, "scheduler": scheduler,
         "request_ids": request_ids, "num_requests_expected": arrived, "per_request": per_request,
@@ -424,31 +471,18 @@ _JSONL_REQUIRED = ("request_id", "input_toks", "output_toks", "queued_ts")
 
 
 def import_request_jsonl(text: str, source: str, label: str = "real", workload=None, policy: str | None = None,
-                         meta: dict | None = None) -> tuple[dict, list[dict], dict]:
+                         meta: dict | None = None, meta_source: str = "meta.json") -> tuple[dict, list[dict], dict]:
     """Normalise per-request JSONL (formats.md, LLMServingSim's vLLM harness) to ``(manifest, records, row)``.
 
     Every time comes from the monotonic ``*_ts`` clock relative to the earliest ``queued_ts``;
-    ``arrival_time`` (epoch) is never subtracted from it. ``meta`` is the decoded ``meta.json``.
+    ``arrival_time`` (epoch) is never subtracted from it. ``meta`` is the decoded ``meta.json``
+    (read from ``meta_source``). A line whose times are out of order (e.g. a first token before
+    ``queued_ts``: a negative TTFT), whose counts are negative or fractional, or whose numbers are
+    not finite is refused with :class:`~sched.cmdline.InputError` naming the line and field.
     """
-    lines = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source}: line {number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(raw, dict):
-            raise InputError(f"{source}: line {number}: must be a JSON object")
-        for key in _JSONL_REQUIRED:
-            if key not in raw:
-                raise InputError(f"{source}: line {number}: field {key!r}: missing")
-        where = f"{source}: line {number} ({raw['request_id']})"
-        for key in ("input_toks", "output_toks", "queued_ts"):
-            _number(raw[key], f"{where}: field {key!r}")
-        for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
-            _number(raw.get(key), f"{where}: field {key!r}", allow_none=True)
-        lines.append(raw)
+    meta = _check_meta(meta, meta_source)
+    lines = [_request_line(parse_json(line, f"{source}: line {number}", non_finite_as_none=True), source, number)
+             for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise InputError(f"{source}: no request lines")
     ids = [str(raw["request_id"]) for raw in lines]
@@ -460,15 +494,15 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
         times = {key: None if raw.get(key) is None else _ms(raw[key] - origin)
                  for key in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")}
         status = "ok" if times["first_token_ts"] is not None and times["last_token_ts"] is not None else "unfinished"
-        emitted = int(raw["output_toks"]) if status == "ok" else None
+        emitted = raw["output_toks"] if status == "ok" else None
         record = _record(label, name, priority, times["queued_ts"], times["scheduled_ts"], times["first_token_ts"],
-                         times["last_token_ts"], status, int(raw["input_toks"]), emitted, None)
+                         times["last_token_ts"], status, raw["input_toks"], emitted, None)
         if name != str(raw["request_id"]):
             record["source_id"] = str(raw["request_id"])
         records.append(record)
     if any(r["admitted_at"] is None for r in records if r["status"] == "ok"):
         missing["queue_wait"] = "some requests lack scheduled_ts"
-    arrived = max(len(lines), int((meta or {}).get("num_requests") or 0))
+    arrived = max(len(lines), (meta or {}).get("num_requests") or 0)
     done = [r["done_at"] for r in records if r["done_at"] is not None]
     makespan = round(max(done) - min(r["arrival"] for r in records), 3) if done else None
     row, missing = _summary(records, label, arrived, makespan, missing)
@@ -482,6 +516,46 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     return manifest, records, row
 
 
+def _request_line(raw, source: str, number: int) -> dict:
+    """One checked line of request JSONL: counts whole and non-negative, times finite and in order
+    (queued <= scheduled <= first token <= last token on the monotonic clock), with counts as ints."""
+    need(raw, dict, f"{source}: line {number}", "a JSON object")
+    for key in _JSONL_REQUIRED:
+        if key not in raw:
+            raise InputError(f"{source}: line {number}: field {key!r}: missing")
+    need(raw["request_id"], (str, int), f"{source}: line {number}: field 'request_id'", "a string or an integer")
+    where = f"{source}: line {number} ({raw['request_id']})"
+    line = dict(raw)
+    for key in ("input_toks", "output_toks"):
+        line[key] = _count(raw[key], f"{where}: field {key!r}")
+    _seconds(raw["queued_ts"], f"{where}: field 'queued_ts'")
+    for key in ("scheduled_ts", "first_token_ts", "last_token_ts"):
+        _seconds(raw.get(key), f"{where}: field {key!r}", allow_none=True)
+    queued, scheduled, first, last = (raw.get(k) for k in ("queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"))
+    _not_before(scheduled, queued, where, "scheduled_ts", "queued_ts", "a negative queue wait")
+    _not_before(first, queued, where, "first_token_ts", "queued_ts", "a negative TTFT")
+    _not_before(first, scheduled, where, "first_token_ts", "scheduled_ts", "a first token before admission")
+    _not_before(last, first, where, "last_token_ts", "first_token_ts", "a request ending before its first token")
+    return line
+
+
+_META_OBJECTS = ("resolved_config", "engine_kwargs", "kv_cache", "hardware")
+
+
+def _check_meta(meta, source: str) -> dict | None:
+    """``meta.json`` checked at the boundary: an object whose sections are objects (or absent) and
+    whose ``num_requests`` is a whole count. Returns it with ``num_requests`` as an int."""
+    if meta is None:
+        return None
+    need(meta, dict, source, "a JSON object")
+    for key in _META_OBJECTS:
+        need(meta.get(key), dict, f"{source}: field {key!r}", "an object", nullable=True)
+    for key in ("model_config", "scheduler_config"):
+        need((meta.get("resolved_config") or {}).get(key), dict, f"{source}: field 'resolved_config.{key}'",
+             "an object", nullable=True)
+    return dict(meta, num_requests=count_or_none(meta.get("num_requests"), f"{source}: field 'num_requests'"))
+
+
 def _from_meta(meta: dict | None, missing: dict) -> tuple[dict, dict, dict]:
     """Engine identity, scheduler settings and measurement settings from LLMServingSim's meta.json."""
     if not meta:
@@ -491,11 +565,10 @@ def _from_meta(meta: dict | None, missing: dict) -> tuple[dict, dict, dict]:
     resolved = meta.get("resolved_config") or {}
     model_config = resolved.get("model_config") or {}
     scheduler_config = resolved.get("scheduler_config") or {}
-    kwargs = meta.get("engine_kwargs") or {}
-    kv = meta.get("kv_cache") or {}
+    kwargs, kv, hardware = (meta.get(key) or {} for key in ("engine_kwargs", "kv_cache", "hardware"))
     engine = {"backend": "vllm" if "vllm_version" in meta else None, "model": meta.get("model"),
               "revision": model_config.get("revision"), "engine_version": meta.get("vllm_version"),
-              "device": (meta.get("hardware") or {}).get("device_name")}
+              "device": hardware.get("device_name")}
     for key, value in engine.items():
         if value is None:
             missing[f"engine.{key}"] = "not in meta.json"
@@ -516,12 +589,19 @@ def _tidy(row: dict) -> dict:
 
 def render_import(manifest: dict, records: list[dict], row: dict) -> dict[str, str]:
     """The files of a normalised real run directory by name (``compare`` reads them)."""
-    summary = {"units": REAL_UNITS, "percentiles": "nearest rank", "cases": [_tidy(row)]}
+    summary = {"units": REAL_UNITS, "time_unit": "ms", "field_units": REAL_SUMMARY_UNITS,
+               "percentiles": "nearest rank", "cases": [_tidy(row)]}
     return {
-        "manifest.json": json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
-        "summary.json": json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
-        "requests.jsonl": "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+        "manifest.json": _json_text(manifest, indent=2),
+        "summary.json": _json_text(summary, indent=2),
+        "requests.jsonl": "".join(_json_text(r) for r in records),
     }
+
+
+def _json_text(value, indent: int | None = None) -> str:
+    """One JSON document and a newline; never NaN or Infinity (strict JSON), never lone surrogates
+    (ASCII escapes keep any text writable)."""
+    return json.dumps(value, indent=indent, allow_nan=False) + "\n"
 
 
 # --- subcommands ---------------------------------------------------------------------------------
@@ -540,9 +620,54 @@ def _tick_ms(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"must be a positive number of milliseconds, got {text!r}")
+    if not 0 < value <= MAX_TICK_MS:
+        raise argparse.ArgumentTypeError(f"must be a number of milliseconds above 0 and at most {MAX_TICK_MS:g} "
+                                         f"(one hour), got {text!r}")
     return value
+
+
+def _directory_arg(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must name a directory, got an empty path")
+    return text
+
+
+def _kind_of(directory: str) -> str | None:
+    """What ``directory`` already holds: ``"real"`` (an import), ``"simulated"`` (a lab run),
+    ``"export"``, ``"unknown run"`` (an unreadable manifest.json) or ``None`` (none of those)."""
+    manifest, export = os.path.join(directory, "manifest.json"), os.path.join(directory, "export.json")
+    if os.path.isfile(manifest):
+        try:
+            with open(manifest, encoding="utf-8") as handle:
+                data = _json_or_none(handle.read())
+        except (OSError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict):
+            return "unknown run"
+        return "real" if data.get("kind") == "real" else "simulated"
+    return "export" if os.path.isfile(export) else None
+
+
+def _refuse_other_kind(directory: str, kind: str, flag: str) -> None:
+    """Refuse to write a ``kind`` directory over one holding another kind of run, even with --force:
+    replacing only some files would leave a mixed directory that no command can read correctly."""
+    found = _kind_of(directory) if os.path.isdir(directory) else None
+    if found not in (None, kind):
+        own = {"real": "an earlier import", "export": "an earlier export"}[kind]
+        raise InputError(f"{directory}: already holds files of another kind ({found}); {flag} writes only into "
+                         f"a new or empty directory or, with --force, {own} (--force does not change that)")
+
+
+def _check_text_fields(specs: list[RequestSpec], source: str) -> None:
+    """Names and prefix keys must be writable text (UTF-8): a lone surrogate such as ``\\udc80`` is refused."""
+    for index, spec in enumerate(specs):
+        for field in ("name", "prefix_key"):
+            value = getattr(spec, field)
+            try:
+                (value or "").encode("utf-8")
+            except UnicodeEncodeError:
+                raise InputError(f"{source}: request {index}: field {field!r}: not valid text "
+                                 f"(a lone surrogate such as {value!a})") from None
 
 
 def _export(argv: list[str]) -> int:
@@ -553,9 +678,11 @@ def _export(argv: list[str]) -> int:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), help="built-in workload (default baseline)")
     source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
-    parser.add_argument("--out", metavar="DIR", required=True, help="directory to write (new or empty unless --force)")
+    parser.add_argument("--out", metavar="DIR", required=True, type=_directory_arg,
+                        help="directory to write (new or empty unless --force)")
     parser.add_argument("--tick-ms", type=_tick_ms, default=DEFAULT_TICK_MS, metavar="MS",
-                        help=f"milliseconds per tick for send offsets (default {DEFAULT_TICK_MS:g})")
+                        help=f"milliseconds per tick for send offsets, above 0 and at most {MAX_TICK_MS:g} "
+                             f"(default {DEFAULT_TICK_MS:g})")
     parser.add_argument("--force", action="store_true", help="replace the export's own files in DIR")
     args = parser.parse_args(argv)
     if args.workload:
@@ -564,6 +691,8 @@ def _export(argv: list[str]) -> int:
     else:
         name = args.scenario or "baseline"
         specs, origin = scenario(name), f"scenario:{name}"
+    _check_text_fields(specs, args.workload or origin)
+    _refuse_other_kind(args.out, "export", "export")
     files = render_export(specs, origin, args.tick_ms)
     write_artifacts(files, args.out, force=args.force)
     print(f"exported {len(specs)} requests to {args.out}/ ({', '.join(files)}); tick = {args.tick_ms:g} ms")
@@ -575,7 +704,8 @@ def _import(argv: list[str]) -> int:
                         description="Import a real engine's per-request results into a normalised run "
                                     "directory that compare accepts (compare.md §4). Times in ms.")
     parser.add_argument("file", metavar="FILE", help="the result file")
-    parser.add_argument("--artifacts", metavar="DIR", required=True, help="directory to write")
+    parser.add_argument("--artifacts", metavar="DIR", required=True, type=_directory_arg,
+                        help="directory to write (new or empty; with --force, an earlier import)")
     parser.add_argument("--format", choices=("auto", "vllm-bench", "request-jsonl"), default="auto",
                         help="input format (default auto: detected from the first record)")
     parser.add_argument("--workload", metavar="FILE",
@@ -603,11 +733,12 @@ def _import(argv: list[str]) -> int:
         if args.meta or os.path.exists(meta_path):
             try:
                 with open(meta_path, encoding="utf-8") as handle:
-                    meta = json.load(handle)
-            except (OSError, ValueError) as exc:
+                    meta = parse_json(handle.read(), meta_path, non_finite_as_none=True)
+            except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{meta_path}: cannot read meta.json ({exc})") from None
-        result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta)
+        result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
+    _refuse_other_kind(args.artifacts, "real", "import-results")
     write_artifacts(render_import(*result), args.artifacts, force=args.force)
     print(f"imported {len(records)} requests ({row['succeeded']} ok of {row['arrived']} arrived) from "
           f"{os.path.basename(args.file)} as {fmt} into {args.artifacts}/")
@@ -622,17 +753,20 @@ def _show(value) -> str:
     return "NA" if value is None else f"{value:.1f}"
 
 
+def _json_or_none(text: str):
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, RecursionError):
+        return None
+
+
 def _detect(text: str, source: str) -> str:
     first = next((line for line in text.splitlines() if line.strip()), "")
-    try:
-        head = json.loads(first)
-    except json.JSONDecodeError:
-        head = None
+    head = _json_or_none(first)
     if head is None:
-        try:
-            head = json.loads(text)
-        except json.JSONDecodeError:
-            raise InputError(f"{source}: neither JSON nor JSON lines; cannot detect the format") from None
+        head = _json_or_none(text)
+    if head is None:
+        raise InputError(f"{source}: neither JSON nor JSON lines; cannot detect the format")
     if isinstance(head, dict) and "queued_ts" in head:
         return "request-jsonl"
     if isinstance(head, dict) and ("ttfts" in head or "backend" in head or "num_prompts" in head):

@@ -28,6 +28,14 @@ class RunsMixin:
     def compare_cli(self, *args):
         return run_cli(["compare", *args])
 
+    def work_in_temp_dir(self) -> str:
+        """Make a fresh temporary directory the current one for this test (compare writes ./decision.json)."""
+        work = os.path.join(self.base, "work")
+        os.makedirs(work, exist_ok=True)
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(work)
+        return work
+
 
 class ContractTest(RunsMixin, unittest.TestCase):
     def test_same_workload_and_one_change_is_comparable(self):
@@ -47,7 +55,7 @@ class ContractTest(RunsMixin, unittest.TestCase):
         table = [
             # (candidate, declared change, words expected in the problems)
             ((run, "continuous"), None, ["differ in no scheduler setting"]),
-            ((run, "continuous+APC+chunk32"), None, ["more than one scheduler setting: apc, chunk_tokens"]),
+            ((run, "continuous+APC+chunk32"), None, ["more than one scheduler setting (2): apc, chunk_tokens"]),
             ((run, "continuous+APC"), "policy", ["declared change policy but the sides differ in apc"]),
             ((self.run_dir("baseline-prio", "--policy", "priority"), "continuous"), None,
              ["fixed condition workload_sha256 differs"]),
@@ -137,9 +145,10 @@ class DecisionTest(RunsMixin, unittest.TestCase):
         """continuous, fcfs -> priority (values read off the two summaries, recomputed here):
         P95 TTFT 44 -> 43, throughput 160/69 -> 160/68, order score 13/64 -> 1/2 (gain 0.297),
         batch P95 E2E 59 -> 58: every gate passes."""
+        work = self.work_in_temp_dir()
         code, out, err = self.compare_cli(self.pm("fcfs"), self.pm("priority"), "--case", "continuous")
         self.assertEqual(code, 0, err)
-        record = json.loads(read(os.path.join(self.pm("priority"), "decision.json")))
+        record = json.loads(read(os.path.join(work, "decision.json")))
         self.assertEqual(record["decision"], "accept")
         self.assertTrue(record["priority_experiment"])
         gates = {g["gate"]: g for g in record["gates"]}
@@ -153,10 +162,11 @@ class DecisionTest(RunsMixin, unittest.TestCase):
 
     def test_tune_when_only_some_gates_pass(self):
         run = self.pm("fcfs")
+        out_path = os.path.join(self.base, "tune.json")
         code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case", "continuous+APC",
-                                        "--min-throughput-gain", "0.5")
+                                        "--min-throughput-gain", "0.5", "--out", out_path)
         self.assertEqual(code, 0)
-        record = json.loads(read(os.path.join(run, "decision.json")))
+        record = json.loads(read(out_path))
         self.assertEqual(record["decision"], "tune")
         self.assertEqual([g["gate"] for g in record["gates"] if g["passed"] is False], ["throughput gain"])
         self.assertIn("FAIL    throughput gain", out)
@@ -207,11 +217,43 @@ class DecisionTest(RunsMixin, unittest.TestCase):
         self.assertEqual(record["decision"], "tune")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 class CompareCliTest(RunsMixin, unittest.TestCase):
+    def test_default_out_is_the_current_directory_never_a_run(self):
+        """compare must not write into a run (or reference) directory unless told to: by default
+        decision.json lands in the current directory and both run directories stay as they were."""
+        runs = [self.pm("fcfs"), self.pm("priority")]
+        before = [sorted(os.listdir(run)) for run in runs]
+        work = self.work_in_temp_dir()
+        code, out, err = self.compare_cli(*runs, "--case", "continuous")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([sorted(os.listdir(run)) for run in runs], before)
+        self.assertEqual(os.listdir(work), ["decision.json"])
+        self.assertIn("wrote decision.json", out)
+
+    def test_default_out_refused_inside_a_run_directory(self):
+        """Working inside a run directory (e.g. cd expected/baseline): the default ./decision.json
+        would land in the run, so it is refused; an explicit --out there is the user's choice."""
+        runs = [self.pm("fcfs"), self.pm("priority")]
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(runs[1])
+        code, _, err = self.compare_cli(*runs, "--case", "continuous")
+        self.assertEqual(code, 2)
+        self.assertIn("the current directory holds a run", err)
+        self.assertFalse(os.path.exists(os.path.join(runs[1], "decision.json")))
+        self.assertEqual(self.compare_cli(*runs, "--case", "continuous", "--out", "decision.json")[0], 0)
+        self.assertTrue(os.path.exists(os.path.join(runs[1], "decision.json")))
+
     def test_refuses_to_overwrite_decision_without_force(self):
         args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
+        work = self.work_in_temp_dir()
         self.assertEqual(self.compare_cli(*args)[0], 0)
-        path = os.path.join(self.pm("priority"), "decision.json")
+        path = os.path.join(work, "decision.json")
         first = read(path)
         code, _, err = self.compare_cli(*args, "--min-fairness", "0.5")
         self.assertEqual(code, 2)
@@ -219,7 +261,8 @@ class CompareCliTest(RunsMixin, unittest.TestCase):
         self.assertEqual(read(path), first)
         self.assertEqual(self.compare_cli(*args, "--min-fairness", "0.5", "--force")[0], 0)
         self.assertEqual(json.loads(read(path))["decision"], "tune")   # fairness 0 < 0.5
-        self.assertEqual([n for n in os.listdir(self.pm("priority")) if n.endswith(".tmp")], [])
+        self.assertEqual(os.listdir(work), ["decision.json"])          # no temporary file left
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o666 & ~_umask())   # not a private 0600 file
 
     def test_unusable_input_exits_2_with_one_line(self):
         run = self.pm("fcfs")
@@ -241,3 +284,142 @@ class CompareCliTest(RunsMixin, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BadRunFilesTest(RunsMixin, unittest.TestCase):
+    """A run directory edited by hand: every malformed value is exit 2 with one line naming the
+    file, the case/line/request and the field (never exit 3, an internal error)."""
+
+    def copy_with(self, filename, edit, policy="fcfs"):
+        """A copy of a priority-mix run whose ``filename`` text passes through ``edit``."""
+        source = self.pm(policy)
+        target = os.path.join(self.base, f"bad-{len(os.listdir(self.base))}")
+        os.mkdir(target)
+        for name in os.listdir(source):
+            text = read(os.path.join(source, name))
+            with open(os.path.join(target, name), "w", encoding="utf-8") as handle:
+                handle.write(edit(text) if name == filename else text)
+        return target
+
+    def json_edit(self, change):
+        def edit(text):
+            data = json.loads(text)
+            change(data)
+            return json.dumps(data)
+        return edit
+
+    def lines_edit(self, change):
+        def edit(text):
+            lines = [json.loads(line) for line in text.splitlines()]
+            change(lines)
+            return "".join(json.dumps(line) + "\n" for line in lines)
+        return edit
+
+    def test_malformed_values_exit_2_naming_the_field(self):
+        def first_case(key, value):
+            return self.json_edit(lambda d: d["cases"][0].__setitem__(key, value))
+        table = [
+            ("summary.json", first_case("case", 7), "cases[0]: field 'case': must be a string"),
+            ("summary.json", self.json_edit(lambda d: d["cases"][1].__setitem__("p95_ttft", "fast")),
+             "case 'continuous': field 'p95_ttft': must be a finite number, got \"fast\""),
+            ("summary.json", lambda text: "[" * 100_000 + "]" * 100_000, "JSON nested too deeply"),
+            ("manifest.json", self.json_edit(lambda d: d.__setitem__("config", [1])), "field 'config': must be an object"),
+            ("manifest.json", lambda text: "[1, 2]", "manifest.json: must be a JSON object"),
+            ("workload.json", self.json_edit(lambda d: d["requests"][3].__setitem__("priority", "high")),
+             "request 3 (B3): field 'priority': must be an integer"),
+            ("requests.jsonl", self.lines_edit(lambda rows: rows[2].__setitem__("e2e", "x")),
+             "requests.jsonl: line 3: field 'e2e': must be a finite number"),
+            ("requests.jsonl", self.lines_edit(lambda rows: rows[0].__setitem__("name", 5)),
+             "requests.jsonl: line 1: field 'name': must be a string"),
+        ]
+        candidate = self.pm("priority")
+        for filename, edit, words in table:
+            with self.subTest(file=filename, words=words):
+                bad = self.copy_with(filename, edit)
+                for pair in ([bad, candidate], [candidate, bad]):
+                    code, out, err = self.compare_cli(*pair, "--case", "continuous", "--out",
+                                                      os.path.join(self.base, "never.json"))
+                    self.assertEqual(code, 2, err)
+                    self.assertIn(words, err)
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertFalse(os.path.exists(os.path.join(self.base, "never.json")))
+
+    def test_nan_metric_is_missing_evidence_never_a_number(self):
+        """The candidate's P95 TTFT is NaN (written as the JSON constant NaN): it reads as missing,
+        the decision is tune and decision.json holds valid JSON with no NaN anywhere."""
+        bad = self.copy_with("summary.json", self.json_edit(lambda d: d["cases"][1].__setitem__("p95_ttft", float("nan"))),
+                             policy="priority")
+        self.assertIn('"p95_ttft": NaN', read(os.path.join(bad, "summary.json")))
+        out = os.path.join(self.base, "nan.json")
+        code, _, err = self.compare_cli(self.pm("fcfs"), bad, "--case", "continuous", "--out", out)
+        self.assertEqual(code, 0, err)
+        text = read(out)
+        self.assertNotIn("NaN", text)
+        record = json.loads(text, parse_constant=lambda name: self.fail(f"{name} in decision.json"))
+        self.assertEqual(record["decision"], "tune")
+        self.assertIn("candidate: p95_ttft missing", record["missing_evidence"])
+        self.assertIsNone(record["deltas"]["p95_ttft"])
+
+
+class ContractRecordTest(RunsMixin, unittest.TestCase):
+    def test_two_scheduler_changes_are_mismatches_not_only_changes(self):
+        """continuous vs continuous+APC+chunk32 differ in apc and chunk_tokens: the record must say
+        so in mismatches (kind 'scheduler setting') and num_scheduler_changes, not hide it."""
+        run = self.pm("fcfs")
+        contract = check_contract(load_side(run, "continuous"), load_side(run, "continuous+APC+chunk32"))
+        self.assertFalse(contract["ok"])
+        self.assertEqual(contract["num_scheduler_changes"], 2)
+        self.assertEqual([(m["field"], m["kind"]) for m in contract["mismatches"]],
+                         [("apc", "scheduler setting"), ("chunk_tokens", "scheduler setting")])
+        self.assertIsNone(contract["change"])
+
+    def test_change_is_inferred_or_declared(self):
+        run = self.pm("fcfs")
+        sides = load_side(run, "continuous"), load_side(run, "continuous+APC")
+        inferred, declared = check_contract(*sides), check_contract(*sides, declared="apc")
+        self.assertEqual((inferred["change_inferred"], inferred["declared_change"]), (True, None))
+        self.assertEqual((declared["change_inferred"], declared["declared_change"]), (False, "apc"))
+        self.assertEqual(inferred["mismatches"], [])
+        wrong = check_contract(*sides, declared="policy")
+        self.assertEqual([(m["field"], m["kind"]) for m in wrong["mismatches"]], [("apc", "scheduler setting")])
+        code, out, _ = self.compare_cli(run, "--baseline-case", "continuous", "--candidate-case", "continuous+APC",
+                                        "--out", os.path.join(self.base, "d.json"))
+        self.assertIn("one change (inferred, no --change given): apc", out)
+
+
+class CompareOutTest(RunsMixin, unittest.TestCase):
+    def test_unusable_out_paths_name_the_path_given(self):
+        """A missing directory, a path under a file and a directory: one line naming the --out
+        path as given (never the temporary file), exit 2, nothing written."""
+        a_file = os.path.join(self.base, "plain.txt")
+        with open(a_file, "w", encoding="utf-8") as handle:
+            handle.write("x")
+        table = [
+            (os.path.join(self.base, "nowhere", "d.json"), "does not exist"),
+            (os.path.join(a_file, "d.json"), "is not a directory"),
+            (self.base, "is a directory"),
+            ("", "output path is empty"),
+        ]
+        args = [self.pm("fcfs"), self.pm("priority"), "--case", "continuous"]
+        for path, words in table:
+            with self.subTest(path=path):
+                code, _, err = self.compare_cli(*args, "--out", path)
+                self.assertEqual(code, 2)
+                self.assertIn(words, err)
+                self.assertIn(f"error: {path}: " if path else "error: the output path", err)
+                self.assertNotIn(".tmp", err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertEqual(sorted(os.listdir(self.base)), ["plain.txt", "pm-fcfs", "pm-priority"])
+
+
+class UndecodableNameTest(RunsMixin, unittest.TestCase):
+    def test_run_directory_name_with_a_non_utf8_byte(self):
+        """A directory named with byte 0xff (Python: the lone surrogate \\udcff) ends up in the
+        labels; decision.json must still be written (as an ASCII escape), exit 0, not 3."""
+        odd = self.run_dir("pm\udcff", "--scenario", "priority-mix")
+        out = os.path.join(self.base, "d.json")
+        code, text, err = self.compare_cli(odd, self.pm("priority"), "--case", "continuous", "--out", out)
+        self.assertEqual(code, 0, err)
+        record = json.loads(read(out))
+        self.assertEqual(record["baseline"], "pm\udcff#continuous")
+        self.assertIn("pm\\udcff#continuous", text)

@@ -162,7 +162,8 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
         continuous case waits only when every slot is taken."""
         svg = read(os.path.join(EXPECTED, "baseline", "timeline.svg"))
         self.assertIn("<title>S1 in static: waiting: static batch still running, ticks 1–31 (31 ticks)</title>", svg)
-        self.assertIn("<title>S7 in continuous+APC+chunk32: waiting: no free slot, ticks 12–38 (27 ticks)</title>", svg)
+        self.assertIn("<title>S7 in continuous+APC+chunk32: waiting: no free slot, ticks 12–38 (27 ticks)</title>",
+                      svg)
         self.assertNotIn("static: waiting: no free slot", svg)
         self.assertNotIn("waiting (no slot)", svg)
         self.assertIn(">waiting: no slot / static batch</text>", svg)

@@ -246,9 +246,10 @@ class RealCompareTest(RealrunMixin, unittest.TestCase):
             self.assertEqual(run_cli(["--scenario", "priority-mix", "--policy", policy, "--artifacts", sim[policy]])[0], 0)
         baseline = self.imported("rf", self.fake_bench(sim["fcfs"], "fcfs"))
         candidate = self.imported("rp", self.fake_bench(sim["priority"], "priority", drop=("B7",)))
-        code, out, err = run_cli(["compare", baseline, candidate])
+        decision = os.path.join(self.base, "decision.json")
+        code, out, err = run_cli(["compare", baseline, candidate, "--out", decision])
         self.assertEqual(code, 0, err)
-        record = json.loads(read(os.path.join(candidate, "decision.json")))
+        record = json.loads(read(decision))
         self.assertEqual(record["decision"], "reject")
         self.assertEqual(record["evidence"]["candidate"]["num_lost"], 1)
         self.assertIn("candidate: 1 arrived request(s) lost (ids unknown)", record["hard_failures"])
@@ -257,3 +258,209 @@ class RealCompareTest(RealrunMixin, unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ImportRefusesImpossibleValuesTest(RealrunMixin, unittest.TestCase):
+    """Impossible or malformed values are refused with exit 2 and one line naming the file, the
+    line or request and the field; nothing is written, nothing is coerced (3.7 is not 3)."""
+
+    def excerpt_lines(self):
+        return [json.loads(line) for line in read(os.path.join(EXCERPT, "requests.jsonl")).splitlines()[:3]]
+
+    def refused(self, name, text, words, *args, filename="bench.json"):
+        source = self.write(name + "-" + filename, text)
+        out = os.path.join(self.base, "out-" + name)
+        code, _, err = run_cli(["import-results", source, "--artifacts", out, *args])
+        self.assertEqual(code, 2, err)
+        self.assertIn(words, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertFalse(os.path.exists(out))
+
+    def test_request_jsonl_values(self):
+        """bench-1 (line 2) of the excerpt: queued_ts 27537.047603549; a first token one second
+        earlier would be a TTFT of -1000 ms."""
+        table = [
+            ("first_token_ts", 27536.047603549, "line 2 (bench-1): field 'first_token_ts'", "negative TTFT"),
+            ("scheduled_ts", 27537.0, "line 2 (bench-1): field 'scheduled_ts'", "negative queue wait"),
+            ("last_token_ts", 27537.1, "line 2 (bench-1): field 'last_token_ts'", "before its first token"),
+            ("output_toks", -1, "line 2 (bench-1): field 'output_toks'", "between 0 and"),
+            ("output_toks", 3.7, "line 2 (bench-1): field 'output_toks'", "whole number, got 3.7"),
+            ("output_toks", 1e300, "line 2 (bench-1): field 'output_toks'", "between 0 and"),
+            ("input_toks", "many", "line 2 (bench-1): field 'input_toks'", "finite number"),
+            ("queued_ts", 1e308, "line 2 (bench-1): field 'queued_ts'", "between"),
+            ("queued_ts", -1e308, "line 2 (bench-1): field 'queued_ts'", "between"),
+            ("request_id", [1], "line 2: field 'request_id'", "a string or an integer"),
+        ]
+        for field, value, where, words in table:
+            with self.subTest(field=field, value=value):
+                lines = self.excerpt_lines()
+                lines[1][field] = value
+                text = "".join(json.dumps(line) + "\n" for line in lines)
+                self.refused(f"{field}-{value}", text, where, "--policy", "fcfs", filename="requests.jsonl")
+                self.refused(f"{field}-{value}-again", text, words, "--policy", "fcfs", filename="requests.jsonl")
+
+    def test_meta_json_shapes(self):
+        text = "".join(json.dumps(line) + "\n" for line in self.excerpt_lines())
+        table = [
+            ("[1, 2]", "meta.json: must be a JSON object"),
+            ('{"num_requests": "many"}', "meta.json: field 'num_requests'"),
+            ('{"num_requests": 2.5}', "meta.json: field 'num_requests': must be a whole number"),
+            ('{"hardware": 5}', "meta.json: field 'hardware': must be an object"),
+            ('{"resolved_config": "x"}', "meta.json: field 'resolved_config': must be an object"),
+            ("[" * 100_000 + "]" * 100_000, "meta.json: JSON nested too deeply"),
+        ]
+        for meta, words in table:
+            with self.subTest(meta=meta[:30]):
+                path = self.write("meta.json", meta)
+                self.refused("meta", text, words, "--meta", path, filename="requests.jsonl")
+
+    def test_vllm_bench_values(self):
+        table = [
+            (vllm_run(ttfts=[1e308, 0.2, 0.0, 0.3]), "request 0 (r0): field 'ttfts'"),
+            (vllm_run(ttfts=[-0.1, 0.2, 0.0, 0.3]), "request 0 (r0): field 'ttfts': must be between 0"),
+            (vllm_run(itls=[[0.05, -0.15], [0.1], [], []]), "request 0 (r0): field 'itls'"),
+            (vllm_run(output_lens=[3.7, 2, 0, 1]), "request 0 (r0): field 'output_lens': must be a whole number"),
+            (vllm_run(output_lens=[3, -2, 0, 1]), "request 1 (r1): field 'output_lens'"),
+            (vllm_run(output_lens=[3, 1e300, 0, 1]), "request 1 (r1): field 'output_lens'"),
+            (vllm_run(start_times=[100.0, 1e308, 100.6, 101.0]), "field 'start_times'"),
+            (vllm_run(errors=["", 5, "", ""]), "request 1 (r1): field 'errors'"),
+            (vllm_run(num_prompts="four"), "field 'num_prompts'"),
+        ]
+        for index, (run, words) in enumerate(table):
+            with self.subTest(words=words):
+                self.refused(f"v{index}", json.dumps(run), words)
+        aggregate = {k: v for k, v in vllm_run().items() if k not in ("input_lens", "ttfts")}
+        for key, value in (("completed", "3"), ("completed", 9), ("output_throughput", -1), ("duration", "long")):
+            with self.subTest(aggregate=key, value=value):
+                self.refused(f"agg-{key}-{value}", json.dumps(dict(aggregate, **{key: value})), f"field {key!r}")
+        self.refused("nested", "[" * 100_000 + "]" * 100_000, "nested too deeply", "--format", "vllm-bench")
+
+
+class ImportedRunShapeTest(RealrunMixin, unittest.TestCase):
+    def test_units_and_kind_are_explicit(self):
+        """An imported run says it is not simulated and gives every summary column's unit: ms and
+        output tokens per second, never the simulator's ticks."""
+        out = self.imported("v", json.dumps(vllm_run()))
+        manifest = json.loads(read(os.path.join(out, "manifest.json")))
+        self.assertEqual((manifest["kind"], manifest["simulated"], manifest["time_unit"], manifest["time_base"]),
+                         ("real", False, "ms", "client send time"))
+        summary = json.loads(read(os.path.join(out, "summary.json")))
+        units = summary["field_units"]
+        self.assertEqual(units["p95_ttft"], "ms")
+        self.assertTrue(units["completed_output_tps"].startswith("output tokens per second"))
+        self.assertTrue(units["throughput"].startswith("output tokens per second"))
+        self.assertEqual(set(summary["cases"][0]) - {"case", "missing"} - set(units), set())
+        self.assertNotIn("tick", json.dumps(units))
+
+    def test_force_never_mixes_an_import_into_another_kind_of_run(self):
+        """--force may replace an earlier import, never a simulated run or an export (the directory
+        would hold both kinds of files)."""
+        sim = os.path.join(self.base, "sim")
+        self.assertEqual(run_cli(["--scenario", "priority-mix", "--artifacts", sim])[0], 0)
+        exported = os.path.join(self.base, "exp")
+        self.assertEqual(run_cli(["export", "--out", exported])[0], 0)
+        source = self.write("bench.json", json.dumps(vllm_run()))
+        for target in (sim, exported):
+            with self.subTest(target=os.path.basename(target)):
+                before = {name: read(os.path.join(target, name)) for name in os.listdir(target)}
+                code, _, err = run_cli(["import-results", source, "--artifacts", target, "--force"])
+                self.assertEqual(code, 2)
+                self.assertIn("already holds files of another kind", err)
+                self.assertEqual({name: read(os.path.join(target, name)) for name in os.listdir(target)}, before)
+        code, _, err = run_cli(["export", "--out", sim, "--force"])
+        self.assertEqual(code, 2)
+        self.assertIn("already holds files of another kind (simulated)", err)
+        again = self.imported("again", json.dumps(vllm_run()))
+        self.assertEqual(run_cli(["import-results", source, "--artifacts", again, "--force"])[0], 0)
+
+
+class ExportBoundsTest(RealrunMixin, unittest.TestCase):
+    def test_tick_ms_and_out_are_bounded(self):
+        out = os.path.join(self.base, "exp")
+        for tick in ("1e308", "inf", "nan", "0", "-5", "3600000.5"):
+            with self.subTest(tick_ms=tick):
+                code, _, err = run_cli(["export", "--out", out, "--tick-ms", tick])
+                self.assertEqual(code, 2)
+                self.assertIn("--tick-ms", err)
+                self.assertFalse(os.path.exists(out))
+        code, _, err = run_cli(["export", "--out", ""])
+        self.assertEqual(code, 2)
+        self.assertIn("--out: must name a directory", err)
+        # The bound itself works: B7 arrives at tick 10 -> 10 x 3,600,000 ms = 36,000 s, valid JSON.
+        self.assertEqual(run_cli(["export", "--scenario", "priority-mix", "--out", out, "--tick-ms", "3600000"])[0], 0)
+        last = json.loads(read(os.path.join(out, "requests.jsonl")).splitlines()[-1],
+                          parse_constant=lambda name: self.fail(name))
+        self.assertEqual(last["arrival_s"], 36000.0)
+
+    def test_unwritable_text_in_a_workload_is_refused(self):
+        """A prefix_key holding a lone surrogate (JSON "\\udc80") cannot be written as UTF-8."""
+        path = self.write("w.json", '{"requests": [{"name": "A", "arrival": 0, "prefix_key": "\\udc80", '
+                                    '"prefix_tokens": 4, "suffix_tokens": 4, "output_tokens": 2}]}')
+        out = os.path.join(self.base, "exp")
+        code, _, err = run_cli(["export", "--workload", path, "--out", out])
+        self.assertEqual(code, 2, err)
+        self.assertIn("request 0: field 'prefix_key': not valid text", err)
+        self.assertFalse(os.path.exists(out))
+
+    def test_first_word_has_no_leading_space(self):
+        """README §11.5: words are separated by single spaces; the prompt starts with a word."""
+        for row in export_rows(scenario("baseline")):
+            self.assertEqual(row["prompt"], row["prompt"].strip())
+            self.assertEqual(row["prompt"].split(" "), row["prompt"].split())
+
+
+class NotComparableTest(RealrunMixin, unittest.TestCase):
+    def test_ms_run_against_tick_run_is_rejected_without_gates_or_deltas(self):
+        """A simulated run (ticks) against an imported one (ms): subtracting 43 ticks from 4300 ms
+        means nothing, so the contract fails on units, no gate is evaluated and no delta formed."""
+        sim = os.path.join(self.base, "sim")
+        self.assertEqual(run_cli(["--scenario", "priority-mix", "--artifacts", sim])[0], 0)
+        real = self.imported("real", json.dumps(vllm_run(scheduling_policy="priority")))
+        out = os.path.join(self.base, "d.json")
+        code, text, err = run_cli(["compare", sim, real, "--baseline-case", "continuous", "--out", out])
+        self.assertEqual(code, 0, err)
+        record = json.loads(read(out))
+        self.assertEqual(record["decision"], "reject")
+        self.assertFalse(record["contract"]["comparable"])
+        self.assertIn("units", [m["field"] for m in record["contract"]["mismatches"]])
+        self.assertEqual((record["gates"], record["deltas"]), ([], {}))
+        self.assertIn("gates: not evaluated", text)
+        self.assertNotIn("pass ", text)
+
+    def test_different_time_bases_are_not_comparable(self):
+        """Both in ms, but TTFT from the client's send time versus from the server's queued_ts."""
+        bench = load_side(self.imported("bench", json.dumps(vllm_run())))
+        out = os.path.join(self.base, "llmss")
+        self.assertEqual(run_cli(["import-results", os.path.join(EXCERPT, "requests.jsonl"), "--artifacts", out])[0], 0)
+        record = compare(bench, load_side(out))
+        self.assertFalse(record["contract"]["comparable"])
+        self.assertIn("time_base", [m["field"] for m in record["contract"]["mismatches"]])
+        self.assertEqual((record["decision"], record["gates"], record["deltas"]), ("reject", [], {}))
+
+
+class BadImportedRunTest(RealrunMixin, unittest.TestCase):
+    def test_hand_edited_imported_manifest_exits_2(self):
+        """compare reads an imported run's manifest at the boundary: wrong shapes are exit 2."""
+        baseline = self.imported("base", json.dumps(vllm_run()))
+        table = [
+            ("request_ids", 5, "field 'request_ids': must be a list of ids"),
+            ("request_ids", ["r0", 7], "field 'request_ids'[1]: must be a string"),
+            ("num_requests_expected", "x", "field 'num_requests_expected'"),
+            ("scheduler", [1], "field 'scheduler': must be an object"),
+            ("engine", "vllm", "field 'engine': must be an object"),
+            ("run_failed", "no", "field 'run_failed': must be true or false"),
+        ]
+        for field, value, words in table:
+            with self.subTest(field=field, value=value):
+                candidate = self.imported(f"cand-{field}-{len(os.listdir(self.base))}",
+                                          json.dumps(vllm_run(scheduling_policy="priority")))
+                path = os.path.join(candidate, "manifest.json")
+                manifest = json.loads(read(path))
+                manifest[field] = value
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(manifest, handle)
+                code, _, err = run_cli(["compare", baseline, candidate, "--out", os.path.join(self.base, "d.json")])
+                self.assertEqual(code, 2, err)
+                self.assertIn(words, err)
+                self.assertIn("manifest.json", err)
+                self.assertFalse(os.path.exists(os.path.join(self.base, "d.json")))

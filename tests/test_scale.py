@@ -56,8 +56,14 @@ class CompactTokensTest(unittest.TestCase):
 
 class TimelineDetailTest(unittest.TestCase):
     def test_default_threshold(self):
-        self.assertEqual((default_timeline(8), default_timeline(1000), default_timeline(1001)),
-                         ("full", "full", "counts"))
+        """Full up to 1,000 requests and 50,000 prompt + output tokens; counts above either."""
+        def small(n, output=1):
+            return [RequestSpec(f"r{i}", 0, None, 0, 1, output) for i in range(n)]
+        self.assertEqual(default_timeline(scenario("baseline")), "full")
+        self.assertEqual((default_timeline(small(1000)), default_timeline(small(1001))), ("full", "counts"))
+        # One request: 1 prompt token + 49,999 output tokens is exactly the bound; one more is over.
+        self.assertEqual((default_timeline(small(1, 49_999)), default_timeline(small(1, 50_000))),
+                         ("full", "counts"))
 
     def test_counts_detail_keeps_every_request_fact(self):
         """With counts, requests.jsonl lines are canonical JSON whose token_runs expand to the
