@@ -67,6 +67,25 @@ class FifoTest(unittest.TestCase):
         self.assertEqual(run.returncode, 2, run.stderr)
         self.assertIn("manifest.json", run.stderr)
 
+    def test_import_results_and_compare_with_a_fifo_are_one_line_exit_2(self):
+        path = self.fifo("result.json")
+        run = self.run_entry("import-results", path, "--artifacts", os.path.join(temp_dir(self), "imp"))
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertEqual(len(run.stderr.splitlines()), 1, run.stderr)
+        self.assertIn("not a regular file", run.stderr)
+        run_dir = os.path.join(temp_dir(self), "run")
+        os.mkdir(run_dir)
+        for name in os.listdir(BASELINE_DIR):
+            if name != "summary.json":
+                with open(os.path.join(BASELINE_DIR, name), "rb") as src, \
+                        open(os.path.join(run_dir, name), "wb") as dst:
+                    dst.write(src.read())
+        os.mkfifo(os.path.join(run_dir, "summary.json"))
+        run = self.run_entry("compare", run_dir, "--baseline-case", "continuous", "--candidate-case",
+                             "continuous+APC", "--out", os.path.join(temp_dir(self), "decision.json"))
+        self.assertEqual(run.returncode, 2, run.stderr)
+        self.assertIn("summary.json", run.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()
