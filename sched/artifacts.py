@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import io
 import json
 import os
@@ -20,6 +21,7 @@ from fractions import Fraction
 from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
+from .files import normal_mode
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
@@ -51,6 +53,21 @@ SUMMARY_UNITS = {
     "completion_rate": "fraction of arrived requests",
     "priority_first_token_order_score": "share of different-priority pairs served in priority order",
     "priority_order_score": "share of different-priority pairs completed in priority order",
+}
+
+
+#: Short unit of every summary column, shown in report.html's table header (``case`` is the label).
+COLUMN_UNITS = {
+    **{f: "ticks" for f in ("p50_ttft", "p95_ttft", "p95_itl", "p95_e2e", "p95_queue_wait", "makespan",
+                            "p50_queue_wait", "p99_queue_wait", "mean_queue_wait")},
+    "p95_tpot": "ticks per output token",
+    "throughput": "output tokens per tick",
+    "completed_output_tps": "output tokens per tick, successful requests only",
+    "output_tokens": "tokens", "hit_tokens": "tokens",
+    "succeeded": "requests", "timed_out": "requests", "arrived": "requests", "latency_samples": "requests",
+    "error_rate": "fraction", "completion_rate": "fraction", "busy_fraction": "fraction",
+    "budget_utilization": "fraction", "fairness": "0 to 1",
+    "priority_first_token_order_score": "share of pairs", "priority_order_score": "share of pairs",
 }
 
 
@@ -271,16 +288,19 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg),
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS),
     }
 
 
-def check_target(directory: str, force: bool = False) -> None:
+def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES) -> None:
     """Refuse an artifacts directory that cannot be used, before anything is simulated or written.
 
-    ``directory`` must be new, empty, or (with ``force``) an existing directory; a path whose
-    parent is a file is refused too. Raises :class:`ArtifactError` with one readable line.
+    ``directory`` must be new, empty, or (with ``force``) an existing directory where each of
+    ``names`` (the files to replace) is absent or a regular file; a path whose parent is a file is
+    refused too. Raises :class:`ArtifactError` with one readable line.
     """
+    if not directory:
+        raise ArtifactError("--artifacts: needs a directory name, got an empty string")
     target = os.path.normpath(directory)
     if os.path.exists(target) and not os.path.isdir(target):
         raise ArtifactError(f"{directory}: exists and is not a directory")
@@ -291,6 +311,12 @@ def check_target(directory: str, force: bool = False) -> None:
     if occupied and not force:
         raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
                             "to replace the lab's files there")
+    if occupied:
+        for name in names:
+            path = os.path.join(target, name)
+            if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+                raise ArtifactError(f"{path}: is not a regular file; --force replaces only the lab's own files "
+                                    "(move it away first)")
     ancestor = os.path.dirname(os.path.abspath(target))
     while not os.path.exists(ancestor):
         ancestor = os.path.dirname(ancestor)
@@ -302,13 +328,14 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
     """Write ``files`` (name → text, or an iterable of text chunks) as ``directory``, atomically.
 
     The files are written into a temporary directory beside the target and moved into place only
-    when all are complete; on any failure (read-only place, full disk, ...) the temporary
+    when all are complete; on any failure (read-only place, full disk, Ctrl-C, ...) the temporary
     directory and any parent directories created for it are removed again, so nothing is left
     half-written. An existing non-empty target is refused unless ``force``; with ``force`` only
-    the named files are replaced and anything else there is left alone.
+    the named files are replaced, all or none (:func:`_swap_in`), and anything else there is left
+    alone. New directories and files get the usual permissions (0777/0666 minus the umask).
     Raises :class:`ArtifactError` with one readable line naming ``directory``.
     """
-    check_target(directory, force)
+    check_target(directory, force, files)
     target = os.path.normpath(directory)
     parent = os.path.dirname(os.path.abspath(target))
     created = _missing_ancestors(parent)
@@ -317,29 +344,67 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
     try:
         os.makedirs(parent, exist_ok=True)
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=parent)
+        file_mode = normal_mode()
         for name, text in files.items():
-            with open(os.path.join(staging, name), "w", encoding="utf-8", newline="\n") as handle:
+            path = os.path.join(staging, name)
+            with open(path, "w", encoding="utf-8", newline="\n") as handle:
                 if isinstance(text, str):
                     handle.write(text)
                 else:
                     handle.writelines(text)
+            os.chmod(path, file_mode)
         if not exists:
+            os.chmod(staging, normal_mode(directory=True))  # mkdtemp made it private (0700)
             os.rename(staging, target)
             staging = None
         else:
-            for name in files:
-                os.replace(os.path.join(staging, name), os.path.join(target, name))
-    except OSError as exc:
+            _swap_in(staging, target, list(files))
+    except BaseException as exc:  # Ctrl-C included: nothing half-written stays behind
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
             staging = None
         for path in created:  # deepest first; each is empty once the staging directory is gone
             with contextlib.suppress(OSError):
                 os.rmdir(path)
-        raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
+        if isinstance(exc, OSError):
+            raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
+        raise
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
+
+
+def _swap_in(staging: str, target: str, names: list[str]) -> None:
+    """Replace ``names`` in ``target`` by those in ``staging``: all of them or, on failure, none.
+
+    The old files are first moved into a backup directory inside ``target`` (same file system, so
+    every move is a rename), then the new ones are moved in; any failure moves everything back and
+    re-raises. The backup directory is removed at the end either way.
+    """
+    for name in names:  # checked again right before moving: a directory here would be replaced
+        path = os.path.join(target, name)
+        if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+            raise FileExistsError(errno.EEXIST, f"{name} is not a regular file; refusing to replace it", path)
+    backup = tempfile.mkdtemp(prefix=".replaced.", suffix=".tmp", dir=target)
+    moved_old, moved_new = [], []
+    try:
+        for name in names:
+            if os.path.lexists(os.path.join(target, name)):
+                os.rename(os.path.join(target, name), os.path.join(backup, name))
+                moved_old.append(name)
+        for name in names:
+            os.rename(os.path.join(staging, name), os.path.join(target, name))
+            moved_new.append(name)
+    except BaseException:
+        for name in moved_new:
+            with contextlib.suppress(OSError):
+                os.rename(os.path.join(target, name), os.path.join(staging, name))
+        for name in moved_old:
+            with contextlib.suppress(OSError):
+                os.rename(os.path.join(backup, name), os.path.join(target, name))
+        raise
+    finally:
+        shutil.rmtree(backup, ignore_errors=True)
 
 
 def _missing_ancestors(path: str) -> list[str]:
@@ -354,7 +419,9 @@ def _missing_ancestors(path: str) -> list[str]:
 def write_text_file(text: str, path: str) -> None:
     """Write one text file atomically (temporary file beside it, then renamed into place).
 
-    The caller decides whether an existing file may be replaced. Raises :class:`ArtifactError`.
+    The caller decides whether an existing file may be replaced. The file gets the usual
+    permissions (0666 minus the umask); on any failure, Ctrl-C included, the temporary file is
+    removed. Raises :class:`ArtifactError`.
     """
     parent = os.path.dirname(os.path.abspath(path))
     staging = None
@@ -363,10 +430,12 @@ def write_text_file(text: str, path: str) -> None:
         handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
+        os.chmod(staging, normal_mode())  # mkstemp made it private (0600)
         os.replace(staging, path)
         staging = None
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:
         if staging is not None:
-            os.unlink(staging)
+            with contextlib.suppress(OSError):
+                os.unlink(staging)

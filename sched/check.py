@@ -22,6 +22,7 @@ import json
 import os
 
 from .artifacts import ARTIFACT_FILES
+from .files import read_regular_text
 
 __all__ = ["CheckError", "compare_runs", "format_report", "MAX_PER_FILE"]
 
@@ -30,6 +31,8 @@ MAX_PER_FILE = 20
 _DIFF_LINES = 12
 _IDENTITY = ("workload_sha256", "num_requests", "policy", "config", "timeout_ticks", "cases")
 _IDENTITY_PART = "workload and configuration"
+#: manifest.json ``kind`` -> words (a simulated run's manifest has no ``kind``).
+_RUN_KINDS = {None: "a simulated", "real": "an imported real (import-results)", "export": "an export (export)"}
 _KEYED = {  # file -> function giving a record's key label
     "requests.jsonl": lambda r: f"{r.get('case')} / {r.get('name')}",
     "timeline.jsonl": lambda r: f"{r.get('case')} / tick {r.get('tick')}",
@@ -42,42 +45,71 @@ class CheckError(ValueError):
 
 def _read(path: str) -> str:
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
+        return read_regular_text(path)  # a FIFO is refused, never waited on
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def _json(path: str, text: str):
+def _json(path: str, text: str, where: str = ""):
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CheckError(f"{path}: not valid JSON (line {exc.lineno})") from None
+        raise CheckError(f"{path}: {where or f'line {exc.lineno}: '}not valid JSON") from None
+    except RecursionError:
+        raise CheckError(f"{path}: {where}JSON nested too deeply to be a run's artifact") from None
 
 
-def _jsonl(path: str, text: str) -> list:
+def _jsonl(path: str, text: str) -> list[dict]:
+    """The records of a JSON Lines artifact; each line must be a JSON object."""
     records = []
     for number, line in enumerate(text.splitlines(), 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise CheckError(f"{path}: line {number}: not valid JSON") from None
+        record = _json(path, line, f"line {number}: ")
+        if not isinstance(record, dict):
+            raise CheckError(f"{path}: line {number}: expected a JSON object, got {_kind_of(record)}")
+        records.append(record)
     return records
+
+
+def _records(path: str, text: str, field: str) -> list[dict]:
+    """The list ``field`` of the JSON object in ``path`` (``cases`` of summary.json, ``requests`` of
+    workload.json); raises :class:`CheckError` naming the file, the field and the item when the
+    shape is not an object holding a list of objects."""
+    data = _json(path, text)
+    if not isinstance(data, dict):
+        raise CheckError(f"{path}: expected a JSON object, got {_kind_of(data)}")
+    records = data.get(field, [])
+    if not isinstance(records, list):
+        raise CheckError(f"{path}: field '{field}': expected a list of objects, got {_kind_of(records)}")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise CheckError(f"{path}: {field}[{index}]: expected an object, got {_kind_of(record)}")
+    return records
+
+
+def _kind_of(value) -> str:
+    """A JSON value's type in words, for messages."""
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null",
+            int: "a number", float: "a number"}.get(type(value), type(value).__name__)
 
 
 def _show(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _field_diffs(label: str, got: dict, expected: dict) -> list[str]:
+def _field_diffs(label: str, got: dict, expected: dict, prefix: str = "") -> list[str]:
+    """One line per differing field; fields holding objects on both sides are compared field by
+    field (``manifest / config.budget: got 48, expected 64``)."""
     out = []
     for field in list(expected) + [f for f in got if f not in expected]:
+        name = f"{prefix}{field}"
         if field not in got:
-            out.append(f"{label} / {field}: missing, expected {_show(expected[field])}")
+            out.append(f"{label} / {name}: missing, expected {_show(expected[field])}")
         elif field not in expected:
-            out.append(f"{label} / {field}: got {_show(got[field])}, not in the reference")
+            out.append(f"{label} / {name}: got {_show(got[field])}, not in the reference")
+        elif isinstance(got[field], dict) and isinstance(expected[field], dict):
+            out += _field_diffs(label, got[field], expected[field], f"{name}.")
         elif got[field] != expected[field]:
-            out.append(f"{label} / {field}: got {_show(got[field])}, expected {_show(expected[field])}")
+            out.append(f"{label} / {name}: got {_show(got[field])}, expected {_show(expected[field])}")
     return out
 
 
@@ -117,11 +149,11 @@ def _artifact_diffs(name: str, run_dir: str, ref_dir: str) -> list[str]:
     if name in _KEYED:
         found = _keyed_diffs(_jsonl(run_path, got_text), _jsonl(ref_path, expected_text), _KEYED[name])
     elif name == "summary.json":
-        found = _keyed_diffs(_json(run_path, got_text).get("cases", []),
-                             _json(ref_path, expected_text).get("cases", []), lambda r: str(r.get("case")))
+        found = _keyed_diffs(_records(run_path, got_text, "cases"), _records(ref_path, expected_text, "cases"),
+                             lambda r: str(r.get("case")))
     elif name == "workload.json":
-        found = _keyed_diffs(_json(run_path, got_text).get("requests", []),
-                             _json(ref_path, expected_text).get("requests", []), lambda r: str(r.get("name")))
+        found = _keyed_diffs(_records(run_path, got_text, "requests"),
+                             _records(ref_path, expected_text, "requests"), lambda r: str(r.get("name")))
     else:
         found = []
     return found or _text_diff(name, got_text, expected_text)
@@ -133,8 +165,9 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     Returns ``[(what, [difference, ...]), ...]`` for each part that differs (a text file's diff
     is one multi-line difference) (``"workload and
     configuration"`` or an artifact's file name), empty when the runs agree. Raises
-    :class:`CheckError` when a directory or its ``manifest.json`` is missing or a JSON file
-    cannot be parsed.
+    :class:`CheckError` when a directory or its ``manifest.json`` is missing, a JSON file cannot
+    be parsed or has the wrong shape (e.g. ``summary.json`` whose ``cases`` is not a list of
+    objects), or the two directories are different kinds of run (simulated vs imported real).
     """
     manifests = []
     for directory in (run_dir, ref_dir):
@@ -148,6 +181,10 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
             raise CheckError(f"{path}: not a manifest object")
         manifests.append(manifest)
     got, expected = manifests
+    kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]
+    if kinds[0] != kinds[1]:
+        raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run: check compares two runs "
+                         "of the same kind (use compare for a simulated run against a real one)")
     identity = _field_diffs("manifest", {k: got.get(k) for k in _IDENTITY}, {k: expected.get(k) for k in _IDENTITY})
     if identity:
         return [(_IDENTITY_PART, identity)]

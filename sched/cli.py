@@ -1,7 +1,8 @@
 """Command line: ``python3 infer_sched_lab.py [--scenario S | --workload FILE] [--artifacts DIR] ...``.
 
 ``main(argv)`` parses, runs the library, turns a domain error into one line on stderr and an
-exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error.
+exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted
+(Ctrl-C; nothing is written, every write being atomic).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from . import __version__, compare, realrun
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
+from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, run_cases
 from .explain import ExplainError, explain_request
@@ -30,7 +32,7 @@ from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workloa
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
            "FULL_TIMELINE_MAX_TOKENS", "LAB_PROFILE_MAX_REQUESTS"]
 
-EXIT_OK, EXIT_DIFFERENT, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
@@ -43,13 +45,6 @@ LAB_PROFILE_MAX_REQUESTS = 5000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors in one line (exit 2) without the usage block."""
-
-    def error(self, message: str):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
 def _positive_int(text: str) -> int:
@@ -84,12 +79,12 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = LineParser(
         prog="infer_sched_lab.py",
         description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
                     "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
                     "Time is in abstract ticks, work in abstract budget units.",
-        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error.",
+        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted (Ctrl-C).",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
@@ -202,7 +197,12 @@ def _progress_for(stream) -> _Progress | None:
 
 
 def _main_run(argv: list[str]) -> int:
-    args = _run_parser().parse_args(argv)
+    parser = _run_parser()
+    args = parser.parse_args(argv)
+    if args.artifacts == "":
+        parser.error("argument --artifacts: needs a directory name, got an empty string")
+    if args.force and args.artifacts is None:
+        parser.error("argument --force: only replaces an earlier run's files; give --artifacts DIR too")
     if args.workload is not None:
         workload = load_workload(args.workload)
         source = f"workload:{os.path.basename(args.workload)}"
@@ -210,7 +210,7 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
-    if args.artifacts:
+    if args.artifacts is not None:
         check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
     for warning in scale_warnings(workload, args.profile, args.timeline):
         print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
@@ -235,9 +235,9 @@ def _main_run(argv: list[str]) -> int:
 
 
 def _import_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="infer_sched_lab.py import",
-                     description="Turn a real request trace into a lab workload (formats.md). Arrival "
-                                 "times become ticks of --tick-ms milliseconds.")
+    parser = LineParser(prog="infer_sched_lab.py import",
+                         description="Turn a real request trace into a lab workload (formats.md). Arrival "
+                                     "times become ticks of --tick-ms milliseconds.")
     parser.add_argument("format", choices=FORMATS, help="azure (CSV), mooncake (JSONL) or lengths (CSV)")
     parser.add_argument("file", help="the trace file")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="workload JSON to write")
@@ -266,18 +266,15 @@ def _main_import(argv: list[str]) -> int:
                             rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
     result = import_trace(args.format, args.file, options)
     write_text_file(workload_to_json(result.workload, units=True), args.output)
-    umask = os.umask(0o022)
-    os.umask(umask)
-    os.chmod(args.output, 0o666 & ~umask)  # an ordinary file, not the staging file's 0600
     print(result.summary())
     print(f"wrote {len(result.workload)} requests to {args.output} (1 tick = {args.tick_ms:g} ms)")
     return EXIT_OK
 
 
 def _sweep_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="infer_sched_lab.py sweep",
-                     description="Run one workload at several load factors (arrival times divided by the "
-                                 "factor), every case, in parallel; print and write a table and an SVG chart.")
+    parser = LineParser(prog="infer_sched_lab.py sweep",
+                         description="Run one workload at several load factors (arrival times divided by the "
+                                     "factor), every case, in parallel; print and write a table and an SVG chart.")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None, help="built-in workload")
     source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
@@ -314,9 +311,9 @@ def _main_sweep(argv: list[str]) -> int:
 
 
 def _main_explain(argv: list[str]) -> int:
-    parser = _Parser(prog="infer_sched_lab.py explain",
-                     description="Tell one request's life in every case of a run, read from its artifacts "
-                                 "(requests.jsonl, timeline.jsonl).")
+    parser = LineParser(prog="infer_sched_lab.py explain",
+                         description="Tell one request's life in every case of a run, read from its artifacts "
+                                     "(requests.jsonl, timeline.jsonl).")
     parser.add_argument("name", metavar="NAME", help="request name, e.g. S7")
     parser.add_argument("--artifacts", metavar="DIR", required=True, help="a run's artifacts directory")
     parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous+APC+chunk32")
@@ -326,10 +323,10 @@ def _main_explain(argv: list[str]) -> int:
 
 
 def _main_check(argv: list[str]) -> int:
-    parser = _Parser(prog="infer_sched_lab.py check",
-                     description="Compare a run directory with a reference directory: workload and "
-                                 "configuration first, then every artifact.",
-                     epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
+    parser = LineParser(prog="infer_sched_lab.py check",
+                         description="Compare a run directory with a reference directory: workload and "
+                                     "configuration first, then every artifact.",
+                         epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run to check, e.g. runs/x")
     parser.add_argument("ref_dir", metavar="REF_DIR", help="the reference, e.g. expected/baseline")
     args = parser.parse_args(argv)
@@ -339,14 +336,16 @@ def _main_check(argv: list[str]) -> int:
 
 
 def _main_zip(argv: list[str]) -> int:
-    parser = _Parser(prog="infer_sched_lab.py zip",
-                     description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
-                                 "expected outputs, tests, templates, README); same sources, same bytes.")
+    parser = LineParser(prog="infer_sched_lab.py zip",
+                         description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
+                                     "expected outputs, tests, templates, README); same sources, same bytes.")
     parser.add_argument("-o", "--output", metavar="PATH", default=DEFAULT_ZIP,
-                        help=f"where to write the ZIP (default {DEFAULT_ZIP}; replaced if it exists)")
+                        help=f"where to write the ZIP (default {DEFAULT_ZIP}; must not exist unless --force; "
+                             "never one of the lab's own files)")
+    parser.add_argument("--force", action="store_true", help="replace an existing ZIP at PATH")
     args = parser.parse_args(argv)
     project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    files = build_lab_zip(project, args.output)
+    files = build_lab_zip(project, args.output, force=args.force)
     print(f"wrote {args.output}: {len(files)} files under inference-scheduler-lab/")
     return EXIT_OK
 
@@ -365,7 +364,7 @@ SUBCOMMANDS: dict = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error)."""
+    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     handler = SUBCOMMANDS.get(argv[0]) if argv else None
     try:
@@ -380,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # every write is atomic, so an interrupted command wrote nothing
+        _report(["interrupted; nothing was written"])
+        return EXIT_INTERRUPTED
     except SimulationError as exc:
         _report([f"internal error: {exc}"])
         return EXIT_INTERNAL

@@ -33,6 +33,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from .files import open_regular
 from .cmdline import (EXIT_OK, InputError, LineParser, count_or_none, fraction_arg, need, number_or_none, parse_json,
                       run_command, write_text_atomically)
 from .metrics import COMPARE_FIELDS, percentile
@@ -96,7 +97,7 @@ _METRICS = (*COMPARE_FIELDS, "budget_utilization", "priority_first_token_order_s
 
 def _read_text(path: str, hint: str) -> str:
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path) as handle:
             return handle.read()
     except FileNotFoundError:
         raise InputError(f"{path}: missing; {hint}") from None

@@ -3,7 +3,8 @@
 Reads ``requests.jsonl`` (arrival, admission, first token, end, hit tokens) and, when present,
 ``timeline.jsonl`` (each prefill tick and its tokens; while the request waited, which requests
 held the slots and how the budget was spent) and ``manifest.json`` (the budget and decode cost).
-Nothing is simulated again: every number printed is read from those files.
+Nothing is simulated again: every number printed is read from those files. Only simulated runs are
+told: an imported real run (``import-results``, times in milliseconds) is refused.
 
 Example (``python3 infer_sched_lab.py explain S7 --artifacts runs/baseline``), in part::
 
@@ -20,6 +21,9 @@ from __future__ import annotations
 import json
 import os
 
+from .files import open_regular
+from .picture import WAIT_REASONS
+
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
 #: Most lines describing who held the slots while the request waited, per case.
@@ -30,18 +34,70 @@ class ExplainError(ValueError):
     """The artifacts cannot tell the story: missing directory or file, unknown request, bad line."""
 
 
-def _lines_with(path: str, needle: str):
-    """Parsed JSON objects of the lines of ``path`` containing ``needle`` (a cheap pre-filter)."""
+def _lines_with(path: str, needle: str, fields: dict):
+    """Parsed JSON objects of the lines of ``path`` containing ``needle`` (a cheap pre-filter),
+    each checked against ``fields`` (:func:`_checked`)."""
     try:
-        with open(path, encoding="utf-8") as handle:
+        with open_regular(path) as handle:
             for number, line in enumerate(handle, 1):
                 if needle in line:
                     try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError:
+                        record = json.loads(line)
+                    except (json.JSONDecodeError, RecursionError):
                         raise ExplainError(f"{path}: line {number}: not valid JSON") from None
+                    yield _checked(record, fields, f"{path}: line {number}")
     except OSError as exc:
         raise ExplainError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ExplainError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def _is_int(value) -> bool:
+    return type(value) is int  # not bool, not float: ticks and tokens are whole numbers
+
+
+def _is_tick(value) -> bool:
+    return _is_int(value) and value >= 0
+
+
+#: Shape checks of the fields explain reads: field -> (test, what it must be, required).
+_REQUEST_FIELDS = {
+    "case": (lambda v: isinstance(v, str), "a string", True),
+    "name": (lambda v: isinstance(v, str), "a string", True),
+    "arrival": (_is_tick, "a tick (integer >= 0)", True),
+    "admitted_at": (lambda v: v is None or _is_tick(v), "a tick or null", True),
+    "first_token_at": (lambda v: v is None or _is_tick(v), "a tick or null", True),
+    "done_at": (lambda v: v is None or _is_tick(v), "a tick or null", True),
+    "status": (lambda v: isinstance(v, str), "a string", True),
+    "prompt_tokens": (_is_tick, "a token count (integer >= 0)", False),
+    "hit_tokens": (_is_tick, "a token count (integer >= 0)", False),
+    "output_tokens": (_is_tick, "a token count (integer >= 0)", False),
+    "output_tokens_emitted": (_is_tick, "a token count (integer >= 0)", False),
+}
+_TICK_FIELDS = {
+    "case": (lambda v: isinstance(v, str), "a string", True),
+    "tick": (_is_tick, "a tick (integer >= 0)", True),
+    "active": (lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of names", True),
+    "decoded": (lambda v: isinstance(v, list) and all(isinstance(n, str) for n in v), "a list of names", True),
+    "prefilled": (lambda v: isinstance(v, dict) and all(_is_tick(n) for n in v.values()),
+                  "an object of name -> tokens", True),
+    "budget_used": (_is_tick, "budget units (integer >= 0)", True),
+}
+
+
+def _checked(record, fields: dict, where: str) -> dict:
+    """``record`` when it is an object whose ``fields`` have the right shape; else :class:`ExplainError`
+    naming ``where`` (file and line), the request when known, and the field."""
+    if not isinstance(record, dict):
+        raise ExplainError(f"{where}: expected a JSON object")
+    who = f" (request {record['name']!r})" if isinstance(record.get("name"), str) else ""
+    for field, (test, what, required) in fields.items():
+        if field not in record:
+            if required:
+                raise ExplainError(f"{where}{who}: field '{field}' is missing")
+        elif not test(record[field]):
+            raise ExplainError(f"{where}{who}: field '{field}' must be {what}, got {json.dumps(record[field])}")
+    return record
 
 
 def _span(start: int, end: int) -> str:
@@ -53,17 +109,26 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     """The life of request ``name`` in every case (or only ``case``) of the run in ``directory``.
 
     Returns text; ticks are the lab's abstract time, tokens are prompt or output tokens, budget
-    in budget units. Raises :class:`ExplainError` (one line naming the path or the request) when
-    the directory or ``requests.jsonl`` is missing, the name or case is unknown, or a line is not
-    JSON. Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
+    in budget units. A queued request's wait is "no free slot" in a continuous case and "static
+    batch still running" in the static case (:data:`sched.picture.WAIT_REASONS`). Raises
+    :class:`ExplainError` (one line naming the path, the line, the request and the field) when the
+    directory or ``requests.jsonl`` is missing, the name or case is unknown, a line is not JSON or
+    a field explain reads has the wrong type (e.g. ``first_token_at`` ``"x"``), or the directory
+    is not a simulated run (``manifest.json`` with a ``kind``, e.g. an ``import-results`` run in
+    milliseconds). Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
     """
     if not os.path.isdir(directory):
         raise ExplainError(f"{directory}: no such artifacts directory")
     requests_path = os.path.join(directory, "requests.jsonl")
     if not os.path.isfile(requests_path):
         raise ExplainError(f"{requests_path}: missing (is {directory} a run's --artifacts directory?)")
+    manifest = _manifest(directory)
+    kind = manifest.get("kind")
+    if kind is not None:
+        raise ExplainError(f"{directory}: is {'an imported real' if kind == 'real' else f'a {kind!r}'} run "
+                           "(times in milliseconds, no per-tick record); explain tells simulated runs only")
     quoted = json.dumps(name, ensure_ascii=False)
-    rows = [row for row in _lines_with(requests_path, quoted) if row.get("name") == name]
+    rows = [row for row in _lines_with(requests_path, quoted, _REQUEST_FIELDS) if row.get("name") == name]
     if not rows:
         raise ExplainError(f"{requests_path}: no request named {name!r}")
     if case is not None:
@@ -76,10 +141,12 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     if os.path.isfile(timeline_path):
         wanted = {row["case"] for row in rows}
         ticks = {c: {} for c in wanted}
-        for record in _lines_with(timeline_path, quoted):
+        for record in _lines_with(timeline_path, quoted, _TICK_FIELDS):
             if record.get("case") in wanted:
                 ticks[record["case"]][record["tick"]] = record
-    budget, decode_cost = _budget(directory)
+    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    budget, decode_cost = config.get("budget"), config.get("decode_cost")
+    static = _static_cases(manifest)
     costs = (f" Budget {budget} units per tick; a decode token costs {decode_cost}, a prefill token 1."
              if budget and decode_cost else "")
 
@@ -92,27 +159,36 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     for row in rows:
         out.append("")
         out.append(f"== {row['case']} ==")
-        out += _case_story(row, None if ticks is None else ticks[row["case"]], budget)
+        out += _case_story(row, None if ticks is None else ticks[row["case"]], budget, row["case"] in static)
     return "\n".join(out) + "\n"
 
 
-def _budget(directory: str) -> tuple[int | None, int | None]:
-    """(budget per tick, decode cost) from ``manifest.json``, or Nones when it is absent or odd."""
+def _manifest(directory: str) -> dict:
+    """``manifest.json`` of the run, or ``{}`` when it is absent or not a JSON object (the story
+    then leaves out the budget)."""
     try:
-        with open(os.path.join(directory, "manifest.json"), encoding="utf-8") as handle:
-            config = json.load(handle).get("config", {})
-        return config.get("budget"), config.get("decode_cost")
-    except (OSError, ValueError, AttributeError):
-        return None, None
+        with open_regular(os.path.join(directory, "manifest.json")) as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return manifest if isinstance(manifest, dict) else {}
 
 
-def _case_story(row: dict, ticks: dict[int, dict] | None, budget) -> list[str]:
+def _static_cases(manifest: dict) -> set:
+    """Names of the run's static-batching cases (``manifest.json`` ``cases``; ``static`` if absent)."""
+    cases = manifest.get("cases")
+    if not isinstance(cases, list):
+        return {"static"}
+    return {c.get("case") for c in cases if isinstance(c, dict) and c.get("batching") == "static"}
+
+
+def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool = False) -> list[str]:
     name, arrival, admitted, end = row["name"], row["arrival"], row["admitted_at"], row["done_at"]
     lines = [f"  arrival      tick {arrival}"]
     queue_end = admitted if admitted is not None else end
     if queue_end is not None and queue_end > arrival:
         lines.append(f"  waiting      {_span(arrival, queue_end - 1)} ({queue_end - arrival} ticks in the queue, "
-                     "no free slot)")
+                     f"{WAIT_REASONS[static]})")
     if admitted is None:
         lines.append("  admission    never")
     else:

@@ -31,7 +31,7 @@ Option ranges (:data:`OPTION_RANGES`): every number must be finite; ``tick_ms`` 
 id outside :data:`sched.workload.MAX_BLOCK_ID`. The produced workload is then validated by the
 workload loader's own rules, so ``import`` never writes what ``run`` refuses.
 
-Files: only regular files are read (a FIFO or device is refused before opening: it could block);
+Files: only regular files are read (a FIFO or device is refused, never waited on);
 text is UTF-8, a leading BOM is accepted, a bad byte is reported with its line.
 """
 
@@ -40,13 +40,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import random
-import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from .files import open_regular
 from .workload import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS, RequestSpec, WorkloadError, parse_workload, workload_to_json
 
 __all__ = ["DEFAULT_TICK_MS", "MOONCAKE_BLOCK_TOKENS", "FORMATS", "Import", "ImportOptions",
@@ -147,21 +146,14 @@ def _parse_azure_time(text: str) -> datetime:
 def _text_lines(path: str):
     """Yield the decoded lines of a regular UTF-8 file (a BOM on line 1 is dropped).
 
-    A FIFO, device or directory is refused before it is opened (opening a FIFO blocks); a byte that
-    is not UTF-8 raises :class:`WorkloadError` naming the file and its line.
+    A FIFO, device or directory is refused without waiting on it (:func:`sched.files.open_regular`); a
+    byte that is not UTF-8 raises :class:`WorkloadError` naming the file and its line.
     """
     try:
-        mode = os.stat(path).st_mode
+        handle = open_regular(path, "rb")
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such trace file", source=path) from None
-    except OSError as exc:
-        raise WorkloadError(f"{path}: cannot read trace file ({exc.strerror or exc})", source=path) from None
-    if not stat.S_ISREG(mode):
-        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file (a FIFO, socket or device)"
-        raise WorkloadError(f"{path}: is {kind}; give a trace file", source=path)
-    try:
-        handle = open(path, "rb")
-    except OSError as exc:
+    except OSError as exc:  # a directory, FIFO, socket or device, or unreadable
         raise WorkloadError(f"{path}: cannot read trace file ({exc.strerror or exc})", source=path) from None
     with handle:
         for number, raw in enumerate(handle, 1):

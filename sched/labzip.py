@@ -4,10 +4,11 @@
 ``infer_sched_lab.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
 ``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
 templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
-specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``
-and licence or attribution files at the top (``LICENSE*``, ``LICENCE*``, ``NOTICE*``,
-``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when present. Nothing else: no ``__pycache__``,
-``*.pyc``, hidden files, runs or ``.git``.
+specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``,
+the lab's own licence ``LICENSE`` (MIT) and any other licence or attribution files at the top
+(``LICENSE*``, ``LICENCE*``, ``NOTICE*``, ``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when
+present. Only regular files. Nothing else: no ``__pycache__``, ``*.pyc``, hidden files, runs or
+``.git``.
 
 Reproducible: entries sorted by path, every timestamp 1980-01-01 00:00:00, permissions fixed by
 path (0755 for ``infer_sched_lab.py`` and ``.ci/run``, 0644 otherwise), deflate level 9, no
@@ -20,13 +21,15 @@ import os
 import tempfile
 import zipfile
 
+from .files import normal_mode, open_regular
+
 __all__ = ["LabZipError", "TOP_FOLDER", "DEFAULT_ZIP", "lab_files", "build_lab_zip"]
 
 TOP_FOLDER = "inference-scheduler-lab"
 DEFAULT_ZIP = "inference-scheduler-lab.zip"
 
 _REQUIRED = ("infer_sched_lab.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
-             "README.md", "pyproject.toml", ".ci/run")
+             "README.md", "pyproject.toml", ".ci/run", "LICENSE")
 _OPTIONAL_DIRS = ("bench", "docs")
 _LEGAL_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING", "ATTRIBUTION", "SOURCES")
 _EXECUTABLE = {"infer_sched_lab.py", ".ci/run"}
@@ -45,8 +48,9 @@ def _skipped(name: str) -> bool:
 def lab_files(project: str) -> list[str]:
     """The project's files that go into the ZIP, as sorted ``/``-separated relative paths.
 
-    ``project`` is the project's top directory. Raises :class:`LabZipError` naming the first
-    required file or folder that is missing.
+    ``project`` is the project's top directory. Only regular files are packed: a FIFO, socket or
+    device under a packed folder is skipped (reading it could block forever). Raises
+    :class:`LabZipError` naming the first required file or folder that is missing.
     """
     for required in _REQUIRED:
         if not os.path.exists(os.path.join(project, required)):
@@ -59,20 +63,33 @@ def lab_files(project: str) -> list[str]:
         for root, dirs, names in os.walk(os.path.join(project, folder)):
             dirs[:] = sorted(d for d in dirs if not _skipped(d))
             for name in names:
-                if not _skipped(name):
+                if not _skipped(name) and os.path.isfile(os.path.join(root, name)):  # regular files only
                     files.add(os.path.relpath(os.path.join(root, name), project).replace(os.sep, "/"))
     return sorted(files)
 
 
-def build_lab_zip(project: str, output: str) -> list[str]:
-    """Write the lab ZIP of ``project`` to ``output`` (replaced atomically); returns the packed paths.
+def build_lab_zip(project: str, output: str, force: bool = False) -> list[str]:
+    """Write the lab ZIP of ``project`` to ``output`` atomically; returns the packed paths.
 
-    Entry names are ``inference-scheduler-lab/<path>``. The file is first written beside
-    ``output`` and renamed into place when complete. Raises :class:`LabZipError` with one line.
+    Entry names are ``inference-scheduler-lab/<path>``. An existing ``output`` is refused unless
+    ``force``; an ``output`` that is one of the files the ZIP would contain (e.g. ``prediction.md``)
+    is always refused. The file is first written beside ``output`` and renamed into place when
+    complete; on any failure, Ctrl-C included, the temporary file is removed. The ZIP gets the
+    usual permissions (0666 minus the umask). Raises :class:`LabZipError` with one line.
     """
-    output_abs = os.path.abspath(output)
-    files = [f for f in lab_files(project) if os.path.abspath(os.path.join(project, f)) != output_abs]
-    directory = os.path.dirname(output_abs)
+    output_abs = os.path.realpath(output)
+    files = lab_files(project)
+    for path in files:
+        if os.path.realpath(os.path.join(project, path)) == output_abs:
+            raise LabZipError(f"{output}: is the lab's own file {path}; choose another output path")
+    if os.path.lexists(output):
+        if os.path.isdir(output):
+            raise LabZipError(f"{output}: is a directory; choose a file path for the ZIP")
+        if not force:
+            raise LabZipError(f"{output}: already exists; choose another path or pass --force to replace it")
+        if not os.path.isfile(output):
+            raise LabZipError(f"{output}: exists and is not a regular file; refusing to replace it")
+    directory = os.path.dirname(os.path.abspath(output))
     staging = None
     try:
         handle, staging = tempfile.mkstemp(prefix=".lab-zip.", suffix=".tmp", dir=directory)
@@ -82,14 +99,15 @@ def build_lab_zip(project: str, output: str) -> list[str]:
                 info.create_system = 3  # Unix, so the permission bits below are read
                 info.external_attr = (0o100755 if path in _EXECUTABLE else 0o100644) << 16
                 info.compress_type = zipfile.ZIP_DEFLATED
-                with open(os.path.join(project, path), "rb") as source:
+                with open_regular(os.path.join(project, path), "rb") as source:
                     archive.writestr(info, source.read(), compresslevel=9)
-        os.chmod(staging, 0o644)  # mkstemp made it private; a ZIP to ship is readable by all
-        os.replace(staging, output_abs)
+        os.chmod(staging, normal_mode())  # mkstemp made it private; a ZIP to ship is readable
+        os.replace(staging, os.path.abspath(output))
         staging = None
     except OSError as exc:
         raise LabZipError(f"{output}: cannot write the lab ZIP ({exc.strerror or exc})") from None
-    finally:
+    finally:  # also on KeyboardInterrupt: no .lab-zip.*.tmp left behind
         if staging is not None and os.path.exists(staging):
             os.remove(staging)
     return files
+

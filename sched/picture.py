@@ -4,7 +4,10 @@ One lane per request per case; the cases are stacked on one shared tick axis. Ti
 cell ``[t, t + 1)`` on the axis, so a token stamped ``t + 1`` (lab.md §3) sits on the right edge
 of the decode cell that computed it. A lane is cut into *segments*, runs of ticks in one phase:
 
-- ``waiting``: arrived, not admitted (no slot), ticks ``arrival … admitted_at − 1``;
+- ``waiting``: arrived, not admitted, ticks ``arrival … admitted_at − 1``: in a continuous case
+  because every slot was taken (``max_active`` requests active), in the static case because the
+  static batch was still running (a new batch starts only once the whole batch has ended, even
+  with slots free); the segment's title says which;
 - ``stalled``: admitted and still in prefill, but the tick's budget was spent by others;
 - ``prefill``: prompt tokens computed this tick;
 - ``chunked``: prefill tick where the chunk cap was the limit: the request computed exactly the
@@ -32,9 +35,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from xml.sax.saxutils import escape, quoteattr
 
+from .config import Batching
 from .engine import CaseResult, Request, Status
 
-__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "Segment", "lane_segments", "render_timeline_svg"]
+__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "render_timeline_svg"]
 
 #: Most request lanes drawn per case; the picture names how many were left out.
 MAX_LANES = 40
@@ -47,13 +51,18 @@ _GREEN, _VERMILLION, _BLACK = "#009e73", "#d55e00", "#000000"
 
 #: Phase -> (fill, legend label).
 PHASES = {
-    "waiting": (_GREY, "waiting (no slot)"),
+    "waiting": (_GREY, "waiting: no slot / static batch"),  # the title says which (WAIT_REASONS)
     "stalled": ("url(#tl-stalled)", "admitted, no budget left"),
     "prefill": (_SKY, "prefill"),
     "chunked": (_BLUE, "prefill, chunk cap reached"),
     "decode": (_ORANGE, "decode (one token per tick)"),
     "skipped": ("url(#tl-skipped)", "decode skipped, no budget"),
 }
+#: Why a queued request waits, by "is the case static batching" (lab.md §4): in a continuous case
+#: a queued request is admitted as soon as a slot frees (the policy only picks which one), so a
+#: wait means every slot was taken; static batching admits a new batch only once the whole
+#: previous batch has ended, so a wait there means that batch was still running, free slots or not.
+WAIT_REASONS = {False: "no free slot", True: "static batch still running"}
 _COARSE = {"stalled": "prefill", "chunked": "prefill", "skipped": "decode"}
 
 # Geometry in pixels.
@@ -181,11 +190,11 @@ def _ticks_text(start: int, end: int) -> str:
     return f"{span} ({count} tick{'s' if count != 1 else ''})"
 
 
-def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int) -> str:
+def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int, static: bool = False) -> str:
     where = f"{name} in {case}: "
     ticks = _ticks_text(seg.start, seg.end)
     if seg.phase == "waiting":
-        return where + f"waiting in the queue, {ticks}"
+        return where + f"waiting: {WAIT_REASONS[static]}, {ticks}"
     if seg.phase == "stalled":
         return where + f"admitted but no budget left for its prefill, {ticks}"
     if seg.phase in ("prefill", "chunked"):
@@ -291,7 +300,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         for row, request in enumerate(lanes):
             lane_y = top + row * (_LANE_H + _LANE_GAP)
             _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
-                  result.case.chunk_tokens, lane_y, x)
+                  result.case.chunk_tokens, lane_y, x, result.case.batching is Batching.STATIC)
         svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
         svg.lines.append("</g>")
         y = bottom + _AXIS_H + _CASE_GAP
@@ -310,14 +319,15 @@ def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int,
         svg.element("text", text=str(t), x=x(t), y=bottom + 12, text_anchor="middle", fill="#444444")
 
 
-def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x) -> None:
+def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x,
+          static: bool = False) -> None:
     name = request.name
     mid = lane_y + _LANE_H / 2
     svg.lines.append(f"<g data-request={quoteattr(name)}>")
     svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end")
     for seg in lane_segments(request, prefill_ticks, chunk_tokens):
         tokens = {"data_tokens": " ".join(map(str, seg.tokens))} if seg.tokens else {}
-        svg.element("rect", title=_segment_title(name, case, seg, request.spec.prompt_tokens),
+        svg.element("rect", title=_segment_title(name, case, seg, request.spec.prompt_tokens, static),
                     data_phase=seg.phase, data_from=seg.start, data_to=seg.end, **tokens,
                     x=x(seg.start), y=lane_y, width=_num(float(x(seg.end)) - float(x(seg.start))),
                     height=_LANE_H, fill=PHASES[seg.phase][0])

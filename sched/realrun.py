@@ -65,6 +65,7 @@ import random
 
 from . import __version__
 from .artifacts import write_artifacts
+from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       run_command)
 from .metrics import fairness, mean, order_score, percentile
@@ -638,7 +639,7 @@ def _kind_of(directory: str) -> str | None:
     manifest, export = os.path.join(directory, "manifest.json"), os.path.join(directory, "export.json")
     if os.path.isfile(manifest):
         try:
-            with open(manifest, encoding="utf-8") as handle:
+            with open_regular(manifest) as handle:
                 data = _json_or_none(handle.read())
         except (OSError, UnicodeDecodeError):
             data = None
@@ -717,7 +718,7 @@ def _import(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)
     try:
-        with open(args.file, encoding="utf-8") as handle:
+        with open_regular(args.file) as handle:
             text = handle.read()
     except FileNotFoundError:
         raise InputError(f"{args.file}: no such result file") from None
@@ -732,7 +733,7 @@ def _import(argv: list[str]) -> int:
         meta = None
         if args.meta or os.path.exists(meta_path):
             try:
-                with open(meta_path, encoding="utf-8") as handle:
+                with open_regular(meta_path) as handle:
                     meta = parse_json(handle.read(), meta_path, non_finite_as_none=True)
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{meta_path}: cannot read meta.json ({exc})") from None

@@ -27,17 +27,21 @@ def _cell(value) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def render_report(table_text: str, summaries: list[dict], fields, svg: str) -> str:
+def render_report(table_text: str, summaries: list[dict], fields, svg: str, units: dict | None = None) -> str:
     """The HTML page of one run.
 
     ``table_text``: the text of ``table.txt`` (its first line is the page's subtitle and the whole
     text is repeated verbatim); ``summaries``: one dict per case with JSON-ready values (ints,
     floats, strings or None); ``fields``: the column order (``SUMMARY_FIELDS``); ``svg``: the text of
-    ``timeline.svg``, embedded inline. Returns the page text.
+    ``timeline.svg``, embedded inline; ``units``: field -> short unit shown under the column name
+(``throughput (output tokens per tick)``; a field without one shows its name only). Returns the
+page text.
     """
     lines = table_text.splitlines()
     subtitle, note = (lines[0], lines[-1]) if lines else ("", "")
-    head = "".join(f"<th>{escape(field)}</th>" for field in fields)
+    units = units or {}
+    head = "".join(f"<th>{escape(field)}" + (f"<br>({escape(units[field])})" if field in units else "") + "</th>"
+                   for field in fields)
     rows = "\n".join("<tr>" + "".join(f"<td>{escape(_cell(s.get(field)))}</td>" for field in fields) + "</tr>"
                      for s in summaries)
     return f"""<!DOCTYPE html>

@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass, replace
 from typing import Callable
 
+from .files import read_regular_text
+
 __all__ = [
     "RequestSpec",
     "WorkloadError",
@@ -319,8 +321,7 @@ def load_workload(path: str) -> list[RequestSpec]:
     every problem found, each naming ``path``, the request (index and name) and the field.
     """
     try:
-        with open(path, encoding="utf-8-sig") as handle:
-            text = handle.read()
+        text = read_regular_text(path, encoding="utf-8-sig")  # a FIFO is refused, never waited on
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file", source=path) from None
     except IsADirectoryError:

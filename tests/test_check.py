@@ -5,7 +5,7 @@ import os
 import shutil
 import unittest
 
-from tests.helpers import EXPECTED, read, run_cli, temp_dir
+from tests.helpers import EXPECTED, PROJECT, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")
 
@@ -92,6 +92,52 @@ class CheckTest(unittest.TestCase):
                 self.assertEqual(out, "")
                 self.assertEqual(len(err.strip().splitlines()), 1, err)
                 self.assertIn(mention, err)
+
+    def test_bad_artifact_shapes_exit_2_naming_file_and_field(self):
+        """Shapes the tester found crashing check with exit 3 (internal error), and their kin."""
+        deep = "[" * 100000 + "]" * 100000
+        cases = {
+            "cases a number": ("summary.json", '{"cases": 5}\n', "summary.json: field 'cases': expected a list"),
+            "a case not an object": ("summary.json", '{"cases": [5]}\n', "summary.json: cases[0]: expected an object"),
+            "summary a list": ("summary.json", "[1, 2]\n", "summary.json: expected a JSON object"),
+            "deeply nested": ("summary.json", deep + "\n", "summary.json: JSON nested too deeply"),
+            "requests not a list": ("workload.json", '{"requests": {}}\n', "workload.json: field 'requests'"),
+            "jsonl line a list": ("requests.jsonl", "[1]\n", "requests.jsonl: line 1: expected a JSON object"),
+            "deep jsonl line": ("timeline.jsonl", deep + "\n", "timeline.jsonl: line 1: JSON nested too deeply"),
+        }
+        for label, (name, text, mention) in cases.items():
+            with self.subTest(label):
+                run = self.copy_of_baseline()
+                write(os.path.join(run, name), text)
+                code, out, err = run_cli(["check", run, BASELINE])
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(mention, err)
+
+    def test_other_budget_is_reported_per_field(self):
+        """--budget 48 against the lab's 64 (lab.md §3): one line for config.budget, not two dicts."""
+        run = os.path.join(temp_dir(self), "run")
+        self.assertEqual(run_cli(["--budget", "48", "--artifacts", run])[0], 0)
+        code, out, _ = run_cli(["check", run, BASELINE])
+        self.assertEqual(code, 1)
+        self.assertIn("  manifest / config.budget: got 48, expected 64\n", out)
+        self.assertNotIn("decode_cost", out)
+        self.assertIn("workload and configuration: 1 difference\n", out)
+
+    def test_imported_and_simulated_runs_are_not_compared(self):
+        """import-results writes manifest kind "real" (times in ms, scheduler.policy); a simulated run
+        has no kind. Before, check reported "policy: got null" field by field."""
+        imported = os.path.join(temp_dir(self), "real")
+        source = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090", "requests.jsonl")
+        self.assertEqual(run_cli(["import-results", source, "--artifacts", imported])[0], 0)
+        for argv in (["check", imported, BASELINE], ["check", BASELINE, imported]):
+            with self.subTest(argv=argv):
+                code, out, err = run_cli(argv)
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn("imported real", err)
+                self.assertIn("simulated", err)
+                self.assertNotIn("policy", err)
 
 
 if __name__ == "__main__":

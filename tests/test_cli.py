@@ -104,5 +104,17 @@ class BadInputTest(unittest.TestCase):
         self.assertEqual(load_workload(os.path.join(PROJECT, "workloads", "baseline.json")), scenario("baseline"))
 
 
+class SharedParserTest(unittest.TestCase):
+    def test_cli_parsers_are_the_shared_line_parser(self):
+        """One one-line-error argparse subclass for every command (sched/cmdline.py), not a copy."""
+        from sched import cli, cmdline
+        self.assertFalse(hasattr(cli, "_Parser"))
+        self.assertIsInstance(cli._run_parser(), cmdline.LineParser)
+        self.assertEqual((cli.EXIT_OK, cli.EXIT_BAD_INPUT), (cmdline.EXIT_OK, cmdline.EXIT_BAD_INPUT))
+        code, out, err = run_cli(["--budget", "0"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+
+
 if __name__ == "__main__":
     unittest.main()

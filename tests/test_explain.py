@@ -6,7 +6,7 @@ import re
 import shutil
 import unittest
 
-from tests.helpers import EXPECTED, read, run_cli, temp_dir
+from tests.helpers import EXPECTED, PROJECT, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")
 
@@ -118,6 +118,65 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
                 self.assertEqual(out, "")
                 self.assertEqual(len(err.strip().splitlines()), 1, err)
                 self.assertIn(mention, err)
+
+    def test_bad_fields_exit_2_naming_file_line_request_and_field(self):
+        """Values the tester found crashing explain with exit 3; now one line, exit 2."""
+        def edit(name, case, field, value):
+            def change(record):
+                if record.get("case") == case and (record.get("name") == name or name in record.get("active", [])):
+                    record[field] = value
+                return record
+            return change
+        cases = {
+            "first_token_at a string": ("requests.jsonl", edit("S7", "static", "first_token_at", "x"),
+                                        "field 'first_token_at' must be a tick or null"),
+            "arrival a string": ("requests.jsonl", edit("S7", "static", "arrival", "1"), "field 'arrival'"),
+            "arrival true": ("requests.jsonl", edit("S7", "static", "arrival", True), "field 'arrival'"),
+            "status missing": ("requests.jsonl", lambda r: {k: v for k, v in r.items() if k != "status"}
+                               if r.get("name") == "S7" else r, "field 'status' is missing"),
+            "prefilled a list": ("timeline.jsonl", edit("S7", "static", "prefilled", [1]), "field 'prefilled'"),
+            "active a string": ("timeline.jsonl", lambda r: dict(r, active="S7") if "S7" in r.get("active", []) else r,
+                                "field 'active'"),
+        }
+        for label, (name, change, mention) in cases.items():
+            with self.subTest(label):
+                run = os.path.join(temp_dir(self), "run")
+                shutil.copytree(BASELINE, run)
+                path = os.path.join(run, name)
+                rows = [change(json.loads(line)) for line in read(path).splitlines()]
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write("".join(json.dumps(row) + "\n" for row in rows))
+                code, out, err = run_cli(["explain", "S7", "--artifacts", run])
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertRegex(err, re.escape(path) + r": line \d+")
+                self.assertIn(mention, err)
+
+    def test_imported_real_run_is_refused(self):
+        """import-results gives times in milliseconds and no timeline: explain would print ms as
+        ticks (the tester saw "ticks 0.0–-0.979"), so it says it tells simulated runs only."""
+        imported = os.path.join(temp_dir(self), "real")
+        source = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090", "requests.jsonl")
+        self.assertEqual(run_cli(["import-results", source, "--artifacts", imported])[0], 0)
+        code, out, err = run_cli(["explain", "bench-0", "--artifacts", imported])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("simulated runs only", err)
+
+    def test_static_wait_is_the_running_batch_not_a_full_house(self):
+        """Baseline static (lab.md §4, §6): L0 arrives at 0 and is admitted alone, a batch of one; S1
+        arrives at 1 and waits until the batch ends (admitted at 32) although only 1 of the 4 slots
+        is taken. Continuous: S7 waits 12–38 with all 4 slots taken (no free slot)."""
+        _, timeline = load("baseline")
+        for tick in range(1, 32):
+            self.assertEqual(timeline[("static", tick)]["active"], ["L0"])
+        code, out, _ = run_cli(["explain", "S1", "--artifacts", BASELINE, "--case", "static"])
+        self.assertEqual(code, 0)
+        self.assertIn("  waiting      ticks 1–31 (31 ticks in the queue, static batch still running)",
+                      sections(out)["static"])
+        self.assertNotIn("no free slot", out)
+        for tick in range(12, 39):
+            self.assertEqual(len(timeline[("continuous+APC+chunk32", tick)]["active"]), 4)
 
 
 if __name__ == "__main__":

@@ -75,13 +75,16 @@ class ImportOptionTest(unittest.TestCase):
 
 
 class TraceFileTest(unittest.TestCase):
-    def test_fifo_is_refused_without_opening(self):
-        """Opening a FIFO with no writer blocks forever: it must be refused from os.stat alone."""
+    def test_fifo_is_refused_without_waiting(self):
+        """Reading a FIFO with no writer blocks forever: import and sweep --workload refuse it (exit 2)."""
         path = os.path.join(temp_dir(self), "pipe.csv")
         os.mkfifo(path)
-        code, _, err = run_cli(["import", "azure", path, "-o", os.path.join(temp_dir(self), "w.json")])
-        self.assertEqual(code, 2)
-        self.assertIn("not a regular file", err)
+        for argv in (["import", "azure", path, "-o", os.path.join(temp_dir(self), "w.json")],
+                     ["sweep", "--workload", path, "--workers", "1"]):
+            with self.subTest(command=argv[0]):
+                code, _, err = run_cli(argv)
+                self.assertEqual(code, 2)
+                self.assertIn("not a regular file", err)
 
     def test_bom_is_accepted(self):
         """A UTF-8 BOM before the header (CSV) or the first object (JSONL) is dropped: 1 request each."""

@@ -9,9 +9,10 @@ import subprocess
 import sys
 import unittest
 import zipfile
+from unittest import mock
 
 from sched.labzip import TOP_FOLDER, LabZipError, build_lab_zip, lab_files
-from tests.helpers import PROJECT, run_cli, temp_dir
+from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 NESTED = "INFER_SCHED_LAB_NESTED"
 
@@ -57,13 +58,18 @@ class LabZipTest(unittest.TestCase):
         with open(first, "rb") as a, open(second, "rb") as b:
             self.assertEqual(a.read(), b.read())
 
-    def test_stray_files_are_left_out(self):
-        """A copy of the project with a cache, a run directory and a hidden file in it."""
+    def copy_of_project(self) -> str:
+        """A copy of the lab's files in a temporary directory (tests that may write stay off the real one)."""
         project = os.path.join(temp_dir(self), "project")
         for path in lab_files(PROJECT):
             os.makedirs(os.path.dirname(os.path.join(project, path)), exist_ok=True)
             with open(os.path.join(PROJECT, path), "rb") as src, open(os.path.join(project, path), "wb") as dst:
                 dst.write(src.read())
+        return project
+
+    def test_stray_files_are_left_out(self):
+        """A copy of the project with a cache, a run directory and a hidden file in it."""
+        project = self.copy_of_project()
         for stray in ("sched/__pycache__/cli.cpython-311.pyc", "runs/baseline/table.txt", "tests/.swp",
                       ".git/HEAD", "notes.txt"):
             os.makedirs(os.path.dirname(os.path.join(project, stray)), exist_ok=True)
@@ -77,6 +83,67 @@ class LabZipTest(unittest.TestCase):
             build_lab_zip(project, os.path.join(project, "lab.zip"))
         self.assertIn("missing", str(raised.exception))
         self.assertFalse(os.path.exists(os.path.join(project, "lab.zip")))
+
+    def test_licence_is_packed(self):
+        path = os.path.join(temp_dir(self), "lab.zip")
+        build_lab_zip(PROJECT, path)
+        with zipfile.ZipFile(path) as archive:
+            licence = archive.read(f"{TOP_FOLDER}/LICENSE").decode("utf-8")
+            names = archive.namelist()
+        self.assertTrue(licence.startswith("MIT License"))
+        self.assertIn("Copyright (c) 2026 the infer-sched-lab authors", licence)
+        self.assertIn(f"{TOP_FOLDER}/tests/data/SOURCES.md", names)
+
+    def test_existing_output_is_refused_without_force(self):
+        base = temp_dir(self)
+        path = os.path.join(base, "lab.zip")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("mine")
+        code, stdout, err = run_cli(["zip", "-o", path])
+        self.assertEqual((code, stdout), (2, ""))
+        self.assertEqual(len(err.splitlines()), 1, err)
+        self.assertIn("--force", err)
+        self.assertEqual(read(path), "mine")
+        self.assertEqual(os.listdir(base), ["lab.zip"])
+        self.assertEqual(run_cli(["zip", "-o", path, "--force"])[0], 0)
+        self.assertTrue(zipfile.is_zipfile(path))
+
+    def test_output_that_is_one_of_the_packed_files_is_always_refused(self):
+        """The learner's case: ``zip -o prediction.md`` replaced the file and left it out of the ZIP.
+        Run on a copy of the project, so a regression cannot damage the real one."""
+        project = self.copy_of_project()
+        for name in ("prediction.md", "LICENSE", "workloads/baseline.json"):
+            for force in (False, True):
+                with self.subTest(output=name, force=force):
+                    path = os.path.join(project, name)
+                    before = read(path)
+                    with self.assertRaises(LabZipError) as caught:
+                        build_lab_zip(project, path, force=force)
+                    self.assertIn("the lab's own file", str(caught.exception))
+                    self.assertEqual(read(path), before)
+
+    def test_output_permissions_follow_the_umask(self):
+        old = os.umask(0o022)
+        self.addCleanup(os.umask, old)
+        path = os.path.join(temp_dir(self), "lab.zip")
+        build_lab_zip(PROJECT, path)
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o644)
+
+    def test_interrupt_while_packing_leaves_no_temporary_file(self):
+        base = temp_dir(self)
+        with mock.patch("sched.labzip.zipfile.ZipFile.writestr", side_effect=KeyboardInterrupt):
+            with self.assertRaises(KeyboardInterrupt):
+                build_lab_zip(PROJECT, os.path.join(base, "lab.zip"))
+        self.assertEqual(os.listdir(base), [])
+
+    @unittest.skipUnless(hasattr(os, "mkfifo"), "needs FIFOs")
+    def test_a_fifo_under_a_packed_folder_is_skipped_not_waited_on(self):
+        """Before the fix ``zip`` blocked forever reading the FIFO (and a kill left a .tmp behind)."""
+        project = self.copy_of_project()
+        os.mkfifo(os.path.join(project, "workloads", "fifo.json"))
+        self.assertNotIn("workloads/fifo.json", lab_files(project))
+        out = os.path.join(temp_dir(self), "lab.zip")
+        self.assertEqual(build_lab_zip(project, out), lab_files(PROJECT))
 
     def test_extracted_lab_runs_and_its_tests_pass(self):
         base = temp_dir(self)

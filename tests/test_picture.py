@@ -9,6 +9,7 @@ import xml.etree.ElementTree as ET
 
 from sched.config import Batching, Case, EngineConfig
 from sched.engine import CaseResult, simulate
+from sched.metrics import SUMMARY_FIELDS
 from sched.picture import MAX_LANES, lane_segments, render_timeline_svg
 from sched.workload import RequestSpec
 from tests.helpers import EXPECTED, REFERENCE_RUNS, read, run_cli, temp_dir
@@ -145,7 +146,7 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
                 html = read(os.path.join(EXPECTED, reference, "report.html"))
                 self.assertTrue(read(os.path.join(EXPECTED, reference, "timeline.svg")).rstrip() in html)
                 self.assertNotIn("<script", html)
-                header = re.findall(r"<th>([^<]*)</th>", html)
+                header = [name for name, _ in re.findall(r"<th>([^<]*)(?:<br>\(([^<]*)\))?</th>", html)]
                 rows = [re.findall(r"<td>([^<]*)</td>", row) for row in re.findall(r"<tr><td>.*</tr>", html)]
                 cases = json.loads(read(os.path.join(EXPECTED, reference, "summary.json")))["cases"]
                 self.assertEqual(len(rows), len(cases))
@@ -154,6 +155,32 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
                     self.assertEqual(got["case"], case["case"])
                     for field in ("p95_ttft", "throughput", "succeeded", "makespan", "hit_tokens"):
                         self.assertEqual(got[field], "NA" if case[field] is None else json.dumps(case[field]))
+
+    def test_waiting_titles_give_the_reason_of_the_case(self):
+        """Static batching admits a new batch only when the whole batch has ended (lab.md §4): S1
+        waits 1–31 behind L0 alone, slots free, so its title says the batch was running; a
+        continuous case waits only when every slot is taken."""
+        svg = read(os.path.join(EXPECTED, "baseline", "timeline.svg"))
+        self.assertIn("<title>S1 in static: waiting: static batch still running, ticks 1–31 (31 ticks)</title>", svg)
+        self.assertIn("<title>S7 in continuous+APC+chunk32: waiting: no free slot, ticks 12–38 (27 ticks)</title>",
+                      svg)
+        self.assertNotIn("static: waiting: no free slot", svg)
+        self.assertNotIn("waiting (no slot)", svg)
+        self.assertIn(">waiting: no slot / static batch</text>", svg)
+
+    def test_every_report_column_but_the_case_names_its_unit(self):
+        """lab.md §7: units on every number. Latencies are ticks; throughput and completed_output_tps
+        (the spec's name, kept) are output tokens per tick, not per second."""
+        html = read(os.path.join(EXPECTED, "baseline", "report.html"))
+        units = dict(re.findall(r"<th>([^<]*)(?:<br>\(([^<]*)\))?</th>", html))
+        self.assertEqual(list(units), list(SUMMARY_FIELDS))
+        self.assertEqual(units["case"], "")
+        for field in SUMMARY_FIELDS[1:]:
+            with self.subTest(field=field):
+                self.assertNotEqual(units[field], "")
+        self.assertEqual(units["p95_ttft"], "ticks")
+        self.assertEqual(units["throughput"], "output tokens per tick")
+        self.assertTrue(units["completed_output_tps"].startswith("output tokens per tick"))
 
 
 class ReplayTest(unittest.TestCase):
