@@ -15,6 +15,9 @@ A profile fills every knob the command line leaves unset; an explicit flag alway
   one token of the same budget;
 - ``max_active`` 256, like ``max_num_seqs``: the value the vLLM 0.19.0 server used in that real run
   (its engine defaults for the API server; the bare ``SchedulerConfig`` class default is 128);
+- neither number is "vLLM's default": the vLLM docs say both class defaults (2048, 128) are mainly
+  for convenience in testing and that real usage sets them in ``EngineArgs.create_engine_config``
+  from how the engine is launched; 2048 and 256 are the values the lab's real run used;
 - chunked prefill on: a prompt larger than what is left of the budget is split over steps, as the
   lab's engine always does; ``chunk_tokens`` 512 caps one request's chunk per step in the chunked
   case, the role of vLLM's ``long_prefill_token_threshold`` (off by default in vLLM; 512 is the
