@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark of the event-driven engine (issue 6): prints figures, asserts nothing.
 
-    python3 bench/bench.py [--azure PATH] [--sizes 1000,10000,100000,1000000]
+    python3 bench/bench.py [--azure PATH] [--mooncake PATH] [--sizes 1000,10000,100000,1000000]
 
 1. The Azure conversation trace (19,366 requests; default path the shared data folder, skipped
    when absent): imported at 30 ms per tick, all four cases under ``--profile vllm``, every
    artifact written to a temporary directory (the CLI's own path: stream for large runs).
-2. Synthetic workloads of each size under ``--profile vllm``: seeded lengths (prompt 50-2000,
+2. The Mooncake conversation trace (12,031 requests, skipped when absent) under the ``lab``
+   profile with ``--timeline counts``: the bounded counts timeline's peak memory and bytes written.
+3. Synthetic workloads of each size under ``--profile vllm``: seeded lengths (prompt 50-2000,
    output 10-500 tokens, uniform) with Poisson arrivals at 1 request per tick, about 60 % of the
    profile's capacity (2048 tokens per tick / ~1,280 tokens of work per request); all four cases,
    one at a time, timeline ``off``, no artifacts.
@@ -40,6 +42,7 @@ from sched.profiles import PROFILES  # noqa: E402
 from sched.workload import RequestSpec  # noqa: E402
 
 AZURE = "/work/shared/data/traces/AzureLLMInferenceTrace_conv.csv"
+MOONCAKE = "/work/shared/data/traces/conversation_trace.jsonl"
 
 
 def _peak_mb() -> float:
@@ -68,19 +71,20 @@ def _one_size(num_requests: int) -> dict:
             "makespan": ticks, "peak_mb": _peak_mb()}
 
 
-def _azure(path: str) -> dict:
+def _trace(fmt: str, path: str, run_flags: list[str]) -> dict:
+    """Import ``path`` and run it with ``run_flags`` writing every artifact: times, peak, artifact MB."""
     work = tempfile.mkdtemp(prefix="isl-bench-")
     try:
-        workload = os.path.join(work, "conv.json")
+        workload = os.path.join(work, "trace.json")
         start = time.perf_counter()
         with open(os.devnull, "w") as sink:
-            stdout, sys.stdout = sys.stdout, sink
+            stdout, stderr, sys.stdout, sys.stderr = sys.stdout, sys.stderr, sink, sink
             try:
-                lab_main(["import", "azure", path, "-o", workload])
+                lab_main(["import", fmt, path, "-o", workload])
                 imported = time.perf_counter()
-                code = lab_main(["--workload", workload, "--profile", "vllm", "--artifacts", os.path.join(work, "run")])
+                code = lab_main(["--workload", workload, *run_flags, "--artifacts", os.path.join(work, "run")])
             finally:
-                sys.stdout = stdout
+                sys.stdout, sys.stderr = stdout, stderr
         done = time.perf_counter()
         size = sum(os.path.getsize(os.path.join(work, "run", f)) for f in os.listdir(os.path.join(work, "run")))
         return {"exit": code, "import_s": imported - start, "run_s": done - imported, "peak_mb": _peak_mb(),
@@ -92,18 +96,23 @@ def _azure(path: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--azure", default=AZURE, help="path of AzureLLMInferenceTrace_conv.csv")
+    parser.add_argument("--mooncake", default=MOONCAKE, help="path of Mooncake's conversation_trace.jsonl")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", help="synthetic sizes, comma-separated")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child == "azure":
-        print(json.dumps(_azure(args.azure)))
+        print(json.dumps(_trace("azure", args.azure, ["--profile", "vllm"])))
+        return 0
+    if args.child == "mooncake":
+        print(json.dumps(_trace("mooncake", args.mooncake, ["--profile", "lab", "--timeline", "counts"])))
         return 0
     if args.child:
         print(json.dumps(_one_size(int(args.child))))
         return 0
 
     def child(what: str) -> dict:
-        out = subprocess.run([sys.executable, __file__, "--child", what, "--azure", args.azure],
+        out = subprocess.run([sys.executable, __file__, "--child", what, "--azure", args.azure,
+                              "--mooncake", args.mooncake],
                              check=True, capture_output=True, text=True).stdout
         return json.loads(out.splitlines()[-1])
 
@@ -115,6 +124,12 @@ def main(argv=None) -> int:
               f"{4 * 19366 / a['run_s']:,.0f} simulated requests/s, peak {a['peak_mb']:.0f} MB")
     else:
         print(f"Azure conv trace not found at {args.azure}: skipped")
+    if os.path.exists(args.mooncake):
+        m = child("mooncake")
+        print(f"Mooncake conversation trace, 12,031 requests, lab profile, --timeline counts: run {m['run_s']:.1f} s, "
+              f"artifacts {m['artifacts_mb']:.0f} MB, peak {m['peak_mb']:.0f} MB")
+    else:
+        print(f"Mooncake trace not found at {args.mooncake}: skipped")
     print(f"{'requests':>10} {'build s':>8} {'4 cases s':>10} {'sim req/s':>10} {'makespan':>10} "
           f"{'peak MB':>8} {'time ×':>7}")
     previous = None

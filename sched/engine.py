@@ -45,7 +45,7 @@ __all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simul
            "simulate", "run_cases", "TIMELINE_DETAILS", "MAX_COUNTS_RECORDS"]
 
 #: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
-#: record of counts per step or jump, or none.
+#: record of counts per step or jump (merged above :data:`MAX_COUNTS_RECORDS`), or none.
 TIMELINE_DETAILS = ("full", "counts", "off")
 
 #: Most ``counts`` records one case keeps (memory and file size stay bounded at any scale). When the
