@@ -131,6 +131,19 @@ def _count(text, name: str, low: int) -> int:
     return value
 
 
+def _counts(result: "Import", line: int, row: dict, fields) -> list[int] | None:
+    """The row's counts for ``fields`` (pairs of name and lowest value), or None after recording
+    the first bad one in ``result`` (a missing field is reported as missing)."""
+    values = []
+    for name, low in fields:
+        try:
+            values.append(_count(row.get(name), name, low))
+        except ValueError as exc:
+            result._bad(line, name, str(exc) if name in row else "missing")
+            return None
+    return values
+
+
 def _parse_azure_time(text: str) -> datetime:
     """2023: ``2023-11-16 18:17:03.9799600`` (7 digits: cut to 6); 2024: ``...+00:00``, maybe no fraction."""
     text = text.strip()
@@ -192,16 +205,10 @@ def _azure(path: str, result: Import):
         except ValueError as exc:
             result._bad(line, "TIMESTAMP", str(exc))
             continue
-        try:
-            prompt = _count(row["ContextTokens"], "ContextTokens", 1)
-        except ValueError as exc:
-            result._bad(line, "ContextTokens", str(exc))
+        counts = _counts(result, line, row, (("ContextTokens", 1), ("GeneratedTokens", 1)))
+        if counts is None:
             continue
-        try:
-            output = _count(row["GeneratedTokens"], "GeneratedTokens", 1)
-        except ValueError as exc:
-            result._bad(line, "GeneratedTokens", str(exc))
-            continue
+        prompt, output = counts
         if first is None:
             first = stamp
         try:
@@ -227,26 +234,21 @@ def _mooncake(path: str, result: Import):
         if not isinstance(row, dict):
             result._bad(line, "(line)", "not a JSON object")
             continue
-        values = []
-        for name, low in (("timestamp", 0), ("input_length", 1), ("output_length", 1)):
-            try:
-                values.append(_count(row.get(name), name, low))
-            except ValueError as exc:
-                result._bad(line, name, str(exc) if name in row else "missing")
-                break
-        else:
-            blocks = row.get("hash_ids")
-            if not isinstance(blocks, list) or not blocks or not all(
-                    isinstance(b, int) and not isinstance(b, bool) for b in blocks):
-                result._bad(line, "hash_ids", "must be a non-empty list of integers")
-                continue
-            if len(blocks) != math.ceil(values[1] / MOONCAKE_BLOCK_TOKENS):
-                result._bad(line, "hash_ids", f"{len(blocks)} blocks for {values[1]} tokens; "
-                            f"expected ceil(input_length / {MOONCAKE_BLOCK_TOKENS})")
-                continue
-            if first is None:
-                first = values[0]
-            yield line, values[0] - first, values[1], values[2], tuple(blocks)
+        values = _counts(result, line, row, (("timestamp", 0), ("input_length", 1), ("output_length", 1)))
+        if values is None:
+            continue
+        blocks = row.get("hash_ids")
+        if not isinstance(blocks, list) or not blocks or not all(
+                isinstance(b, int) and not isinstance(b, bool) for b in blocks):
+            result._bad(line, "hash_ids", "must be a non-empty list of integers")
+            continue
+        if len(blocks) != math.ceil(values[1] / MOONCAKE_BLOCK_TOKENS):
+            result._bad(line, "hash_ids", f"{len(blocks)} blocks for {values[1]} tokens; "
+                        f"expected ceil(input_length / {MOONCAKE_BLOCK_TOKENS})")
+            continue
+        if first is None:
+            first = values[0]
+        yield line, values[0] - first, values[1], values[2], tuple(blocks)
 
 
 def arrival_offsets_ms(count: int, rate: float, process: str, cv: float, rng: random.Random):
@@ -270,16 +272,10 @@ def _lengths(path: str, result: Import, options: ImportOptions):
     rows = []
     for line, row in _csv_rows(path, ("num_prefill_tokens", "num_decode_tokens")):
         result.num_rows += 1
-        try:
-            prompt = _count(row["num_prefill_tokens"], "num_prefill_tokens", 1)
-        except ValueError as exc:
-            result._bad(line, "num_prefill_tokens", str(exc))
+        counts = _counts(result, line, row, (("num_prefill_tokens", 1), ("num_decode_tokens", 1)))
+        if counts is None:
             continue
-        try:
-            output = _count(row["num_decode_tokens"], "num_decode_tokens", 1)
-        except ValueError as exc:
-            result._bad(line, "num_decode_tokens", str(exc))
-            continue
+        prompt, output = counts
         rows.append((line, prompt, output))
     rng = random.Random(options.seed)
     for (line, prompt, output), at in zip(rows, arrival_offsets_ms(len(rows), options.rate, options.process,
