@@ -184,7 +184,7 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]
     if kinds[0] != kinds[1]:
         raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run: check compares two runs "
-                         "of the same kind (use compare for a simulated run against a real one)")
+                         "of the same kind; a simulated run (ticks) and an imported real run (ms) cannot be diffed")
     identity = _field_diffs("manifest", {k: got.get(k) for k in _IDENTITY}, {k: expected.get(k) for k in _IDENTITY})
     if identity:
         return [(_IDENTITY_PART, identity)]

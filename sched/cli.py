@@ -33,6 +33,7 @@ __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from
            "FULL_TIMELINE_MAX_TOKENS", "LAB_PROFILE_MAX_REQUESTS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe
 
 #: Largest workload whose timeline is written in full by default: 1,000 requests keeps
 #: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
@@ -382,12 +383,26 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # every write is atomic, so an interrupted command wrote nothing
         _report(["interrupted; nothing was written"])
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader of stdout went away (e.g. `| head -1`); files are written before anything is
+        # printed, so nothing is lost. Exit like a program ended by SIGPIPE, without a message.
+        _silence_stdout()
+        return EXIT_BROKEN_PIPE
     except SimulationError as exc:
         _report([f"internal error: {exc}"])
         return EXIT_INTERNAL
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
         _report([f"internal error: {type(exc).__name__}: {exc}"])
         return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured in a test)
+        pass
 
 
 def _report(problems: list[str]) -> None:

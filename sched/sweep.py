@@ -241,7 +241,7 @@ def render_sweep_manifest(workload: list[RequestSpec], config: EngineConfig, pol
         "config": {"budget": config.budget, "decode_cost": config.decode_cost, "max_active": config.max_active,
                    "chunk_tokens": config.chunk_tokens},
         "timeout_ticks": config.timeout_ticks,
-        "loads": [str(factor) for factor in factors],
+        "loads": [int(f) if f.denominator == 1 else float(f) for f in map(Fraction, factors)],
         "units": "latencies in ticks, throughput in output tokens per tick; load divides every arrival tick",
     }
     return json.dumps(manifest, indent=2) + "\n"

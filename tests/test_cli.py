@@ -116,5 +116,25 @@ class SharedParserTest(unittest.TestCase):
         self.assertEqual(len(err.splitlines()), 1, err)
 
 
+class BrokenPipeTest(unittest.TestCase):
+    def test_closed_stdout_exits_141_with_the_artifacts_written(self):
+        """`... | head -1`: the reader goes away; files were written before printing."""
+        import contextlib
+        import io
+
+        class ClosedPipe(io.StringIO):
+            def write(self, text):
+                raise BrokenPipeError(32, "Broken pipe")
+
+        from sched.cli import main
+        out = os.path.join(temp_dir(self), "run")
+        err = io.StringIO()
+        with contextlib.redirect_stdout(ClosedPipe()), contextlib.redirect_stderr(err):
+            code = main(["--artifacts", out])
+        self.assertEqual(code, 141)
+        self.assertEqual(err.getvalue(), "")
+        self.assertIn("table.txt", os.listdir(out))
+
+
 if __name__ == "__main__":
     unittest.main()

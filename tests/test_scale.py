@@ -12,7 +12,7 @@ from sched.cli import default_timeline, run_lab
 from sched.config import EngineConfig
 from sched.engine import Request, Status
 from sched.metrics import gap_histogram, itls, percentile, percentile_of_histogram
-from sched.sweep import render_sweep_svg, run_sweep, scale_arrivals
+from sched.sweep import render_sweep_manifest, render_sweep_svg, run_sweep, scale_arrivals
 from sched.workload import RequestSpec, scenario
 from tests.helpers import EXPECTED, read, run_cli, temp_dir
 
@@ -52,6 +52,14 @@ class CompactTokensTest(unittest.TestCase):
         values = [Fraction(1, 3), close, Fraction(1, 2), Fraction(1, 4)]
         self.assertEqual([percentile(values, p) for p in (25, 50, 75, 100)],
                          [Fraction(1, 4), close, Fraction(1, 3), Fraction(1, 2)])
+
+
+class SweepManifestTest(unittest.TestCase):
+    def test_load_factors_are_plain_numbers(self):
+        """Factors 1/2 and 2 are written as 0.5 and 2, as in sweep.csv, never as "1/2"."""
+        manifest = json.loads(render_sweep_manifest(scenario("baseline"), EngineConfig(), "fcfs",
+                                                    [Fraction(1, 2), Fraction(2)]))
+        self.assertEqual(manifest["loads"], [0.5, 2])
 
 
 class TimelineDetailTest(unittest.TestCase):
