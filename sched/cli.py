@@ -30,7 +30,7 @@ from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
-           "FULL_TIMELINE_MAX_TOKENS", "LAB_PROFILE_MAX_REQUESTS"]
+           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe
@@ -41,6 +41,9 @@ FULL_TIMELINE_MAX_REQUESTS = 1000
 #: ... and at most this many prompt + output tokens: every walked tick advances at least one
 #: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
 FULL_TIMELINE_MAX_TOKENS = 50_000
+#: ... and at most this many requests × tokens: a full record lists every waiting and active
+#: request by name, so this bounds the names written (about 1 million names ~ 10 MB of JSON).
+FULL_TIMELINE_MAX_NAMES = 1_000_000
 #: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
 LAB_PROFILE_MAX_REQUESTS = 5000
 
@@ -125,13 +128,15 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
 def default_timeline(workload) -> str:
     """``full`` for a small workload, ``counts`` above the bounds.
 
-    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests and at most
-    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked).
+    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests, at most
+    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked),
+    and at most :data:`FULL_TIMELINE_MAX_NAMES` requests × tokens (which bounds the names listed).
     """
     if len(workload) > FULL_TIMELINE_MAX_REQUESTS:
         return "counts"
     tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
-    return "full" if tokens <= FULL_TIMELINE_MAX_TOKENS else "counts"
+    small = tokens <= FULL_TIMELINE_MAX_TOKENS and len(workload) * tokens <= FULL_TIMELINE_MAX_NAMES
+    return "full" if small else "counts"
 
 
 def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:

@@ -64,11 +64,16 @@ class SweepManifestTest(unittest.TestCase):
 
 class TimelineDetailTest(unittest.TestCase):
     def test_default_threshold(self):
-        """Full up to 1,000 requests and 50,000 prompt + output tokens; counts above either."""
+        """Full up to 1,000 requests, 50,000 prompt + output tokens and 1,000,000 requests × tokens;
+        counts above any of them."""
         def small(n, output=1):
             return [RequestSpec(f"r{i}", 0, None, 0, 1, output) for i in range(n)]
         self.assertEqual(default_timeline(scenario("baseline")), "full")
-        self.assertEqual((default_timeline(small(1000)), default_timeline(small(1001))), ("full", "counts"))
+        # 500 requests of 2 tokens: 1,000 tokens, 500,000 names; 1,000 such: 2,000,000 names.
+        self.assertEqual((default_timeline(small(500)), default_timeline(small(1000))), ("full", "counts"))
+        self.assertEqual(default_timeline(small(1001)), "counts")
+        # 20 requests of 1 + 2,499 tokens: 50,000 tokens, 1,000,000 names (both at the bound).
+        self.assertEqual((default_timeline(small(20, 2499)), default_timeline(small(20, 2500))), ("full", "counts"))
         # One request: 1 prompt token + 49,999 output tokens is exactly the bound; one more is over.
         self.assertEqual((default_timeline(small(1, 49_999)), default_timeline(small(1, 50_000))),
                          ("full", "counts"))
