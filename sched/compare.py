@@ -536,6 +536,19 @@ def _parser() -> LineParser:
     return parser
 
 
+#: The files compare reads from a run directory; ``--out`` may never name one of them.
+_RUN_INPUTS = ("manifest.json", "summary.json", "requests.jsonl", "workload.json")
+
+
+def _refuse_input_file(out: str, run_dirs) -> None:
+    """Refuse an ``--out`` that is one of the files the compared runs consist of (even with --force)."""
+    target = os.path.realpath(out)
+    for run_dir in run_dirs:
+        inputs = {os.path.realpath(os.path.join(run_dir, name)) for name in _RUN_INPUTS}
+        if target in inputs:
+            raise InputError(f"--out {out}: is one of the compared run's own files; choose another path")
+
+
 def _command(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     if args.candidate is None and (args.baseline_case or args.case) == (args.candidate_case or args.case):
@@ -552,6 +565,7 @@ def _command(argv: list[str]) -> int:
             raise InputError("the current directory holds a run (manifest.json): compare writes into a run "
                              "directory only when --out names the path; give --out FILE")
         out = "decision.json"
+    _refuse_input_file(out, (args.baseline, candidate_dir))
     # ASCII escapes in the record and in the report: a directory or case name may hold bytes
     # that are not UTF-8 (Python keeps them as lone surrogates, which no UTF-8 file can hold).
     write_text_atomically(out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)

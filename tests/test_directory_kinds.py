@@ -56,5 +56,17 @@ class DirectoryKindTest(unittest.TestCase):
         self.assertEqual(loads, {"0.001", "0.004"})
 
 
+class CompareOutTest(unittest.TestCase):
+    def test_out_never_names_a_compared_runs_file(self):
+        run = os.path.join(temp_dir(self), "run")
+        self.assertEqual(run_cli(["--artifacts", run])[0], 0)
+        before = read(os.path.join(run, "summary.json"))
+        code, _, err = run_cli(["compare", run, "--baseline-case", "continuous", "--candidate-case",
+                                "continuous+APC", "--out", os.path.join(run, "summary.json"), "--force"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("compared run's own files", err)
+        self.assertEqual(read(os.path.join(run, "summary.json")), before)
+
+
 if __name__ == "__main__":
     unittest.main()
