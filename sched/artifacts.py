@@ -21,7 +21,7 @@ from fractions import Fraction
 from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
-from .files import normal_mode
+from .files import normal_mode, open_regular
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
@@ -292,11 +292,32 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     }
 
 
-def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES) -> None:
+def manifest_kind(directory: str) -> str | None:
+    """What kind of directory ``directory``'s ``manifest.json`` describes: ``"simulated"`` (a lab
+    run), ``"sweep"``, ``"export"``, ``"real"`` (an import), ``"unknown"`` (unreadable or foreign),
+    or ``None`` when there is no manifest.json."""
+    path = os.path.join(directory, "manifest.json")
+    if not os.path.lexists(path):
+        return None
+    try:
+        with open_regular(path) as handle:
+            data = json.loads(handle.read())
+    except (OSError, ValueError, RecursionError):
+        return "unknown"
+    if not isinstance(data, dict) or not str(data.get("tool", "")).startswith("infer-sched-lab"):
+        return "unknown"
+    if data.get("tool") == "infer-sched-lab sweep":
+        return "sweep"
+    return data.get("kind") if data.get("kind") in ("export", "real") else "simulated"
+
+
+def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES, kind: str | None = None) -> None:
     """Refuse an artifacts directory that cannot be used, before anything is simulated or written.
 
     ``directory`` must be new, empty, or (with ``force``) an existing directory where each of
-    ``names`` (the files to replace) is absent or a regular file; a path whose parent is a file is
+    ``names`` (the files to replace) is absent or a regular file and, when ``kind`` is given, whose
+    ``manifest.json`` (if any) describes the same kind of directory (:func:`manifest_kind`): a
+    sweep never replaces a run's manifest, nor a run a sweep's. A path whose parent is a file is
     refused too. Raises :class:`ArtifactError` with one readable line.
     """
     if not directory:
@@ -311,6 +332,12 @@ def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES) -> N
     if occupied and not force:
         raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
                             "to replace the lab's files there")
+    if occupied and kind is not None:
+        found = manifest_kind(target)
+        if found not in (None, kind):
+            raise ArtifactError(f"{directory}: holds {'an unknown' if found == 'unknown' else 'a ' + found} "
+                                f"directory's manifest.json; --force replaces only files of the same kind "
+                                f"({kind}): choose another directory")
     if occupied:
         for name in names:
             path = os.path.join(target, name)

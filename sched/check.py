@@ -55,6 +55,8 @@ def _json(path: str, text: str, where: str = ""):
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CheckError(f"{path}: {where or f'line {exc.lineno}: '}not valid JSON") from None
+    except ValueError:  # an integer of thousands of digits
+        raise CheckError(f"{path}: {where}holds an integer with too many digits to be a run's value") from None
     except RecursionError:
         raise CheckError(f"{path}: {where}JSON nested too deeply to be a run's artifact") from None
 

@@ -24,7 +24,7 @@ from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
-from .sweep import (max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
+from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
                     render_sweep_table, run_sweep)
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
@@ -212,7 +212,7 @@ def _main_run(argv: list[str]) -> int:
         workload = scenario(name)
         source = f"scenario:{name}"
     if args.artifacts is not None:
-        check_target(args.artifacts, force=args.force)  # refuse before simulating, not after
+        check_target(args.artifacts, force=args.force, kind="simulated")  # refuse before simulating
     for warning in scale_warnings(workload, args.profile, args.timeline):
         print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
@@ -297,7 +297,7 @@ def _main_sweep(argv: list[str]) -> int:
     if args.workers is not None and args.workers > max_workers_allowed():
         raise ConfigError(f"--workers: at most {max_workers_allowed()} (4 x CPU count, at most 64), got {args.workers}")
     if args.out:
-        check_target(args.out, force=args.force)  # refuse before simulating, not after
+        check_target(args.out, force=args.force, names=SWEEP_FILES, kind="sweep")  # refuse before simulating
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
     config = config_from_args(args)
     rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)

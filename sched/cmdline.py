@@ -84,6 +84,8 @@ def parse_json(text: str, where: str, non_finite_as_none: bool = False):
         return json.loads(text, **options)
     except json.JSONDecodeError as exc:
         raise InputError(f"{where}: not valid JSON at line {exc.lineno}: {exc.msg}") from None
+    except ValueError:  # the only other ValueError json raises: an integer of thousands of digits
+        raise InputError(f"{where}: holds an integer with too many digits to be a measurement") from None
     except RecursionError:
         raise InputError(f"{where}: JSON nested too deeply") from None
 
@@ -102,6 +104,10 @@ def need(value, kind, where: str, what: str, nullable: bool = False):
     return value
 
 
+#: Larger integers cannot be measurements (and cannot become floats): refused like NaN.
+_LARGEST_NUMBER = 10**300
+
+
 def number_or_none(value, where: str, low: float | None = None, high: float | None = None):
     """A finite JSON number within ``[low, high]`` (either bound optional), or ``None``.
 
@@ -109,6 +115,8 @@ def number_or_none(value, where: str, low: float | None = None, high: float | No
     """
     if value is None:
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > _LARGEST_NUMBER:
+        raise InputError(f"{where}: must be a finite number, got an integer of {len(str(abs(value)))} digits")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise InputError(f"{where}: must be a finite number, got {_show(value)}")
     if (low is not None and value < low) or (high is not None and value > high):

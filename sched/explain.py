@@ -48,7 +48,7 @@ def _lines_with(path: str, needle: str, fields: dict):
                 if needle in line:
                     try:
                         record = json.loads(line)
-                    except (json.JSONDecodeError, RecursionError):
+                    except (ValueError, RecursionError):  # bad JSON, a huge integer, absurd nesting
                         raise ExplainError(f"{path}: line {number}: not valid JSON") from None
                     yield _checked(record, fields, f"{path}: line {number}")
     except OSError as exc:

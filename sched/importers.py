@@ -231,6 +231,9 @@ def _mooncake(path: str, result: Import):
         except ValueError as exc:
             result._bad(line, "(line)", f"not JSON ({exc})")
             continue
+        except RecursionError:
+            result._bad(line, "(line)", "JSON nested too deeply")
+            continue
         if not isinstance(row, dict):
             result._bad(line, "(line)", "not a JSON object")
             continue

@@ -327,7 +327,7 @@ def _documents(text: str, source: str) -> list:
     """
     try:
         return [json.loads(text, **NON_FINITE_AS_NONE)]
-    except json.JSONDecodeError:
+    except ValueError:  # not one document (or a huge integer): parse line by line, naming the line
         pass
     except RecursionError:
         raise InputError(f"{source}: JSON nested too deeply") from None
@@ -799,7 +799,7 @@ def _show(value) -> str:
 def _json_or_none(text: str):
     try:
         return json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):
         return None
 
 

@@ -128,10 +128,14 @@ def _text(value, places: int = 2) -> str:
     return str(int(value)) if isinstance(value, Fraction) else str(value)
 
 
+#: The files a sweep directory holds; ``--force`` replaces these and nothing else.
+SWEEP_FILES = ("sweep.txt", "sweep.csv", "sweep.svg", "manifest.json")
+
+
 def render_sweep_table(rows: list[dict]) -> str:
     """The sweep as a text table (one line per load and case), ending with a newline."""
     header = ("load", "case", "P50 TTFT", "P95 TTFT", "P95 TPOT", "output/tick", "error rate", "hit tokens")
-    lines = [header] + [(_text(r["load"]), r["case"], _text(r["p50_ttft"]), _text(r["p95_ttft"]),
+    lines = [header] + [(f"{float(r['load']):g}", r["case"], _text(r["p50_ttft"]), _text(r["p95_ttft"]),
                          _text(r["p95_tpot"]), _text(r["throughput"]), _text(r["error_rate"], 3),
                          str(r["hit_tokens"])) for r in rows]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
