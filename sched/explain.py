@@ -3,6 +3,10 @@
 Reads ``requests.jsonl`` (arrival, admission, first token, end, hit tokens) and, when present,
 ``timeline.jsonl`` (each prefill tick and its tokens; while the request waited, which requests
 held the slots and how the budget was spent) and ``manifest.json`` (the budget and decode cost).
+A run made with ``--timeline counts`` or ``off`` (lab.md §7; ``manifest.json`` then names its
+``"timeline"``) has no per-request tick records: its ``timeline.jsonl`` is never read, the story is
+told from ``requests.jsonl`` alone (with its ``token_runs``) and says that per-tick detail needs a
+run with ``--timeline full``.
 Nothing is simulated again: every number printed is read from those files. Only simulated runs are
 told: an imported real run (``import-results``, times in milliseconds) is refused.
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 
+from .engine import TIMELINE_DETAILS
 from .files import open_regular
 from .picture import WAIT_REASONS
 
@@ -60,6 +65,13 @@ def _is_tick(value) -> bool:
     return _is_int(value) and value >= 0
 
 
+def _is_token_runs(value) -> bool:
+    """``[[first stamp, count], ...]``: ticks >= 0, counts >= 1 (a reduced run's requests.jsonl)."""
+    return isinstance(value, list) and all(
+        isinstance(run, list) and len(run) == 2 and _is_tick(run[0]) and _is_int(run[1]) and run[1] >= 1
+        for run in value)
+
+
 #: Shape checks of the fields explain reads: field -> (test, what it must be, required).
 _REQUEST_FIELDS = {
     "case": (lambda v: isinstance(v, str), "a string", True),
@@ -73,6 +85,7 @@ _REQUEST_FIELDS = {
     "hit_tokens": (_is_tick, "a token count (integer >= 0)", False),
     "output_tokens": (_is_tick, "a token count (integer >= 0)", False),
     "output_tokens_emitted": (_is_tick, "a token count (integer >= 0)", False),
+    "token_runs": (_is_token_runs, "a list of [first tick, count] pairs", False),
 }
 _TICK_FIELDS = {
     "case": (lambda v: isinstance(v, str), "a string", True),
@@ -115,7 +128,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     directory or ``requests.jsonl`` is missing, the name or case is unknown, a line is not JSON or
     a field explain reads has the wrong type (e.g. ``first_token_at`` ``"x"``), or the directory
     is not a simulated run (``manifest.json`` with a ``kind``, e.g. an ``import-results`` run in
-    milliseconds). Without ``timeline.jsonl`` the per-tick parts are left out and the text says so.
+    milliseconds), or its ``manifest.json`` names a ``timeline`` detail other than full, counts or
+    off. Without ``timeline.jsonl``, or when the run's timeline is ``counts`` or ``off``, the per-tick
+    parts are left out and the text says so.
     """
     if not os.path.isdir(directory):
         raise ExplainError(f"{directory}: no such artifacts directory")
@@ -136,9 +151,10 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         if not rows:
             raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}")
 
+    detail = _timeline_detail(manifest, directory)
     timeline_path = os.path.join(directory, "timeline.jsonl")
     ticks: dict[str, dict[int, dict]] | None = None
-    if os.path.isfile(timeline_path):
+    if detail == "full" and os.path.isfile(timeline_path):
         wanted = {row["case"] for row in rows}
         ticks = {c: {} for c in wanted}
         for record in _lines_with(timeline_path, quoted, _TICK_FIELDS):
@@ -154,8 +170,11 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     out = [f"{name}: arrives at tick {first['arrival']}, prompt {first.get('prompt_tokens', '?')} tokens, "
            f"{first.get('output_tokens', '?')} output tokens ({directory})",
            "Times are ticks (abstract), work is budget units; read from requests.jsonl"
-           + (" and timeline.jsonl." if ticks is not None else ". timeline.jsonl is not present: "
-              "no per-tick detail.") + costs]
+           + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
+              ". timeline.jsonl is not present: no per-tick detail.") + costs]
+    if detail != "full":
+        out.append(f"This run's timeline is {detail!r} (manifest.json): per-tick detail (prefill ticks, who held "
+                   "the slots) needs a run with --timeline full.")
     for row in rows:
         out.append("")
         out.append(f"== {row['case']} ==")
@@ -172,6 +191,16 @@ def _manifest(directory: str) -> dict:
     except (OSError, ValueError, RecursionError):
         return {}
     return manifest if isinstance(manifest, dict) else {}
+
+
+def _timeline_detail(manifest: dict, directory: str) -> str:
+    """The run's timeline detail (lab.md §7): ``manifest.json``'s ``timeline``, ``"full"`` when absent
+    (a full run does not name it); another value is an :class:`ExplainError`."""
+    detail = manifest.get("timeline", "full")
+    if detail not in TIMELINE_DETAILS:
+        raise ExplainError(f"{os.path.join(directory, 'manifest.json')}: field 'timeline' must be one of "
+                           f"{', '.join(TIMELINE_DETAILS)}, got {json.dumps(detail)}")
+    return detail
 
 
 def _static_cases(manifest: dict) -> set:
@@ -210,6 +239,11 @@ def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool =
         lines.append(f"  end          tick {end}, {row['status']} with {emitted} of {wanted} tokens "
                      "(no latency counted)")
     lines.append(f"  hit tokens   {row.get('hit_tokens', 0)}")
+    runs = row.get("token_runs")
+    if runs:
+        spans = ", ".join(_span(start, start + count - 1) for start, count in runs)
+        lines.append(f"  token runs   {spans} ({sum(count for _, count in runs)} tokens in {len(runs)} "
+                     f"run{'s' if len(runs) > 1 else ''})")
     if ticks is not None:
         waited = list(range(arrival, queue_end if queue_end is not None else arrival)) + stalled
         lines += _wait_lines(name, waited, ticks, budget)

@@ -5,7 +5,8 @@
 - ``requests.jsonl``: one line per request in workload order with ``prompt`` (text) and
   ``output_tokens`` (the two columns vLLM's custom JSONL dataset reads; it ignores the others),
   plus ``name``, ``prompt_tokens``, ``arrival_s`` (send offset in seconds), ``priority`` (lower =
-  earlier, vLLM's convention; 0 when the workload gives none), ``prefix_key``, ``prefix_tokens``.
+  earlier, vLLM's convention; 0 when the workload gives none), ``prefix_key``, ``prefix_tokens``;
+  a request with block-level prefixes also has ``prefix_blocks`` and ``block_size``.
 - ``workload.json`` (the exact input, for ``import-results --workload``) and ``export.json`` (the
   mapping below, machine-readable).
 
@@ -16,8 +17,14 @@ BPE tokenizers; the exact count may differ by a few, e.g. a BOS token, which the
 ``input_lens`` show). Requests with the same ``prefix_key``
 start with the *same* ``prefix_tokens`` words (drawn from a generator seeded by the key), so a real
 prefix cache can reuse them; the rest is drawn from a generator seeded by the request name.
-A tick has no physical duration: ``--tick-ms`` (default 100) only turns arrival ticks into send
-offsets (``arrival_s = arrival × tick_ms / 1000``); choose it so the real engine sees a queue.
+A block workload (header ``block_size``, per-request ``prefix_blocks``, see :mod:`sched.cache`)
+is exported block by block: each *full* block of the prompt (``floor(prompt tokens / block_size)``
+of them) is the same ``block_size`` words in every request that lists its id (drawn from a
+generator seeded by the id; ``1`` and ``"1"`` differ), so requests sharing leading blocks share
+exactly those words; a partial last block and the rest of the prompt are the request's own.
+A tick has no physical duration: ``--tick-ms`` only turns arrival ticks into send offsets
+(``arrival_s = arrival × tick_ms / 1000``); choose it so the real engine sees a queue. Without
+it, the workload's own ``tick_ms`` header (written by ``import``) is used, else 100.
 vLLM's benchmark client neither replays per-row send times nor sends per-row priorities: a replay
 client sends row ``i`` at ``arrival_s`` after the start with ``"priority": <priority>`` in the
 request body, against a server started with ``--scheduling-policy priority`` (or ``fcfs`` for the
@@ -116,36 +123,69 @@ def _words(seed: str, count: int) -> str:
     return "".join(" " + rng.choice(_WORDS) for _ in range(count))
 
 
-def export_rows(specs: list[RequestSpec], tick_ms: float = DEFAULT_TICK_MS) -> list[dict]:
+def _prompt(spec: RequestSpec) -> str:
+    """The prompt text of ``spec``: shared words (its ``prefix_key``'s, or one run of ``block_size``
+    words per full block) and then its own words, ``prompt_tokens`` words in all."""
+    if spec.prefix_blocks is not None:
+        full = min(len(spec.prefix_blocks), spec.prompt_tokens // spec.block_size)  # a partial block is its own
+        shared = "".join(_words(f"block:{json.dumps(block)}", spec.block_size) for block in spec.prefix_blocks[:full])
+        own = spec.prompt_tokens - full * spec.block_size
+    else:
+        shared = _words(f"prefix:{spec.prefix_key}", spec.prefix_tokens) if spec.prefix_key else ""
+        own = spec.suffix_tokens
+    return (shared + _words(f"suffix:{spec.name}", own)).lstrip(" ")
+
+
+def _settle_tick_ms(specs: list[RequestSpec], tick_ms: float | None) -> tuple[float, str]:
+    """Milliseconds per tick and where they come from: ``tick_ms`` when given, else the workload's
+    ``tick_ms`` header (:class:`RequestSpec` ``tick_ms``), else :data:`DEFAULT_TICK_MS`."""
+    if tick_ms is not None:
+        return tick_ms, "--tick-ms"
+    recorded = next((spec.tick_ms for spec in specs if spec.tick_ms is not None), None)
+    return (DEFAULT_TICK_MS, "default") if recorded is None else (recorded, "workload tick_ms")
+
+
+def export_rows(specs: list[RequestSpec], tick_ms: float | None = None) -> list[dict]:
     """One benchmark-client row per request (see the module docstring for the columns).
 
-    ``tick_ms`` > 0 maps arrival ticks to send offsets in seconds. Prompts sharing a
-    ``prefix_key`` share their first ``prefix_tokens`` words exactly.
+    ``tick_ms`` > 0 maps arrival ticks to send offsets in seconds (``None``: the workload's
+    ``tick_ms`` header, else :data:`DEFAULT_TICK_MS`). Prompts sharing a ``prefix_key`` share
+    their first ``prefix_tokens`` words exactly; prompts sharing leading full blocks share exactly
+    those blocks' words.
     """
+    tick_ms, _ = _settle_tick_ms(specs, tick_ms)
     rows = []
     for spec in specs:
-        prefix = _words(f"prefix:{spec.prefix_key}", spec.prefix_tokens) if spec.prefix_key else ""
-        prompt = (prefix + _words(f"suffix:{spec.name}", spec.suffix_tokens)).lstrip(" ")
-        rows.append({"prompt": prompt, "output_tokens": spec.output_tokens, "name": spec.name,
-                     "prompt_tokens": spec.prompt_tokens, "arrival_s": round(spec.arrival * tick_ms / 1000, 6),
-                     "priority": spec.priority or 0, "prefix_key": spec.prefix_key,
-                     "prefix_tokens": spec.prefix_tokens})
+        row = {"prompt": _prompt(spec), "output_tokens": spec.output_tokens, "name": spec.name,
+               "prompt_tokens": spec.prompt_tokens, "arrival_s": round(spec.arrival * tick_ms / 1000, 6),
+               "priority": spec.priority or 0, "prefix_key": spec.prefix_key, "prefix_tokens": spec.prefix_tokens}
+        if spec.prefix_blocks is not None:
+            row.update(prefix_blocks=list(spec.prefix_blocks), block_size=spec.block_size)
+        rows.append(row)
     return rows
 
 
-def render_export(specs: list[RequestSpec], source: str, tick_ms: float = DEFAULT_TICK_MS) -> dict[str, str]:
-    """The files of an export directory by name: ``requests.jsonl``, ``workload.json``, ``export.json``."""
+def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None = None) -> dict[str, str]:
+    """The files of an export directory by name: ``requests.jsonl``, ``workload.json``, ``export.json``.
+
+    ``tick_ms`` as in :func:`export_rows`; ``export.json`` records the value and ``tick_ms_from``
+    (``--tick-ms``, ``workload tick_ms`` or ``default``)."""
+    tick_ms, tick_ms_from = _settle_tick_ms(specs, tick_ms)
     meta = {
         "tool": "infer-sched-lab", "version": __version__, "kind": "export", "source": source,
         "workload_sha256": workload_sha256(specs), "num_requests": len(specs), "tick_ms": tick_ms,
+        "tick_ms_from": tick_ms_from,
         "arrival": "arrival_s = arrival tick x tick_ms / 1000: send row i that many seconds after the start",
         "tokens": "one simulator token = one model token; prompts are words that are one token each in "
                   "usual BPE tokenizers (the real input_lens may differ by a few, e.g. a BOS token)",
-        "prefix": "requests with the same prefix_key share their first prefix_tokens words exactly",
+        "prefix": "requests with the same prefix_key share their first prefix_tokens words exactly; with "
+                  "prefix_blocks, each full block (block_size words) is the same words in every request "
+                  "listing its id, a partial last block is the request's own",
         "priority": "send 'priority' in the request body (lower = earlier), server started with "
                     "--scheduling-policy priority; the baseline server uses fcfs",
         "columns": ["prompt", "output_tokens", "name", "prompt_tokens", "arrival_s", "priority",
-                    "prefix_key", "prefix_tokens"],
+                    "prefix_key", "prefix_tokens", "prefix_blocks (block workloads only)",
+                    "block_size (block workloads only)"],
     }
     return {
         "requests.jsonl": "".join(_json_text(row) for row in export_rows(specs, tick_ms)),
@@ -681,9 +721,9 @@ def _export(argv: list[str]) -> int:
     source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
     parser.add_argument("--out", metavar="DIR", required=True, type=_directory_arg,
                         help="directory to write (new or empty unless --force)")
-    parser.add_argument("--tick-ms", type=_tick_ms, default=DEFAULT_TICK_MS, metavar="MS",
+    parser.add_argument("--tick-ms", type=_tick_ms, default=None, metavar="MS",
                         help=f"milliseconds per tick for send offsets, above 0 and at most {MAX_TICK_MS:g} "
-                             f"(default {DEFAULT_TICK_MS:g})")
+                             f"(default: the workload's tick_ms header, else {DEFAULT_TICK_MS:g})")
     parser.add_argument("--force", action="store_true", help="replace the export's own files in DIR")
     args = parser.parse_args(argv)
     if args.workload:
@@ -696,7 +736,9 @@ def _export(argv: list[str]) -> int:
     _refuse_other_kind(args.out, "export", "export")
     files = render_export(specs, origin, args.tick_ms)
     write_artifacts(files, args.out, force=args.force)
-    print(f"exported {len(specs)} requests to {args.out}/ ({', '.join(files)}); tick = {args.tick_ms:g} ms")
+    tick_ms, tick_ms_from = _settle_tick_ms(specs, args.tick_ms)
+    print(f"exported {len(specs)} requests to {args.out}/ ({', '.join(files)}); tick = {tick_ms:g} ms "
+          f"({tick_ms_from})")
     return EXIT_OK
 
 

@@ -179,5 +179,64 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
             self.assertEqual(len(timeline[("continuous+APC+chunk32", tick)]["active"]), 4)
 
 
+    def reduced_run(self, detail: str) -> str:
+        """A ``--timeline DETAIL`` run of two requests named like a case and a timeline field."""
+        directory = temp_dir(self)
+        workload = os.path.join(directory, "workload.json")
+        with open(workload, "w", encoding="utf-8") as handle:
+            json.dump({"requests": [
+                {"name": "static", "arrival": 0, "prefix_key": None, "prefix_tokens": 0, "suffix_tokens": 40,
+                 "output_tokens": 4},
+                {"name": "active", "arrival": 1, "prefix_key": None, "prefix_tokens": 0, "suffix_tokens": 20,
+                 "output_tokens": 3}]}, handle)
+        run = os.path.join(directory, "run")
+        self.assertEqual(run_cli(["--workload", workload, "--timeline", detail, "--artifacts", run])[0], 0)
+        return run
+
+    def test_counts_and_off_runs_tell_requests_jsonl_only(self):
+        """lab.md §3 by hand (budget 64, decode 8, 4 slots). ``static`` (arrival 0, prompt 40, 4 output
+        tokens): prefill 40 at tick 0, decodes ticks 1–4, tokens stamped 2–5, ends at 5; with chunk32 it
+        prefills 32 + 8 in ticks 0–1, tokens 3–6. ``active`` (arrival 1, prompt 20, 3 tokens) in the
+        static case waits for the batch: ticks 1–4, admitted at 5, prefill 20 at 5, tokens 7–9.
+        A counts record (``"case": "static"``, ``"active": 1``) must never be read as a full record
+        (it crashed with "field 'active' must be a list of names")."""
+        for detail in ("counts", "off"):
+            with self.subTest(detail=detail):
+                run = self.reduced_run(detail)
+                code, out, err = run_cli(["explain", "static", "--artifacts", run])
+                self.assertEqual((code, err), (0, ""))
+                self.assertIn(f"This run's timeline is '{detail}' (manifest.json): per-tick detail (prefill ticks, "
+                              "who held the slots) needs a run with --timeline full.", out)
+                story = sections(out)
+                self.assertEqual(list(story), ["static", "continuous", "continuous+APC", "continuous+APC+chunk32"])
+                self.assertEqual(story["static"], [
+                    "  arrival      tick 0", "  admission    tick 0, no cache hit", "  first token  tick 2 (TTFT 2)",
+                    "  end          tick 5, ok, 4 of 4 tokens (E2E 5)", "  hit tokens   0",
+                    "  token runs   ticks 2–5 (4 tokens in 1 run)"])
+                self.assertIn("  token runs   ticks 3–6 (4 tokens in 1 run)", story["continuous+APC+chunk32"])
+                self.assertNotIn("tick not in timeline.jsonl", out)
+                code, out, err = run_cli(["explain", "active", "--artifacts", run, "--case", "static"])
+                self.assertEqual((code, err), (0, ""))
+                self.assertEqual(sections(out)["static"], [
+                    "  arrival      tick 1",
+                    "  waiting      ticks 1–4 (4 ticks in the queue, static batch still running)",
+                    "  admission    tick 5, no cache hit", "  first token  tick 7 (TTFT 6)",
+                    "  end          tick 9, ok, 3 of 3 tokens (E2E 8)", "  hit tokens   0",
+                    "  token runs   ticks 7–9 (3 tokens in 1 run)"])
+
+    def test_unknown_timeline_detail_in_manifest_exits_2(self):
+        run = os.path.join(temp_dir(self), "run")
+        shutil.copytree(BASELINE, run)
+        path = os.path.join(run, "manifest.json")
+        manifest = json.loads(read(path))
+        manifest["timeline"] = "partial"
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle)
+        code, out, err = run_cli(["explain", "S7", "--artifacts", run])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertIn("manifest.json: field 'timeline' must be one of full, counts, off", err)
+
+
 if __name__ == "__main__":
     unittest.main()

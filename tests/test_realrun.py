@@ -88,6 +88,52 @@ class ExportTest(RealrunMixin, unittest.TestCase):
         self.assertEqual(run_cli(["export", "--out", out, "--tick-ms", "0"])[0], 2)
 
 
+    def test_block_prompts_share_exactly_their_full_leading_blocks(self):
+        """Block size 4 (README §14.1, sched/cache.py: only full blocks are shared).
+        A [1, 2, 3], 12 tokens: 3 full blocks. B [1, 2, 9], 10 tokens: floor(10 / 4) = 2 full blocks,
+        its 2-token block 9 is its own. C [1, "2"], 9 tokens: block "2" is not block 2, 1 own word.
+        D [9], 6 tokens: 1 full block, 2 own words. So A and B share words 0-7, A and C words 0-3
+        only, and B's partial block 9 (words 8-9) is not D's block 9 (words 0-1)."""
+        def request(name, blocks, tokens):
+            return {"name": name, "arrival": 0, "prefix_key": None, "prefix_tokens": 0, "suffix_tokens": tokens,
+                    "output_tokens": 2, "prefix_blocks": blocks}
+        path = self.write("blocks.json", json.dumps({"block_size": 4, "requests": [
+            request("A", [1, 2, 3], 12), request("B", [1, 2, 9], 10), request("C", [1, "2"], 9),
+            request("D", [9], 6)]}))
+        out = os.path.join(self.base, "exp")
+        code, _, err = run_cli(["export", "--workload", path, "--out", out])
+        self.assertEqual(code, 0, err)
+        rows = {row["name"]: row for row in map(json.loads, read(os.path.join(out, "requests.jsonl")).splitlines())}
+        words = {name: row["prompt"].split() for name, row in rows.items()}
+        self.assertEqual({name: len(w) for name, w in words.items()}, {"A": 12, "B": 10, "C": 9, "D": 6})
+        self.assertEqual(words["A"][:8], words["B"][:8])        # blocks 1, 2
+        self.assertNotEqual(words["A"][8:10], words["B"][8:10])  # block 3 vs B's own partial block 9
+        self.assertEqual(words["A"][:4], words["C"][:4])        # block 1
+        self.assertNotEqual(words["A"][4:8], words["C"][4:8])    # block 2 vs block "2"
+        self.assertNotEqual(words["B"][8:10], words["D"][:2])    # a partial block is never shared
+        self.assertEqual((rows["B"]["prefix_blocks"], rows["B"]["block_size"]), ([1, 2, 9], 4))
+        self.assertNotIn("prefix_blocks", export_rows(scenario("baseline"))[0])
+
+    def test_workload_tick_ms_is_the_default(self):
+        """A workload recording tick_ms 12.5 (written by import): arrival tick 8 -> 8 x 12.5 / 1000 =
+        0.1 s; an explicit --tick-ms 250 wins: 8 x 250 / 1000 = 2.0 s."""
+        path = self.write("ticked.json", '{"tick_ms": 12.5, "requests": [{"name": "A", "arrival": 8, '
+                                         '"prefix_key": null, "prefix_tokens": 0, "suffix_tokens": 4, '
+                                         '"output_tokens": 2}]}')
+        for extra, expected, source in (([], 0.1, "workload tick_ms"), (["--tick-ms", "250"], 2.0, "--tick-ms")):
+            with self.subTest(extra=extra):
+                out = os.path.join(temp_dir(self), "exp")
+                code, stdout, err = run_cli(["export", "--workload", path, "--out", out, *extra])
+                self.assertEqual(code, 0, err)
+                tick_ms = float(extra[1]) if extra else 12.5
+                self.assertIn(f"tick = {tick_ms:g} ms ({source})", stdout)
+                meta = json.loads(read(os.path.join(out, "export.json")))
+                self.assertEqual((meta["tick_ms"], meta["tick_ms_from"]), (tick_ms, source))
+                row = json.loads(read(os.path.join(out, "requests.jsonl")))
+                self.assertEqual(row["arrival_s"], expected)
+                self.assertEqual(json.loads(read(os.path.join(out, "workload.json")))["tick_ms"], 12.5)
+
+
 class ImportVllmTest(RealrunMixin, unittest.TestCase):
     def test_detailed_result_in_milliseconds(self):
         out = self.imported("v", json.dumps(vllm_run()))
