@@ -33,6 +33,15 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def assert_bad_input(test: unittest.TestCase, argv: list[str], mention: str) -> None:
+    """``main(argv)`` exits 2 with nothing on stdout and one stderr line that names ``mention``."""
+    code, out, err = run_cli(argv)
+    test.assertEqual(code, 2, err)
+    test.assertEqual(out, "")
+    test.assertEqual(len(err.strip().splitlines()), 1, err)
+    test.assertIn(mention, err)
+
+
 def temp_dir(test: unittest.TestCase) -> str:
     """A fresh temporary directory removed when the test ends."""
     path = tempfile.mkdtemp(prefix="isl-test-")

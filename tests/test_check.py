@@ -5,7 +5,7 @@ import os
 import shutil
 import unittest
 
-from tests.helpers import EXPECTED, PROJECT, read, run_cli, temp_dir
+from tests.helpers import EXPECTED, PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")
 
@@ -87,11 +87,7 @@ class CheckTest(unittest.TestCase):
         }
         for label, (argv, mention) in cases.items():
             with self.subTest(label):
-                code, out, err = run_cli(argv)
-                self.assertEqual(code, 2)
-                self.assertEqual(out, "")
-                self.assertEqual(len(err.strip().splitlines()), 1, err)
-                self.assertIn(mention, err)
+                assert_bad_input(self, argv, mention)
 
     def test_bad_artifact_shapes_exit_2_naming_file_and_field(self):
         """Shapes the tester found crashing check with exit 3 (internal error), and their kin."""

@@ -6,7 +6,7 @@ import re
 import shutil
 import unittest
 
-from tests.helpers import EXPECTED, PROJECT, read, run_cli, temp_dir
+from tests.helpers import EXPECTED, PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")
 
@@ -113,11 +113,7 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
         }
         for label, (argv, mention) in cases.items():
             with self.subTest(label):
-                code, out, err = run_cli(argv)
-                self.assertEqual(code, 2)
-                self.assertEqual(out, "")
-                self.assertEqual(len(err.strip().splitlines()), 1, err)
-                self.assertIn(mention, err)
+                assert_bad_input(self, argv, mention)
 
     def test_bad_fields_exit_2_naming_file_line_request_and_field(self):
         """Values the tester found crashing explain with exit 3; now one line, exit 2."""
