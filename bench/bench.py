@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark of the event-driven engine (issue 6): prints figures, asserts nothing.
+"""Benchmark of the event-driven engine (README §14): prints figures, asserts nothing.
 
     python3 bench/bench.py [--azure PATH] [--mooncake PATH] [--sizes 1000,10000,100000,1000000]
 
@@ -41,8 +41,10 @@ from sched.metrics import summarize  # noqa: E402
 from sched.profiles import PROFILES  # noqa: E402
 from sched.workload import RequestSpec  # noqa: E402
 
-AZURE = "/work/shared/data/traces/AzureLLMInferenceTrace_conv.csv"
-MOONCAKE = "/work/shared/data/traces/conversation_trace.jsonl"
+# The course's data folder sits beside the project (../shared/data/traces from the project root).
+_TRACES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data", "traces")
+AZURE = os.path.normpath(os.path.join(_TRACES, "AzureLLMInferenceTrace_conv.csv"))
+MOONCAKE = os.path.normpath(os.path.join(_TRACES, "conversation_trace.jsonl"))
 
 
 def _peak_mb() -> float:

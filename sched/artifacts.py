@@ -171,7 +171,7 @@ def _manifest(run: LabRun) -> dict:
 
 
 def _tick_ms(workload) -> dict:
-    """``{"tick_ms": ms}`` for an imported workload that records it (issue 6); else nothing."""
+    """``{"tick_ms": ms}`` for an imported workload that records it (README §14); else nothing."""
     tick_ms = next((spec.tick_ms for spec in workload if spec.tick_ms is not None), None)
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 

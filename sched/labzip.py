@@ -54,7 +54,8 @@ def lab_files(project: str) -> list[str]:
     """
     for required in _REQUIRED:
         if not os.path.exists(os.path.join(project, required)):
-            raise LabZipError(f"{os.path.join(project, required)}: missing; cannot build the lab ZIP")
+            raise LabZipError(f"{os.path.join(project, required)}: missing; the lab ZIP is built from a source "
+                              "checkout of the project (not from an installed copy)")
     files = {required for required in _REQUIRED if os.path.isfile(os.path.join(project, required))}
     files |= {name for name in os.listdir(project)
               if name.upper().startswith(_LEGAL_PREFIXES) and os.path.isfile(os.path.join(project, name))}

@@ -64,7 +64,7 @@ class RequestSpec:
     ``arrival`` is a tick; the other counts are tokens. ``prefix_key`` names an exactly shared
     prefix of ``prefix_tokens`` tokens (``None`` with 0 tokens when the prompt shares nothing).
     ``priority`` is optional (lower = more urgent, compare.md §1); ``None`` means not given.
-    ``prefix_blocks`` (block-level sharing, issue 6) lists the ids of the prompt's leading blocks
+    ``prefix_blocks`` (block-level sharing, README §14.1) lists the ids of the prompt's leading blocks
     of ``block_size`` tokens (the workload header's); it replaces ``prefix_key`` (then ``None``).
     ``tick_ms`` is the workload header's record of how many milliseconds one tick stood for when
     the workload was imported (provenance only: the engine never reads it).
@@ -461,7 +461,7 @@ def _add_workload_problems(requests: list[tuple[str, dict, list[str]]], source: 
                          f"prefix_key {key!r} {first_tokens} tokens; an exact shared prefix has one length")
 
 
-# --- block-level prefixes (issue 6): header ``block_size`` + per-request ``prefix_blocks`` -------
+# --- block-level prefixes (README §14): header ``block_size`` + per-request ``prefix_blocks`` -------
 
 def _blocks(value) -> str | None:
     """Field rule of ``prefix_blocks``: a non-empty list of block ids, each an integer of absolute value

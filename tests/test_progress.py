@@ -1,4 +1,4 @@
-"""Progress on stderr: only on a terminal, only after about a second, never in artifacts (issue 5)."""
+"""Progress on stderr: only on a terminal, only after about a second, never in artifacts (README §12)."""
 
 import io
 import os
