@@ -25,7 +25,7 @@ from .files import normal_mode, open_regular
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
-from .workload import RequestSpec, workload_sha256, workload_to_json
+from .workload import RequestSpec, workload_sha256, workload_tick_ms, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
            "check_target", "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
@@ -172,7 +172,7 @@ def _manifest(run: LabRun) -> dict:
 
 def _tick_ms(workload) -> dict:
     """``{"tick_ms": ms}`` for an imported workload that records it (README §14); else nothing."""
-    tick_ms = next((spec.tick_ms for spec in workload if spec.tick_ms is not None), None)
+    tick_ms = workload_tick_ms(workload)
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 

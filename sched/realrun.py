@@ -76,7 +76,7 @@ from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       run_command)
 from .metrics import fairness, mean, order_score, percentile
-from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_to_json
+from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_tick_ms, workload_to_json
 
 __all__ = ["export_rows", "render_export", "import_vllm_bench", "import_request_jsonl",
            "render_import", "export_command", "import_command", "DEFAULT_TICK_MS", "MAX_TICK_MS", "REAL_UNITS",
@@ -141,7 +141,7 @@ def _settle_tick_ms(specs: list[RequestSpec], tick_ms: float | None) -> tuple[fl
     ``tick_ms`` header (:class:`RequestSpec` ``tick_ms``), else :data:`DEFAULT_TICK_MS`."""
     if tick_ms is not None:
         return tick_ms, "--tick-ms"
-    recorded = next((spec.tick_ms for spec in specs if spec.tick_ms is not None), None)
+    recorded = workload_tick_ms(specs)
     return (DEFAULT_TICK_MS, "default") if recorded is None else (recorded, "workload tick_ms")
 
 

@@ -34,7 +34,7 @@ from fractions import Fraction
 from .config import EngineConfig, cases_for
 from .engine import simulate
 from .metrics import summarize
-from .workload import RequestSpec, workload_sha256
+from .workload import RequestSpec, workload_sha256, workload_tick_ms
 
 __all__ = ["SWEEP_FIELDS", "MIN_LOAD", "MAX_LOAD", "parse_loads", "max_workers_allowed", "scale_arrivals",
            "run_sweep", "render_sweep_table", "render_sweep_csv", "render_sweep_svg", "render_sweep_manifest"]
@@ -235,7 +235,7 @@ def render_sweep_svg(rows: list[dict]) -> str:
 def render_sweep_manifest(workload: list[RequestSpec], config: EngineConfig, policy: str, factors) -> str:
     """``manifest.json`` of a sweep directory: workload sha256 and size, ``tick_ms`` when the
     workload records it (``null`` otherwise), policy, knobs, deadline and load factors (as given)."""
-    tick_ms = next((spec.tick_ms for spec in workload if spec.tick_ms is not None), None)
+    tick_ms = workload_tick_ms(workload)
     manifest = {
         "tool": "infer-sched-lab sweep",
         "workload_sha256": workload_sha256(workload),

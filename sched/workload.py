@@ -26,6 +26,7 @@ from .files import read_regular_text
 
 __all__ = [
     "RequestSpec",
+    "workload_tick_ms",
     "WorkloadError",
     "SCENARIOS",
     "REQUEST_FIELDS",
@@ -497,6 +498,14 @@ def _add_block_problems(requests: list[tuple[str, dict, list[str]]], header: dic
                          f"at most ceil({prompt} / {size}) = {-(-prompt // size)} blocks")
 
 
+def workload_tick_ms(specs: list[RequestSpec]) -> float | None:
+    """The workload header's ``tick_ms`` (ms one tick stood for at import), or None if not recorded.
+
+    The header value is carried on every request of the workload (an empty workload has none).
+    """
+    return next((spec.tick_ms for spec in specs if spec.tick_ms is not None), None)
+
+
 def _spec(fields: dict, block_size: int | None, tick_ms: float | None = None) -> RequestSpec:
     """The :class:`RequestSpec` of validated fields; block ids become a tuple."""
     blocks = fields.pop("prefix_blocks", None)
@@ -524,7 +533,7 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
     if block_size is not None:
         head += f"  \"block_size\": {block_size},\n"
-    tick_ms = next((spec.tick_ms for spec in specs if spec.tick_ms is not None), None)
+    tick_ms = workload_tick_ms(specs)
     if tick_ms is not None:
         head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
     return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
