@@ -103,8 +103,9 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "
                              f"step or jump; requests.jsonl then gives token_runs) or off; default full "
-                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests and {FULL_TIMELINE_MAX_TOKENS} "
-                             "prompt + output tokens, counts above")
+                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, {FULL_TIMELINE_MAX_TOKENS} "
+                             f"prompt + output tokens and {FULL_TIMELINE_MAX_NAMES} requests x tokens, "
+                             "counts above")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
