@@ -153,20 +153,26 @@ def export_rows(specs: list[RequestSpec], tick_ms: float | None = None) -> list[
     their first ``prefix_tokens`` words exactly; prompts sharing leading full blocks share exactly
     those blocks' words.
     """
+    return list(_iter_export_rows(specs, tick_ms))
+
+
+def _iter_export_rows(specs: list[RequestSpec], tick_ms: float | None):
+    """The rows of :func:`export_rows` one at a time (a large export never holds every prompt)."""
     tick_ms, _ = _settle_tick_ms(specs, tick_ms)
-    rows = []
     for spec in specs:
         row = {"prompt": _prompt(spec), "output_tokens": spec.output_tokens, "name": spec.name,
                "prompt_tokens": spec.prompt_tokens, "arrival_s": round(spec.arrival * tick_ms / 1000, 6),
                "priority": spec.priority or 0, "prefix_key": spec.prefix_key, "prefix_tokens": spec.prefix_tokens}
         if spec.prefix_blocks is not None:
             row.update(prefix_blocks=list(spec.prefix_blocks), block_size=spec.block_size)
-        rows.append(row)
-    return rows
+        yield row
 
 
-def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None = None) -> dict[str, str]:
+def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None = None) -> dict:
     """The files of an export directory by name: ``requests.jsonl``, ``workload.json``, ``export.json``.
+
+    ``requests.jsonl`` is an iterator of text lines, produced as it is written (see
+    :func:`sched.artifacts.write_artifacts`); the other two are strings.
 
     ``tick_ms`` as in :func:`export_rows`; ``export.json`` records the value and ``tick_ms_from``
     (``--tick-ms``, ``workload tick_ms`` or ``default``)."""
@@ -188,7 +194,7 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None =
                     "block_size (block workloads only)"],
     }
     return {
-        "requests.jsonl": "".join(_json_text(row) for row in export_rows(specs, tick_ms)),
+        "requests.jsonl": (_json_text(row) for row in _iter_export_rows(specs, tick_ms)),
         "workload.json": workload_to_json(specs, units=True),
         "export.json": _json_text(meta, indent=2),
     }
