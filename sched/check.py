@@ -1,8 +1,9 @@
 """``check RUN_DIR REF_DIR``: an instructor's comparison of a run with a reference run (lab.md §1, §7).
 
-First the identity of the two runs: the workload (its sha256 in ``manifest.json``) and the
-configuration (knobs, policy, timeout, cases). If those differ the artifacts are not compared
-further (they could not agree). Otherwise every artifact of the reference is compared:
+First the identity of the two runs: the workload (its sha256 in ``manifest.json``, and when it
+differs every request and field that differs in ``workload.json``) and the configuration (knobs,
+policy, timeout, cases). If those differ the artifacts are not compared further (they could not
+agree). Otherwise every artifact of the reference is compared:
 
 - ``requests.jsonl``: per (case, request), every field: ``continuous / S7 / first_token_at: got
   40, expected 37``; ``timeline.jsonl``: per (case, tick), every field; ``summary.json``: per
@@ -161,6 +162,16 @@ def _artifact_diffs(name: str, run_dir: str, ref_dir: str) -> list[str]:
     return found or _text_diff(name, got_text, expected_text)
 
 
+def _workload_diffs(run_dir: str, ref_dir: str) -> list[str]:
+    """Which requests and fields of two different workloads differ (``workload / U6 / suffix_tokens:
+    got 640, expected 160``), read from each run's ``workload.json``; nothing when either is absent."""
+    paths = [os.path.join(d, "workload.json") for d in (run_dir, ref_dir)]
+    if not all(os.path.isfile(p) for p in paths):
+        return []
+    got, expected = (_records(p, _read(p), "requests") for p in paths)
+    return [f"workload / {line}" for line in _keyed_diffs(got, expected, lambda r: str(r.get("name")))]
+
+
 def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     """Compare the run in ``run_dir`` with the reference in ``ref_dir``.
 
@@ -188,6 +199,8 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
         raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run: check compares two runs "
                          "of the same kind; a simulated run (ticks) and an imported real run (ms) cannot be diffed")
     identity = _field_diffs("manifest", {k: got.get(k) for k in _IDENTITY}, {k: expected.get(k) for k in _IDENTITY})
+    if got.get("workload_sha256") != expected.get("workload_sha256"):
+        identity += _workload_diffs(run_dir, ref_dir)
     if identity:
         return [(_IDENTITY_PART, identity)]
     results = []

@@ -8,11 +8,12 @@ exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
 import sys
 import time
 
-from . import __version__, compare, realrun
+from . import __version__, bench, compare, realrun, rundiff
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
@@ -85,10 +86,13 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
 def _run_parser() -> argparse.ArgumentParser:
     parser = LineParser(
         prog="infer_sched_lab.py",
+        usage="%(prog)s [COMMAND ...] | [--scenario S | --workload FILE] [--artifacts DIR] [flags]",
         description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
                     "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
-                    "Time is in abstract ticks, work in abstract budget units.",
-        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted (Ctrl-C).",
+                    "Time is in abstract ticks, work in abstract budget units.\n\n" + commands_text(),
+        epilog="Exit codes: 0 ok, 1 differences (check, diff), 2 bad input or usage, 3 internal error, "
+               "130 interrupted (Ctrl-C). Every flag, exit code and file format: docs/reference.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
@@ -357,26 +361,64 @@ def _main_zip(argv: list[str]) -> int:
     return EXIT_OK
 
 
-#: Subcommand name -> handler(argv) -> exit code. Without a subcommand, the lab runs.
+def _main_help(argv: list[str]) -> int:
+    """``help [COMMAND]``: the overview, or one command's own ``--help``."""
+    if not argv:
+        return _main_run(["--help"])
+    return _dispatch(argv[0], ["--help"])
+
+
+#: Sub-command name -> (handler(argv) -> exit code, one-line summary shown by ``--help``), in the
+#: order ``--help`` lists them. Without a sub-command, the lab runs. A new command adds one entry.
 SUBCOMMANDS: dict = {
-    "compare": compare.command,
-    "export": realrun.export_command,
-    "import-results": realrun.import_command,
-    "explain": _main_explain,
-    "check": _main_check,
-    "zip": _main_zip,
-    "import": _main_import,
-    "sweep": _main_sweep,
+    "explain": (_main_explain, "tell one request's life in every case of a run, from its artifacts"),
+    "diff": (rundiff.command, "two runs request by request: who got faster or slower, and by how many ticks"),
+    "check": (_main_check, "compare a run with a reference directory, field by field (instructors)"),
+    "zip": (_main_zip, "build the lab ZIP (instructors)"),
+    "compare": (compare.command, "decide whether a candidate scheduler should replace a baseline"),
+    "export": (realrun.export_command, "write a workload for a real serving engine's benchmark client"),
+    "import-results": (realrun.import_command, "bring a real engine's per-request results back as a run"),
+    "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
+    "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),
+    "bench": (bench.command, "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
+    "help": (_main_help, "this overview, or `help COMMAND` for one command's flags"),
 }
+
+
+def _command(name: str):
+    """``(handler, summary)`` of sub-command ``name`` (a bare handler's summary is its docstring's
+    first line), or ``None``."""
+    entry = SUBCOMMANDS.get(name)
+    if entry is None or isinstance(entry, tuple):
+        return entry
+    return entry, (entry.__doc__ or "").strip().split("\n")[0]
+
+
+def commands_text() -> str:
+    """The sub-command table of ``--help``: one line per command."""
+    width = max(map(len, SUBCOMMANDS))
+    lines = ["commands (python3 infer_sched_lab.py COMMAND --help for its flags):"]
+    lines += [f"  {name:<{width}}  {_command(name)[1]}" for name in SUBCOMMANDS]
+    lines.append("Without a command, the lab runs with the flags below.")
+    return "\n".join(lines)
+
+
+def _dispatch(name: str, argv: list[str]) -> int:
+    """Run sub-command ``name``; an unknown one is a usage error naming the closest command."""
+    entry = _command(name)
+    if entry is None:
+        close = difflib.get_close_matches(name, list(SUBCOMMANDS), n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"choose one of {', '.join(SUBCOMMANDS)}"
+        raise ConfigError(f"unknown command '{name}'; {hint} (python3 infer_sched_lab.py --help lists them)")
+    return entry[0](argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    handler = SUBCOMMANDS.get(argv[0]) if argv else None
     try:
-        if handler is not None:
-            return handler(argv[1:])
+        if argv and not argv[0].startswith("-"):  # a word first is a command (a flag starts a run)
+            return _dispatch(argv[0], argv[1:])
         return _main_run(argv)
     except WorkloadError as exc:
         _report(exc.problems)
