@@ -53,6 +53,13 @@ SUMMARY_UNITS = {
     "completion_rate": "fraction of arrived requests",
     "priority_first_token_order_score": "share of different-priority pairs served in priority order",
     "priority_order_score": "share of different-priority pairs completed in priority order",
+    # Distributions (mean, median = nearest-rank P50, P90, P99) and their own sample counts.
+    **{f"{stat}_{metric}": unit for metric, unit in (("ttft", "ticks"), ("tpot", "ticks per output token"),
+                                                     ("itl", "ticks"), ("e2e", "ticks"), ("queue_wait", "ticks"))
+       for stat in ("mean", "median", "p90", "p99")},
+    "ttft_samples": "successful requests", "tpot_samples": "successful requests with at least 2 tokens",
+    "itl_samples": "gaps between adjacent tokens of successful requests", "e2e_samples": "successful requests",
+    "queue_wait_samples": "successful requests",
 }
 
 
@@ -68,6 +75,10 @@ COLUMN_UNITS = {
     "error_rate": "fraction", "completion_rate": "fraction", "busy_fraction": "fraction",
     "budget_utilization": "fraction", "fairness": "0 to 1",
     "priority_first_token_order_score": "share of pairs", "priority_order_score": "share of pairs",
+    **{f"{stat}_{metric}": "ticks per output token" if metric == "tpot" else "ticks"
+       for metric in ("ttft", "tpot", "itl", "e2e", "queue_wait") for stat in ("mean", "median", "p90", "p99")},
+    **{f"{metric}_samples": "gaps" if metric == "itl" else "requests"
+       for metric in ("ttft", "tpot", "itl", "e2e", "queue_wait")},
 }
 
 
@@ -107,6 +118,8 @@ def _number(value):
     """JSON form of a metric: exact integers stay integers, other ratios round to 6 places."""
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 else round(float(value), 6)
+    if isinstance(value, float):  # a mean summed in floating point (e.g. mean_tpot)
+        return int(value) if value.is_integer() else round(value, 6)
     return value
 
 
@@ -117,6 +130,17 @@ def _cell(value, places: int = 2) -> str:
     if isinstance(value, Fraction) and value.denominator != 1:
         return f"{float(value):.{places}f}"
     return str(int(value))
+
+
+def _ok_cell(summary: dict) -> str:
+    """``3/8 ok, 62.5% failed``: succeeded/arrived and the error rate (lab.md §5) in percent, to
+    one decimal without trailing zeros (``0%``, ``12.5%``); ``<0.1%`` for a rate that would show 0."""
+    text = f"{summary['succeeded']}/{summary['arrived']} ok"
+    rate = summary["error_rate"]
+    if rate is None:
+        return text
+    percent = f"{float(rate) * 100:.1f}".rstrip("0").rstrip(".")
+    return f"{text}, {'<0.1' if percent == '0' and rate else percent}% failed"
 
 
 def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
@@ -138,7 +162,7 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     for s in run.summaries if summaries is None else summaries:
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
-                     str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"]),
+                     str(s["hit_tokens"]), _ok_cell(s), str(s["makespan"]),
                      str(s["latency_samples"])))
     width0 = max(len(row[0]) for row in rows)
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]

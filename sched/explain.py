@@ -86,6 +86,7 @@ _REQUEST_FIELDS = {
     "output_tokens": (_is_tick, "a token count (integer >= 0)", False),
     "output_tokens_emitted": (_is_tick, "a token count (integer >= 0)", False),
     "token_runs": (_is_token_runs, "a list of [first tick, count] pairs", False),
+    "token_times": (lambda v: isinstance(v, list) and all(_is_tick(x) for x in v), "a list of ticks", False),
 }
 _TICK_FIELDS = {
     "case": (lambda v: isinstance(v, str), "a string", True),
@@ -147,9 +148,10 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     if not rows:
         raise ExplainError(f"{requests_path}: no request named {name!r}")
     if case is not None:
-        rows = [row for row in rows if row.get("case") == case]
+        all_rows, rows = rows, [row for row in rows if row.get("case") == case]
         if not rows:
-            raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}")
+            raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}; its cases are "
+                               f"{', '.join(row['case'] for row in all_rows)}")
 
     detail = _timeline_detail(manifest, directory)
     timeline_path = os.path.join(directory, "timeline.jsonl")
@@ -239,15 +241,37 @@ def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool =
         lines.append(f"  end          tick {end}, {row['status']} with {emitted} of {wanted} tokens "
                      "(no latency counted)")
     lines.append(f"  hit tokens   {row.get('hit_tokens', 0)}")
+    times = row.get("token_times") or []
+    if row["status"] == "ok" and len(times) >= 2:
+        lines.append(f"  token times  {_times_text(times)}")
+    # A gap of g > 1 between tokens stamped a and b: the decodes of ticks a .. b − 2 were skipped.
+    skipped = [tick for a, b in zip(times, times[1:]) for tick in range(a, b - 1)]
+    if skipped:
+        lines.append(f"  no budget    {', '.join(_runs_text(skipped))} (decoding, but the budget was spent "
+                     "before its turn)")
     runs = row.get("token_runs")
     if runs:
         spans = ", ".join(_span(start, start + count - 1) for start, count in runs)
         lines.append(f"  token runs   {spans} ({sum(count for _, count in runs)} tokens in {len(runs)} "
                      f"run{'s' if len(runs) > 1 else ''})")
     if ticks is not None:
-        waited = list(range(arrival, queue_end if queue_end is not None else arrival)) + stalled
+        waited = list(range(arrival, queue_end if queue_end is not None else arrival)) + stalled + skipped
         lines += _wait_lines(name, waited, ticks, budget)
     return lines
+
+
+def _times_text(times: list[int]) -> str:
+    """``ticks 2, 3, 4, 14: gaps 1, 1, 10; TPOT (14 − 2) / 3 = 4, largest gap 10`` (lab.md §5), the
+    middle of a long list elided."""
+    gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    shown = ", ".join(map(str, times)) if len(times) <= 12 else \
+        f"{', '.join(map(str, times[:5]))}, …, {', '.join(map(str, times[-5:]))}"
+    gap_text = f"gaps {', '.join(map(str, gaps))}" if len(gaps) <= 12 else f"{len(gaps)} gaps"
+    span, count = times[-1] - times[0], len(times) - 1
+    tpot = span / count
+    tpot_text = str(span // count) if span % count == 0 else f"{tpot:.2f}"
+    return (f"ticks {shown}: {gap_text}; TPOT ({times[-1]} − {times[0]}) / {count} = {tpot_text}, "
+            f"largest gap {max(gaps)}")
 
 
 def _prefill_lines(row: dict, ticks: dict[int, dict], stalled: list[int]) -> list[str]:
@@ -288,14 +312,14 @@ def _wait_lines(name: str, waited: list[int], ticks: dict[int, dict], budget) ->
     """Who held the slots and the budget in each tick ``name`` waited, equal ticks grouped."""
     if not waited:
         return []
-    lines = ["  while it waited, the slots and the budget went to:"]
+    lines = [f"  while it waited, the slots (every active request, {name} too once admitted) and the budget went to:"]
     groups: list[tuple[int, int, str]] = []
     for tick in waited:
         record = ticks.get(tick)
         if record is None:
             text = "(tick not in timeline.jsonl)"
         else:
-            holders = [n for n in record["active"] if n != name]
+            holders = record["active"]  # the request itself too, once admitted (then it lacked budget)
             spent = [f"decode {' '.join(record['decoded'])}"] if record["decoded"] else []
             prefills = [f"{n} {t}" for n, t in record["prefilled"].items() if n != name]
             if prefills:

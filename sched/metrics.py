@@ -216,6 +216,14 @@ SUMMARY_FIELDS = (
     # compare.md §2, appended so the lab.md §7 columns keep their order.
     "p50_queue_wait", "p99_queue_wait", "mean_queue_wait", "fairness", "budget_utilization",
     "busy_fraction", "completion_rate", "priority_first_token_order_score", "priority_order_score",
+    # The distribution of each latency as vLLM's serving benchmark reports it (mean, median, P90,
+    # P95, P99) with its own sample count; appended so every earlier column keeps its place. The
+    # P95s and the queue wait's P50/P99/mean are the columns above.
+    "mean_ttft", "median_ttft", "p90_ttft", "p99_ttft", "ttft_samples",
+    "mean_tpot", "median_tpot", "p90_tpot", "p99_tpot", "tpot_samples",
+    "mean_itl", "median_itl", "p90_itl", "p99_itl", "itl_samples",
+    "mean_e2e", "median_e2e", "p90_e2e", "p99_e2e", "e2e_samples",
+    "median_queue_wait", "p90_queue_wait", "queue_wait_samples",
 )
 
 #: The metrics a comparison needs from each side (compare.md §3.2).
@@ -240,9 +248,10 @@ def summarize(result: CaseResult) -> dict:
     waits = [queue_wait(r) for r in ok]
     ttfts = [ttft(r) for r in ok]
     sorted_ttfts, sorted_waits = sorted(ttfts), sorted(waits)   # each sorted once for its percentiles
+    sorted_e2es = sorted(e2e(r) for r in ok)
     # TPOT as exact ratios (ticks, tokens) of every successful request with >= 2 tokens.
     tpots = [(r.last_token_at - r.first_token_at, n - 1) for r in ok if (n := r.num_tokens) >= 2]
-    return {
+    row = {
         "case": result.case.name,
         "p50_ttft": _nearest_rank(sorted_ttfts, 50),
         "p95_ttft": _nearest_rank(sorted_ttfts, 95),
@@ -270,3 +279,38 @@ def summarize(result: CaseResult) -> dict:
         "priority_first_token_order_score": order_score((r.spec.priority or 0, r.first_token_at) for r in ok),
         "priority_order_score": order_score((r.spec.priority or 0, r.done_at) for r in ok),
     }
+    row.update(_sorted_stats("ttft", sorted_ttfts))
+    row.update(_tpot_stats(tpots))
+    row.update(_itl_stats(gaps))
+    row.update(_sorted_stats("e2e", sorted_e2es))
+    row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": _nearest_rank(sorted_waits, 90),
+                "queue_wait_samples": len(sorted_waits)})
+    return row
+
+
+def _sorted_stats(metric: str, ordered: list) -> dict:
+    """Mean (exact), median (the nearest-rank P50), P90 and P99 of a sorted sample, and its size."""
+    return {f"mean_{metric}": mean(ordered), f"median_{metric}": _nearest_rank(ordered, 50),
+            f"p90_{metric}": _nearest_rank(ordered, 90), f"p99_{metric}": _nearest_rank(ordered, 99),
+            f"{metric}_samples": len(ordered)}
+
+
+def _tpot_stats(tpots: list[tuple[int, int]]) -> dict:
+    """TPOT's mean, median, P90, P99 and count over the ``(ticks, tokens)`` ratios. The mean is a
+    float (exactly rounded sum, numerators grouped by denominator): an exact sum of up to millions
+    of ratios with different denominators would be slow."""
+    by_tokens: Counter = Counter()
+    for ticks, tokens in tpots:
+        by_tokens[tokens] += ticks
+    average = math.fsum(ticks / tokens for tokens, ticks in by_tokens.items()) / len(tpots) if tpots else None
+    return {"mean_tpot": average, "median_tpot": _ratio_percentile(tpots, 50),
+            "p90_tpot": _ratio_percentile(tpots, 90), "p99_tpot": _ratio_percentile(tpots, 99),
+            "tpot_samples": len(tpots)}
+
+
+def _itl_stats(gaps: Counter) -> dict:
+    """ITL's mean (exact), median, P90, P99 and count over the pooled gap histogram."""
+    total = sum(gaps.values())
+    return {"mean_itl": Fraction(sum(gap * count for gap, count in gaps.items()), total) if total else None,
+            "median_itl": percentile_of_histogram(gaps, 50), "p90_itl": percentile_of_histogram(gaps, 90),
+            "p99_itl": percentile_of_histogram(gaps, 99), "itl_samples": total}

@@ -173,8 +173,12 @@ def _change_size(status_a: str, status_b: str, fields: dict) -> tuple:
     return (status_a != status_b, appeared, max(deltas, default=0))
 
 
-def diff_runs(dir_a: str, dir_b: str) -> RunDiff:
-    """Compare run ``dir_a`` (A) with run ``dir_b`` (B); raises :class:`InputError` for unusable input."""
+def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
+    """Compare run ``dir_a`` (A) with run ``dir_b`` (B), every case in both or only ``case``.
+
+    Raises :class:`InputError` for unusable input, or a ``case`` that is not in both runs (the
+    message lists the cases they share).
+    """
     manifests = [_manifest(d) for d in (dir_a, dir_b)]
     result = RunDiff(dir_a, dir_b)
     result.workload = _workload_lines(dir_a, dir_b)
@@ -184,21 +188,26 @@ def diff_runs(dir_a: str, dir_b: str) -> RunDiff:
         path = os.path.join(directory, "summary.json")
         summaries.append({str(c.get("case")): c for c in _object_list(_read_json(path), path, "cases")})
     sum_a, sum_b = summaries
-    result.summaries = [(case, sum_a[case], sum_b[case]) for case in sum_a if case in sum_b]
-    result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
+    shared = [c for c in sum_a if c in sum_b]
+    if case is not None and case not in shared:
+        raise InputError(f"--case {case!r}: not a case of both runs; the cases they share are "
+                         f"{', '.join(shared) or 'none'}")
+    result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
+    if case is None:
+        result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
     rows_a, rows_b = _requests(dir_a), _requests(dir_b)
-    for case, _, _ in result.summaries:
+    for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
             b = rows_b.get((row_case, name))
-            if row_case != case or b is None:
+            if row_case != shown or b is None:
                 continue
             fields = {f: (a[f], b[f]) for f in REQUEST_FIELDS if a[f] != b[f]}
             if fields or a["status"] != b["status"]:
                 changed.append((name, a["status"], b["status"], fields))
-        order = {name: i for i, name in enumerate(n for c, n in rows_a if c == case)}
+        order = {name: i for i, name in enumerate(n for c, n in rows_a if c == shown)}
         changed.sort(key=lambda row: (tuple(-x for x in _change_size(*row[1:])), order[row[0]]))
-        result.requests[case] = changed
+        result.requests[shown] = changed
     return result
 
 
@@ -270,12 +279,13 @@ def _diff(argv: list[str]) -> int:
                         epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
     parser.add_argument("run_a", metavar="RUN_A", help="the first run's --artifacts directory, e.g. runs/baseline")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run's, e.g. runs/u6-640")
+    parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous")
     parser.add_argument("--top", type=int, default=MAX_ROWS, metavar="N",
                         help=f"most changed requests listed per case (default {MAX_ROWS})")
     args = parser.parse_args(argv)
     if args.top < 1:
         parser.error(f"argument --top: must be a positive integer, got {args.top}")
-    result = diff_runs(args.run_a, args.run_b)
+    result = diff_runs(args.run_a, args.run_b, args.case)
     print(format_diff(result, args.top), end="")
     return EXIT_DIFFERENT if result.any else EXIT_OK
 

@@ -157,12 +157,28 @@ def _priority_mix() -> list[RequestSpec]:
     return [RequestSpec(*row) for row in _PRIORITY_MIX]
 
 
-#: Scenario name -> builder of its workload (lab.md §2; ``priority-mix`` for compare.md §1).
+def _token_gaps() -> list[RequestSpec]:
+    """lab.md §5's worked example, run for real: W1's token times are [2, 3, 4, 14] in the chunk32
+    case under ``--decode-cost 40`` (gaps [1, 1, 10], TPOT 4, that request's P95 ITL 10).
+
+    Tick by tick (budget 64, decode 40, chunk 32): tick 0 admits L0 then W1; L0 prefills 32, W1
+    its 8 (done). Ticks 1-3: W1 decodes (40; stamps 2, 3, 4), L0 prefills the 24 left each tick
+    (32 + 3 x 24 = 104, done at tick 3). Ticks 4-12: L0, ahead in the active list, decodes first
+    (40) and the 24 left cannot pay W1's 40: W1 waits 9 ticks. Tick 13: L0 has ended (9 tokens,
+    stamps 5-13), W1 decodes its last token, stamped 14. Without the chunk cap L0 takes the whole
+    budget at tick 0, so the other cases show no such gap.
+    """
+    return [RequestSpec("L0", 0, None, 0, 104, 9), RequestSpec("W1", 0, None, 0, 8, 4)]
+
+
+#: Scenario name -> builder of its workload (lab.md §2; ``priority-mix`` for compare.md §1;
+#: ``token-gaps`` for the worked example of lab.md §5, run with ``--decode-cost 40``).
 SCENARIOS = {
     "baseline": _baseline,
     "prefix-broken": _prefix_broken,
     "output-heavy": _output_heavy,
     "priority-mix": _priority_mix,
+    "token-gaps": _token_gaps,
 }
 
 

@@ -64,7 +64,8 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
                         r"^\s+ticks? (\d+)(?:–(\d+))?\s+slots ([^|]+) \| budget (\d+)/64", text, re.M):
                     for tick in range(int(first), int(last or first) + 1):
                         record = timeline[(case, tick)]
-                        self.assertEqual(holders.split(), [n for n in record["active"] if n != name] or ["(none)"])
+                        # Every active request, the told one included once admitted (issue: it holds a slot).
+                        self.assertEqual(holders.split(), record["active"] or ["(none)"])
                         self.assertEqual(int(used), record["budget_used"])
                         checked += 1
         return checked
@@ -101,6 +102,36 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
         self.assertIn("timeline.jsonl is not present", out)
         self.assertIn("admission    tick 32, no cache hit", out)
         self.assertNotIn("while it waited", out)
+
+    def test_admitted_request_is_among_the_slot_holders(self):
+        """lab.md §6: in ``continuous`` S1 is admitted at 1 but L0's 512-token prefill takes the whole
+        budget (64) in ticks 1–7: S1 holds one of the slots it waits on, so it is listed."""
+        code, out, _ = run_cli(["explain", "S1", "--artifacts", BASELINE, "--case", "continuous"])
+        self.assertEqual(code, 0)
+        lines = sections(out)["continuous"]
+        self.assertIn("  no budget    ticks 1–7 (admitted, but the budget was spent before its turn)", lines)
+        self.assertIn("    tick 1        slots L0 S1 | budget 64/64: prefill L0 64", lines)
+
+    def test_wrong_case_lists_the_valid_ones(self):
+        code, out, err = run_cli(["explain", "S1", "--artifacts", BASELINE, "--case", "chunk32"])
+        self.assertEqual((code, out), (2, ""))
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertIn("its cases are static, continuous, continuous+APC, continuous+APC+chunk32", err)
+
+    def test_worked_example_of_token_times_is_told(self):
+        """lab.md §5's worked example as the ``token-gaps`` scenario with ``--decode-cost 40`` (the
+        tick-by-tick derivation is in ``sched.workload._token_gaps``): W1's tokens in chunk32 are
+        stamped [2, 3, 4, 14], gaps [1, 1, 10], TPOT 12 / 3 = 4; its decodes of ticks 4–12 are
+        skipped while L0 (ahead in the active list) takes 40 of the 64 units."""
+        run = os.path.join(temp_dir(self), "run")
+        code, _, err = run_cli(["--scenario", "token-gaps", "--decode-cost", "40", "--artifacts", run])
+        self.assertEqual(code, 0, err)
+        code, out, _ = run_cli(["explain", "W1", "--artifacts", run, "--case", "continuous+APC+chunk32"])
+        self.assertEqual(code, 0)
+        lines = sections(out)["continuous+APC+chunk32"]
+        self.assertIn("  token times  ticks 2, 3, 4, 14: gaps 1, 1, 10; TPOT (14 − 2) / 3 = 4, largest gap 10", lines)
+        self.assertIn("  no budget    ticks 4–12 (decoding, but the budget was spent before its turn)", lines)
+        self.assertIn("    ticks 4–12    slots L0 W1 | budget 40/64: decode L0", lines)
 
     def test_bad_input_exits_2_with_one_line(self):
         empty = temp_dir(self)

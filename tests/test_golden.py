@@ -7,6 +7,7 @@ from lab.md): ``python3 -m tests.regenerate_expected``.
 import difflib
 import json
 import os
+import re
 import unittest
 
 from sched.artifacts import ARTIFACT_FILES
@@ -36,20 +37,29 @@ class GoldenTest(unittest.TestCase):
 
     def test_baseline_table_matches_lab_md_section_6(self):
         """The reference numbers of lab.md §6, typed in from the spec, not from the code."""
-        spec = {  # case: (P95 TTFT, P95 ITL, P95 TPOT, output/tick, hit tokens, ok/arrived, makespan,
-                  #        latency samples: 8 successful requests, lab.md §5)
-            "static": ("56", "1", "1", "1.64", "0", "8/8", "83", "8"),
-            "continuous": ("30", "1", "1", "2.39", "0", "8/8", "57", "8"),
-            "continuous+APC": ("26", "1", "1", "2.62", "384", "8/8", "52", "8"),
-            "continuous+APC+chunk32": ("29", "1", "1", "2.43", "384", "8/8", "56", "8"),
+        spec = {  # case: (P95 TTFT, P95 ITL, P95 TPOT, output/tick, hit tokens, ok/arrived with the error
+                  #        rate of lab.md §5 in percent, makespan, latency samples: 8 successful requests)
+            "static": ("56", "1", "1", "1.64", "0", "8/8 ok, 0% failed", "83", "8"),
+            "continuous": ("30", "1", "1", "2.39", "0", "8/8 ok, 0% failed", "57", "8"),
+            "continuous+APC": ("26", "1", "1", "2.62", "384", "8/8 ok, 0% failed", "52", "8"),
+            "continuous+APC+chunk32": ("29", "1", "1", "2.43", "384", "8/8 ok, 0% failed", "56", "8"),
         }
         lines = read(os.path.join(EXPECTED, "baseline", "table.txt")).splitlines()
-        rows = {line.split()[0]: tuple(line.split()[1:]) for line in lines[2:6]}
-        self.assertEqual(rows, spec)
+        cells = [re.split(r"\s{2,}", line.strip()) for line in lines[2:6]]
+        self.assertEqual({row[0]: tuple(row[1:]) for row in cells}, spec)
         summary = json.loads(read(os.path.join(EXPECTED, "baseline", "summary.json")))["cases"]
         self.assertEqual([c["p95_ttft"] for c in summary], [56, 30, 26, 29])
         self.assertEqual([c["makespan"] for c in summary], [83, 57, 52, 56])
         self.assertEqual([c["hit_tokens"] for c in summary], [0, 0, 384, 384])
+
+    def test_failure_rate_stands_next_to_ok_over_arrived(self):
+        """``--timeout-ticks 30`` (lab.md §8): 3 of 8 succeed in continuous, so (8 − 3) / 8 = 62.5%
+        failed (lab.md §5's denominator: every arrived request); none in static: 100%."""
+        lines = read(os.path.join(EXPECTED, "deadline30", "table.txt")).splitlines()
+        cells = {row[0]: row[6] for row in (re.split(r"\s{2,}", line.strip()) for line in lines[2:6])}
+        self.assertEqual(cells, {"static": "0/8 ok, 100% failed", "continuous": "3/8 ok, 62.5% failed",
+                                 "continuous+APC": "3/8 ok, 62.5% failed",
+                                 "continuous+APC+chunk32": "4/8 ok, 50% failed"})
 
     def test_readme_shows_the_real_baseline_table(self):
         """The handbook pastes the real output; it must not drift from the reference."""
