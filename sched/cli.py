@@ -11,6 +11,7 @@ import argparse
 import difflib
 import os
 import sys
+import textwrap
 import time
 
 from . import __version__, bench, compare, realrun, rundiff
@@ -87,9 +88,10 @@ def _run_parser() -> argparse.ArgumentParser:
     parser = LineParser(
         prog="infer_sched_lab.py",
         usage="%(prog)s [COMMAND ...] | [--scenario S | --workload FILE] [--artifacts DIR] [flags]",
-        description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
-                    "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
-                    "Time is in abstract ticks, work in abstract budget units.\n\n" + commands_text(),
+        description=textwrap.fill(
+            "Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
+            "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
+            "Time is in abstract ticks, work in abstract budget units.", 100) + "\n\n" + commands_text(),
         epilog="Exit codes: 0 ok, 1 differences (check, diff), 2 bad input or usage, 3 internal error, "
                "130 interrupted (Ctrl-C). Every flag, exit code and file format: docs/reference.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter,

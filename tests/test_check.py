@@ -47,6 +47,10 @@ class CheckTest(unittest.TestCase):
         code, out, _ = run_cli(["check", run, BASELINE])
         self.assertEqual(code, 1)
         self.assertIn("manifest / workload_sha256: got ", out)
+        # ... and which requests and fields differ (prefix-broken renames each shared key, lab.md §2).
+        self.assertIn('workload / S1 / prefix_key: got "SYS/S1", expected "SYS"', out)
+        self.assertIn('workload / S7 / prefix_key: got "SYS/S7", expected "SYS"', out)
+        self.assertNotIn("workload / U3", out)  # U3 has no shared prefix: the same request
 
     def test_field_differences_name_case_request_and_field(self):
         """Tamper with a copy of the reference: S7's first token in the continuous case (42 in the

@@ -5,7 +5,7 @@ import os
 import unittest
 
 from sched.artifacts import ARTIFACT_FILES
-from tests.helpers import read, run_cli, temp_dir
+from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 
 REPLAYED = ("workload.json", "summary.json", "summary.csv", "requests.jsonl", "timeline.jsonl", "table.txt")
 
@@ -102,6 +102,58 @@ class BadInputTest(unittest.TestCase):
         from sched.workload import load_workload, scenario
         from tests.helpers import PROJECT
         self.assertEqual(load_workload(os.path.join(PROJECT, "workloads", "baseline.json")), scenario("baseline"))
+
+
+class CommandsTest(unittest.TestCase):
+    """Every sub-command is discoverable from ``--help``; a typo gets the closest name (issue 12)."""
+
+    def test_help_lists_every_command_one_line_each_then_the_run_flags(self):
+        from sched.cli import SUBCOMMANDS
+        code, out, _ = run_cli(["--help"])
+        self.assertEqual(code, 0)
+        lines = out.splitlines()
+        for name in ("explain", "check", "diff", "zip", "compare", "export", "import", "import-results",
+                     "sweep", "bench", "help"):
+            with self.subTest(name):
+                self.assertIn(name, SUBCOMMANDS)
+                rows = [line for line in lines if line.split()[:1] == [name] and line.startswith("  ")]
+                self.assertEqual(len(rows), 1, rows)
+                self.assertGreater(len(rows[0].split()), 2)  # a name and a one-line summary
+        self.assertLess(out.index("  bench "), out.index("  --scenario"))  # commands first, then the flags
+
+    def test_a_bare_handler_entry_gets_its_docstring_as_summary(self):
+        """A new command added as ``name: handler`` still shows one line in --help."""
+        from unittest import mock
+        from sched import cli
+
+        def handler(argv):
+            """do something new"""
+            return 0
+        with mock.patch.dict(cli.SUBCOMMANDS, {"new-thing": handler}):
+            self.assertIn("  new-thing       do something new", cli.commands_text())
+            self.assertEqual(run_cli(["new-thing"])[0], 0)
+
+    def test_mistyped_command_suggests_the_closest(self):
+        cases = {"expalin": "did you mean 'explain'?", "chek": "did you mean 'check'?",
+                 "swep": "did you mean 'sweep'?", "frobnicate": "choose one of explain, diff"}
+        for typo, hint in cases.items():
+            with self.subTest(typo):
+                assert_bad_input(self, [typo, "S7"], hint)
+
+    def test_help_command_shows_that_command_s_flags(self):
+        code, out, _ = run_cli(["help", "diff"])
+        self.assertEqual(code, 0)
+        self.assertIn("usage: infer_sched_lab.py diff", out)
+        self.assertIn("RUN_A RUN_B", out)
+        code, out, _ = run_cli(["help"])
+        self.assertEqual(code, 0)
+        self.assertIn("commands (", out)
+        assert_bad_input(self, ["help", "expalin"], "did you mean 'explain'?")
+
+    def test_bench_bad_sizes_are_one_line_exit_2(self):
+        for sizes in ("abc", "0", "1000,", "-5", "1e3", "10000001"):
+            with self.subTest(sizes):
+                assert_bad_input(self, ["bench", "--sizes", sizes], "--sizes")
 
 
 class SharedParserTest(unittest.TestCase):

@@ -11,7 +11,7 @@ import random
 
 from sched.metrics import fairness, itls, mean, order_score, percentile, summarize, tpot
 from sched.workload import RequestSpec
-from tests.helpers import read, run_cli, temp_dir
+from tests.helpers import EXPECTED, read, run_cli, temp_dir
 
 CASE = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
 
@@ -72,10 +72,67 @@ class SummaryTest(unittest.TestCase):
         # Latencies are success-only: TTFTs 2 and 4, P95 = 4; the failed C is not a sample.
         self.assertEqual(s["p95_ttft"], 4)
 
+    def test_distributions_with_their_own_sample_counts(self):
+        """Mean, median (nearest-rank P50), P90, P99 and count of each latency, by hand.
+
+        Successful A (arrival 0, admitted 0, tokens [2, 3, 4, 14]: lab.md §5's worked example),
+        B (arrival 1, admitted 3, tokens [5, 6]), C (arrival 2, admitted 2, one token at 9); D timed
+        out (no sample). TTFTs [2, 4, 7]: mean 13/3, median = 2nd of 3 = 4, P90 = ceil(2.7) = 3rd = 7.
+        TPOT only for >= 2 tokens: A 4, B 1 -> mean 5/2, median 1st of 2 = 1, P90 = 2nd = 4, count 2.
+        ITL gaps pooled: A [1, 1, 10], B [1] -> 4 gaps, mean 13/4, median 2nd = 1, P90 4th = 10.
+        E2E [14, 5, 7]: mean 26/3, median 7, P99 14. Queue waits [0, 2, 0]: median 0, P90 2.
+        """
+        requests = [
+            finished("A", 0, [2, 3, 4, 14], admitted_at=0),
+            finished("B", 1, [5, 6], admitted_at=3),
+            finished("C", 2, [9], admitted_at=2),
+            finished("D", 0, [3], status=Status.TIMEOUT, admitted_at=1, done_at=20, output=4),
+        ]
+        s = self.summary(requests)
+        expected = {
+            "mean_ttft": Fraction(13, 3), "median_ttft": 4, "p90_ttft": 7, "p99_ttft": 7, "ttft_samples": 3,
+            "mean_tpot": 2.5, "median_tpot": 1, "p90_tpot": 4, "p99_tpot": 4, "tpot_samples": 2,
+            "mean_itl": Fraction(13, 4), "median_itl": 1, "p90_itl": 10, "p99_itl": 10, "itl_samples": 4,
+            "mean_e2e": Fraction(26, 3), "median_e2e": 7, "p90_e2e": 14, "p99_e2e": 14, "e2e_samples": 3,
+            "median_queue_wait": 0, "p90_queue_wait": 2, "queue_wait_samples": 3,
+        }
+        self.assertEqual({k: s[k] for k in expected}, expected)
+        self.assertEqual((s["p95_ttft"], s["p95_tpot"], s["p95_itl"]), (7, 4, 10))  # unchanged columns
+
+    def test_baseline_distributions_from_lab_md_section_6(self):
+        """lab.md §6: the continuous+APC TTFTs are [9, 11, 13, 14, 20, 22, 26, 25]: mean 140/8 = 17.5,
+        median = 4th of the sorted 8 = 14, P90 = ceil(7.2) = 8th = 26. 136 output tokens of 8 successful
+        requests give 128 gaps, all of 1 tick (decode is never starved under the default knobs)."""
+        cases = json.loads(read(os.path.join(EXPECTED, "baseline", "summary.json")))["cases"]
+        apc = cases[2]
+        self.assertEqual((apc["case"], apc["mean_ttft"], apc["median_ttft"], apc["p90_ttft"], apc["ttft_samples"]),
+                         ("continuous+APC", 17.5, 14, 26, 8))
+        self.assertEqual((apc["itl_samples"], apc["mean_itl"], apc["p99_itl"]), (128, 1, 1))
+        summary_csv = read(os.path.join(EXPECTED, "baseline", "summary.csv")).splitlines()
+        header = summary_csv[0].split(",")
+        self.assertEqual(header[:3], ["case", "p50_ttft", "p95_ttft"])  # today's columns keep their place
+        self.assertEqual(summary_csv[3].split(",")[header.index("median_ttft")], "14")
+
+    def test_token_gaps_scenario_is_the_worked_example(self):
+        """``--scenario token-gaps --decode-cost 40`` (derivation in sched.workload._token_gaps): in
+        chunk32 W1's tokens are [2, 3, 4, 14] and L0's nine are consecutive, so the pooled ITL has
+        8 + 3 = 11 gaps, P95 = ceil(10.45) = 11th = 10; TPOT [1, 4] gives P95 4, mean 2.5."""
+        out = os.path.join(temp_dir(self), "run")
+        code, _, err = run_cli(["--scenario", "token-gaps", "--decode-cost", "40", "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        rows = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
+        w1 = [r for r in rows if r["name"] == "W1" and r["case"] == "continuous+APC+chunk32"][0]
+        self.assertEqual(w1["token_times"], [2, 3, 4, 14])
+        chunk = json.loads(read(os.path.join(out, "summary.json")))["cases"][3]
+        self.assertEqual((chunk["p95_itl"], chunk["p95_tpot"], chunk["itl_samples"], chunk["mean_tpot"]),
+                         (10, 4, 11, 2.5))
+
     def test_all_failed_gives_null_latencies_not_zero(self):
         s = self.summary([finished("D", 0, [], status=Status.TIMEOUT, done_at=3)])
-        for field in ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait"):
+        for field in ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait",
+                      "mean_ttft", "median_tpot", "p90_itl", "p99_e2e", "mean_tpot", "p90_queue_wait"):
             self.assertIsNone(s[field], field)
+        self.assertEqual((s["ttft_samples"], s["tpot_samples"], s["itl_samples"]), (0, 0, 0))
         self.assertEqual((s["latency_samples"], s["error_rate"]), (0, 1))
 
     def test_null_in_json_and_na_in_text(self):
