@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sched.bench import command  # noqa: E402
+from sched.cli import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(command(sys.argv[1:]))
+    sys.exit(main(["bench", *sys.argv[1:]]))

@@ -14,7 +14,8 @@ Prints figures and asserts nothing (performance is measured, never tested):
 
 Wall time is measured with ``time.perf_counter``; peak memory is the process's maximum resident
 set size (``resource.getrusage``), which only grows, so each figure comes from a fresh process
-(``python3 -m sched.bench --child WHAT``).
+(the CLI again, ``bench --child WHAT``). The traces go through the CLI's own ``main`` (import, then
+a run writing every artifact), which the CLI hands in: this module never imports the CLI.
 """
 
 from __future__ import annotations
@@ -90,9 +91,9 @@ def _one_size(num_requests: int) -> dict:
             "makespan": ticks, "peak_mb": _peak_mb()}
 
 
-def _trace(fmt: str, path: str, run_flags: list[str]) -> dict:
-    """Import ``path`` and run it with ``run_flags`` writing every artifact: times, peak, artifact MB."""
-    from .cli import main as lab_main  # the CLI's own path; imported late (the CLI imports this module)
+def _trace(lab_main, fmt: str, path: str, run_flags: list[str]) -> dict:
+    """Import ``path`` and run it with ``run_flags`` writing every artifact, both through the CLI's
+    ``lab_main(argv) -> int``: times (s), peak (MB), artifacts (MB)."""
     work = tempfile.mkdtemp(prefix="isl-bench-")
     try:
         workload = os.path.join(work, "trace.json")
@@ -115,7 +116,8 @@ def _trace(fmt: str, path: str, run_flags: list[str]) -> dict:
 
 def _child(what: str, azure: str, mooncake: str) -> dict:
     """One figure measured in a fresh process (peak memory only grows within a process)."""
-    argv = [sys.executable, "-m", "sched.bench", "--child", what, "--azure", azure, "--mooncake", mooncake]
+    argv = [sys.executable, "-c", "import sys; from sched.cli import main; sys.exit(main(sys.argv[1:]))",
+            "bench", "--child", what, "--azure", azure, "--mooncake", mooncake]
     out = subprocess.run(argv, cwd=_PROJECT, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -134,14 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bench(argv: list[str]) -> int:
+def _bench(argv: list[str], lab_main) -> int:
     args = _parser().parse_args(argv)
     sizes = parse_sizes(args.sizes)  # refused before anything runs
     if args.child == "azure":
-        print(json.dumps(_trace("azure", args.azure, ["--profile", "vllm"])))
+        print(json.dumps(_trace(lab_main, "azure", args.azure, ["--profile", "vllm"])))
         return EXIT_OK
     if args.child == "mooncake":
-        print(json.dumps(_trace("mooncake", args.mooncake, ["--profile", "lab", "--timeline", "counts"])))
+        print(json.dumps(_trace(lab_main, "mooncake", args.mooncake, ["--profile", "lab", "--timeline", "counts"])))
         return EXIT_OK
     if args.child:
         print(json.dumps(_one_size(parse_sizes(args.child)[0])))
@@ -173,13 +175,11 @@ def _bench(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def command(argv: list[str]) -> int:
-    """``bench`` handler: argv -> exit code (0, or 2 with one stderr line for bad input)."""
+def command(argv: list[str], lab_main) -> int:
+    """``bench`` handler: argv -> exit code (0, or 2 with one stderr line for bad input); ``lab_main``
+    is the CLI's ``main(argv) -> int``, through which the traces are imported and run."""
     try:
-        return run_command("infer_sched_lab.py bench", _bench, argv)
+        return run_command("infer_sched_lab.py bench", lambda args: _bench(args, lab_main), argv)
     except SystemExit as exc:  # argparse: --help or a usage error (already one line)
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
 
-
-if __name__ == "__main__":
-    sys.exit(command(sys.argv[1:]))

@@ -382,7 +382,8 @@ SUBCOMMANDS: dict = {
     "import-results": (realrun.import_command, "bring a real engine's per-request results back as a run"),
     "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),
-    "bench": (bench.command, "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
+    "bench": (lambda argv: bench.command(argv, main),
+              "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
     "help": (_main_help, "this overview, or `help COMMAND` for one command's flags"),
 }
 
