@@ -6,7 +6,8 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``engine`` (the tick
   engine) → ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep``;
-- tools on artifacts: ``explain``, ``check``, ``compare``; real data: ``importers`` (traces →
+- tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare``; ``bench`` (speed and
+  memory, through the ``main`` the CLI hands it); real data: ``importers`` (traces →
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
 - ``cli``: ``main(argv) -> int``.
