@@ -48,24 +48,32 @@ def _nearest_rank(ordered: list, p: float):
 
 
 def _ratio_percentile(ratios: list[tuple[int, int]], p: float) -> Fraction | None:
-    """:func:`percentile` of the exact ratios ``num / den`` (den > 0) given as integer pairs,
-    without building a Fraction per value: the ``p``-th by float order lies among the values with
-    the same float (float division is monotonic), and that group is ordered exactly."""
+    """:func:`percentile` of the exact ratios ``num / den`` (den > 0) given as integer pairs."""
+    return _ratio_percentiles(ratios, (p,))[p]
+
+
+def _ratio_percentiles(ratios: list[tuple[int, int]], ps) -> dict:
+    """``{p: percentile}`` of the exact ratios ``num / den`` (den > 0) for each ``p`` in ``ps``,
+    sorting once and without building a Fraction per value: the ``p``-th by float order lies among
+    the values with the same float (float division is monotonic), and that group is ordered exactly."""
     if not ratios:
-        return None
+        return {p: None for p in ps}
     ordered = sorted(ratios, key=lambda r: r[0] / r[1])
-    rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered))) - 1
-    num, den = ordered[rank]
-    value = num / den
-    lo, hi = rank, rank + 1
-    while lo > 0 and ordered[lo - 1][0] / ordered[lo - 1][1] == value:
-        lo -= 1
-    while hi < len(ordered) and ordered[hi][0] / ordered[hi][1] == value:
-        hi += 1
-    group = ordered[lo:hi]
-    if any(n * den != num * d for n, d in group):
-        num, den = sorted(group, key=lambda r: Fraction(*r))[rank - lo]
-    return Fraction(num, den)
+    found = {}
+    for p in ps:
+        rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered))) - 1
+        num, den = ordered[rank]
+        value = num / den
+        lo, hi = rank, rank + 1
+        while lo > 0 and ordered[lo - 1][0] / ordered[lo - 1][1] == value:
+            lo -= 1
+        while hi < len(ordered) and ordered[hi][0] / ordered[hi][1] == value:
+            hi += 1
+        group = ordered[lo:hi]
+        if any(n * den != num * d for n, d in group):
+            num, den = sorted(group, key=lambda r: Fraction(*r))[rank - lo]
+        found[p] = Fraction(num, den)
+    return found
 
 
 def _sorted_exact(values) -> list:
@@ -251,12 +259,13 @@ def summarize(result: CaseResult) -> dict:
     sorted_e2es = sorted(e2e(r) for r in ok)
     # TPOT as exact ratios (ticks, tokens) of every successful request with >= 2 tokens.
     tpots = [(r.last_token_at - r.first_token_at, n - 1) for r in ok if (n := r.num_tokens) >= 2]
+    tpot_percentiles = _ratio_percentiles(tpots, (50, 90, 95, 99))  # sorted once
     row = {
         "case": result.case.name,
         "p50_ttft": _nearest_rank(sorted_ttfts, 50),
         "p95_ttft": _nearest_rank(sorted_ttfts, 95),
         "p95_itl": percentile_of_histogram(gaps, 95),
-        "p95_tpot": _ratio_percentile(tpots, 95),
+        "p95_tpot": tpot_percentiles[95],
         "p95_e2e": percentile(map(e2e, ok), 95),
         "p95_queue_wait": _nearest_rank(sorted_waits, 95),
         "throughput": Fraction(emitted, makespan) if makespan else None,
@@ -280,7 +289,7 @@ def summarize(result: CaseResult) -> dict:
         "priority_order_score": order_score((r.spec.priority or 0, r.done_at) for r in ok),
     }
     row.update(_sorted_stats("ttft", sorted_ttfts))
-    row.update(_tpot_stats(tpots))
+    row.update(_tpot_stats(tpots, tpot_percentiles))
     row.update(_itl_stats(gaps))
     row.update(_sorted_stats("e2e", sorted_e2es))
     row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": _nearest_rank(sorted_waits, 90),
@@ -295,17 +304,16 @@ def _sorted_stats(metric: str, ordered: list) -> dict:
             f"{metric}_samples": len(ordered)}
 
 
-def _tpot_stats(tpots: list[tuple[int, int]]) -> dict:
-    """TPOT's mean, median, P90, P99 and count over the ``(ticks, tokens)`` ratios. The mean is a
-    float (exactly rounded sum, numerators grouped by denominator): an exact sum of up to millions
-    of ratios with different denominators would be slow."""
+def _tpot_stats(tpots: list[tuple[int, int]], percentiles: dict) -> dict:
+    """TPOT's mean, median, P90, P99 (``percentiles``: p -> value) and count over the ``(ticks,
+    tokens)`` ratios. The mean is a float (exactly rounded sum, numerators grouped by denominator):
+    an exact sum of up to millions of ratios with different denominators would be slow."""
     by_tokens: Counter = Counter()
     for ticks, tokens in tpots:
         by_tokens[tokens] += ticks
     average = math.fsum(ticks / tokens for tokens, ticks in by_tokens.items()) / len(tpots) if tpots else None
-    return {"mean_tpot": average, "median_tpot": _ratio_percentile(tpots, 50),
-            "p90_tpot": _ratio_percentile(tpots, 90), "p99_tpot": _ratio_percentile(tpots, 99),
-            "tpot_samples": len(tpots)}
+    return {"mean_tpot": average, "median_tpot": percentiles[50], "p90_tpot": percentiles[90],
+            "p99_tpot": percentiles[99], "tpot_samples": len(tpots)}
 
 
 def _itl_stats(gaps: Counter) -> dict:
