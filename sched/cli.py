@@ -365,7 +365,7 @@ def _main_zip(argv: list[str]) -> int:
 
 def _main_help(argv: list[str]) -> int:
     """``help [COMMAND]``: the overview, or one command's own ``--help``."""
-    if not argv:
+    if not argv or argv[0].startswith("-") or argv[0] == "help":
         return _main_run(["--help"])
     return _dispatch(argv[0], ["--help"])
 
