@@ -262,8 +262,10 @@ def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool =
 
 def _times_text(times: list[int]) -> str:
     """``ticks 2, 3, 4, 14: gaps 1, 1, 10; TPOT (14 − 2) / 3 = 4, largest gap 10`` (lab.md §5), the
-    middle of a long list elided."""
+    middle of a long list elided; ``ticks 41–56, one per tick (TPOT 1)`` when no decode was skipped."""
     gaps = [later - earlier for earlier, later in zip(times, times[1:])]
+    if max(gaps) == 1:
+        return f"ticks {times[0]}–{times[-1]}, one per tick (TPOT 1)"
     shown = ", ".join(map(str, times)) if len(times) <= 12 else \
         f"{', '.join(map(str, times[:5]))}, …, {', '.join(map(str, times[-5:]))}"
     gap_text = f"gaps {', '.join(map(str, gaps))}" if len(gaps) <= 12 else f"{len(gaps)} gaps"

@@ -102,8 +102,9 @@ def _is_count(value) -> bool:
     return value is None or (type(value) is int and value >= 0)
 
 
-def _requests(directory: str) -> dict[tuple[str, str], dict]:
-    """(case, name) -> the compared fields of each line of ``requests.jsonl``."""
+def _requests(directory: str) -> dict[tuple[str, str], tuple]:
+    """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
+    (a tuple, not the parsed line: a large run holds millions of lines)."""
     path = os.path.join(directory, "requests.jsonl")
     rows = {}
     try:
@@ -118,8 +119,8 @@ def _requests(directory: str) -> dict[tuple[str, str], dict]:
                     if not _is_count(record.get(field)):
                         raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be a "
                                          f"whole number >= 0 or null, got {json.dumps(record.get(field))}")
-                rows[record["case"], record["name"]] = {
-                    "status": str(record.get("status")), **{f: record.get(f) for f in REQUEST_FIELDS}}
+                rows[record["case"], record["name"]] = (str(record.get("status")),
+                                                        *(record.get(f) for f in REQUEST_FIELDS))
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
@@ -202,9 +203,9 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
             b = rows_b.get((row_case, name))
             if row_case != shown or b is None:
                 continue
-            fields = {f: (a[f], b[f]) for f in REQUEST_FIELDS if a[f] != b[f]}
-            if fields or a["status"] != b["status"]:
-                changed.append((name, a["status"], b["status"], fields))
+            fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:], b[1:]) if x != y}
+            if fields or a[0] != b[0]:
+                changed.append((name, a[0], b[0], fields))
         order = {name: i for i, name in enumerate(n for c, n in rows_a if c == shown)}
         changed.sort(key=lambda row: (tuple(-x for x in _change_size(*row[1:])), order[row[0]]))
         result.requests[shown] = changed
