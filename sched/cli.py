@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from . import __version__, compare, realrun
+from . import __version__, compare, realrun, serving_cli
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
@@ -367,6 +367,7 @@ SUBCOMMANDS: dict = {
     "zip": _main_zip,
     "import": _main_import,
     "sweep": _main_sweep,
+    "serving-bench": serving_cli.command,
 }
 
 
