@@ -118,16 +118,27 @@ def run_settings(requests: list[dict], settings: list[Setting]) -> list[tuple[Se
                                            s.batch_speedup)) for s in settings]
 
 
+def urgent_wait(result: dict):
+    """Mean queue wait (ms) of the most urgent class (lowest ``priority`` value), or ``None`` without
+    requests: a lab column beside the chapter's metrics, showing what a priority policy buys."""
+    rows = result["requests"]
+    if not rows:
+        return None
+    top = min(r["priority"] for r in rows)
+    waits = [r["queue_wait_ms"] for r in rows if r["priority"] == top]
+    return round(sum(waits) / len(waits), 4)
+
+
 def render_table(runs: list[tuple[Setting, dict]]) -> str:
-    """One row per setting: windows, completed/requests and the chapter's run metrics."""
+    """One row per setting: windows, completed/requests, the chapter's run metrics and :func:`urgent_wait`."""
     header = ("arrivals", "policy", "batch", "speedup", "windows", "done/req", "makespan ms", "tok/s",
-              "util", "avg wait ms", "fairness")
+              "util", "avg wait ms", "urgent wait ms", "fairness")
     rows = [header]
     for s, r in runs:
         rows.append((s.arrivals, s.policy, str(s.batch_size), f"{s.batch_speedup:g}", str(len(r["batch_trace"])),
                      f"{r['completed_count']}/{r['request_count']}", f"{r['makespan_ms']:.1f}",
                      f"{r['throughput_tps']:.1f}", f"{r['utilization']:.3f}", f"{r['avg_queue_wait_ms']:.2f}",
-                     f"{r['fairness']:.3f}"))
+                     "NA" if urgent_wait(r) is None else f"{urgent_wait(r):.2f}", f"{r['fairness']:.3f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row))
              for row in rows]
@@ -159,10 +170,13 @@ def render_files(requests: list[dict], runs: list[tuple[Setting, dict]], grid: d
                 "units": UNITS_NOTE}
     summary = {"units": UNITS_NOTE, "field_units": {"makespan_ms": "ms", "throughput_tps": "output tokens per second",
                                                      "utilization": "busy time / makespan", "avg_queue_wait_ms": "ms",
-                                                     "fairness": "0 to 1 (1 = equal waits)"},
+                                                     "fairness": "0 to 1 (1 = equal waits)",
+                                                     "urgent_avg_queue_wait_ms": "ms, requests of the lowest "
+                                                                                 "priority value only (a lab column)"},
                "runs": [{"run": s.label, "arrivals": s.arrivals, "policy": s.policy, "batch_size": s.batch_size,
                          "batch_speedup": s.batch_speedup, "windows": len(r["batch_trace"]),
-                         **{k: r[k] for k in _SUMMARY_KEYS}} for s, r in runs]}
+                         **{k: r[k] for k in _SUMMARY_KEYS}, "urgent_avg_queue_wait_ms": urgent_wait(r)}
+                        for s, r in runs]}
     per_request = "".join(_json({"run": s.label, **row}) for s, r in runs for row in r["requests"])
     trace = "".join(_json({"run": s.label, "window": i, **w}) for s, r in runs for i, w in enumerate(r["batch_trace"]))
     return {"manifest.json": _json(manifest, 2), "requests.json": text, "summary.json": _json(summary, 2),
@@ -173,7 +187,7 @@ def render_files(requests: list[dict], runs: list[tuple[Setting, dict]], grid: d
 # --- the picture ----------------------------------------------------------------------------------
 
 _PALETTE = ("#c0392b", "#2e86c1", "#27ae60", "#8e44ad", "#d68910", "#7f8c8d")
-_WIDTH, _LEFT, _RIGHT, _BAR, _GAP = 1100, 190, 30, 16, 26
+_WIDTH, _LEFT, _RIGHT, _BAR, _GAP = 1100, 190, 70, 16, 28
 
 
 def _tick_step(span: float) -> float:
@@ -206,9 +220,14 @@ def render_windows_svg(runs: list[tuple[Setting, dict]]) -> str:
                            f'{row["queue_wait_ms"]:g} ms, e2e {row["e2e_ms"]:g} ms</title></rect>')
                 if width >= 7 * len(rid) + 4:
                     out.append(f'<text x="{x + 3:.1f}" y="{y + k * _BAR + 12}" fill="#fff">{html.escape(rid)}</text>')
-        for row in r["requests"]:
-            x = _LEFT + row["arrival_ms"] * scale
-            out.append(f'<line x1="{x:.1f}" y1="{y + lane}" x2="{x:.1f}" y2="{y + lane + 5}" stroke="#333"/>')
+        for row in r["requests"]:  # an arrival: a small triangle under the lane, in its priority's colour
+            x, top = _LEFT + row["arrival_ms"] * scale, y + lane + 1
+            out.append(f'<path d="M{x:.1f},{top} l-3.5,7 h7 z" fill="{colour[row["priority"]]}" opacity="0.8">'
+                       f'<title>{html.escape(row["request_id"])} arrives at {row["arrival_ms"]:g} ms</title></path>')
+        if r["batch_trace"]:
+            last = r["batch_trace"][-1]
+            x = _LEFT + (last["start_ms"] + last["duration_ms"]) * scale
+            out.append(f'<text x="{x + 4:.1f}" y="{y + 12}" fill="#555">{r["makespan_ms"]:g} ms</text>')
         y += lane + _GAP
     step = _tick_step(end)
     axis, t = [], 0.0
@@ -217,10 +236,10 @@ def render_windows_svg(runs: list[tuple[Setting, dict]]) -> str:
         axis.append(f'<line x1="{x:.1f}" y1="44" x2="{x:.1f}" y2="{y - _GAP + 6}" stroke="#ccc" stroke-dasharray="2,3"/>'
                     f'<text x="{x:.1f}" y="40" text-anchor="middle">{t:g}</text>')
         t += step
-    legend = " ".join(f'<tspan fill="{colour[p]}">■ priority {p:g}</tspan>' for p in priorities)
+    legend = " ".join(f'<tspan fill="{colour[p]}">■ priority {p:g}</tspan>' for p in priorities) + " (lower = more urgent)"
     height = y + 20
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{_WIDTH}" height="{height}" '
             f'font-family="sans-serif" font-size="11">\n'
             f'<rect width="100%" height="100%" fill="#fff"/>\n'
-            f'<text x="10" y="18" font-size="13">Batch windows (ms; one bar per request of a window; ticks under a '
-            f'lane = arrivals)  {legend}</text>\n' + "\n".join(axis + out) + "\n</svg>\n")
+            f'<text x="10" y="18" font-size="13">Batch windows: one bar per request of a window, all ending with it; '
+            f'▲ = arrival; time in ms  {legend}</text>\n' + "\n".join(axis + out) + "\n</svg>\n")
