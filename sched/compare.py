@@ -496,8 +496,9 @@ def render_report(record: dict) -> str:
     deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
     lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")
-    lines.append("rules differ from the serving-bench chapter (its own decision: serving-bench decide): "
-                 + "; ".join(record.get("chapter_differences", CHAPTER_DIFFERENCES)))
+    lines.append("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
+                 "reject (chapter: tune); P95 TPOT gate (chapter: none); completion-rate gates (chapter: any "
+                 "failed request rejects); see chapter_differences")
     return "\n".join(lines) + "\n"
 
 

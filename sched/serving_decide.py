@@ -373,7 +373,9 @@ def evidence_record(baseline: dict, candidate: dict, decision: dict, project: st
 def _show(value, unit: str = "") -> str:
     if value is None:
         return "NA"
-    return f"{value:.4g}{unit}" if isinstance(value, float) else f"{value}{unit}"
+    if isinstance(value, float):  # 4 decimals at most, as the record rounds them
+        return f"{value:.4f}".rstrip("0").rstrip(".") + unit
+    return f"{value}{unit}"
 
 
 def render_view(baseline: dict, candidate: dict, decision: dict) -> str:
@@ -382,7 +384,7 @@ def render_view(baseline: dict, candidate: dict, decision: dict) -> str:
     for view in (baseline, candidate):
         ident = view["identity"]
         head = (f"{view['role']:9} {ident.get('name', '?')} (policy {ident.get('scheduler_policy', '?')}, "
-                f"send_priority {ident.get('send_priority', '?')}): ")
+                f"send_priority {json.dumps(ident.get('send_priority'))}): ")
         if view["status"] == "failed":
             lines.append(head + f"FAILED: {view['failure']['type']}: {view['failure']['message']}")
             continue

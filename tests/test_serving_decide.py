@@ -63,7 +63,7 @@ class SampleDecisionTest(unittest.TestCase):
         code, stdout, err = run_cli(["serving-bench", "decide", BASELINE, CANDIDATE, "--out", out])
         self.assertEqual(code, 0, err)
         for text in ("decision: ACCEPT", "1305 ms (linear interpolation, the chapter's)", "1320 ms (nearest rank",
-                     "paired per-repeat gains: 0.4, 0.3, 0.5, 0.4, 0.4", "low_priority_e2e_p95_ratio 1.372",
+                     "paired per-repeat gains: 0.4, 0.3, 0.5, 0.4, 0.4", "low_priority_e2e_p95_ratio 1.3716",
                      "successful 40 of 40, failed 0, outputs all non-empty", "per repeat: 0.5, 0.55, 0.45, 0.5, 0.5"):
             self.assertIn(text, stdout)
         record = load(out)

@@ -96,7 +96,8 @@ class CompareNamesTheChapterTest(unittest.TestCase):
         self.assertEqual(len(differences), 3)
         for words in ("lost request: compare rejects", "no TPOT gate", "rejects any failed request"):
             self.assertTrue(any(words in d for d in differences), differences)
-        self.assertIn("rules differ from the serving-bench chapter (its own decision: serving-bench decide)", stdout)
+        self.assertIn("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
+                      "reject (chapter: tune); P95 TPOT gate (chapter: none)", stdout)
         code, help_text, _ = run_cli(["compare", "--help"])
         self.assertEqual(code, 0)
         self.assertIn("serving-bench decide", " ".join(help_text.split()))
