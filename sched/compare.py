@@ -497,7 +497,7 @@ def render_report(record: dict) -> str:
     lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")
     lines.append("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
-                 "reject (chapter: tune); P95 TPOT gate (chapter: none); completion-rate gates (chapter: any "
+                 "reject (chapter's helpers: tune); P95 TPOT gate (chapter: none); completion-rate gates (chapter: any "
                  "failed request rejects); see chapter_differences")
     return "\n".join(lines) + "\n"
 
@@ -521,8 +521,9 @@ def _parser() -> LineParser:
                     "the decision record (default ./decision.json) and prints a short report.",
         epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input. Learners of the "
                "serving-bench chapter deciding on its runner's result files (repeats, failure records): use "
-               "'serving-bench decide BASELINE.json CANDIDATE.json --out EVIDENCE.json' (its rules differ: "
-               "a lost request is tune there, no TPOT gate, any failed request rejects).",
+               "'serving-bench decide BASELINE.json CANDIDATE.json --out EVIDENCE.json'. The chapter's rules "
+               "differ: its helper functions call a lost request missing evidence (tune); its decision has no "
+               "TPOT gate and rejects any failed request.",
     )
     parser.add_argument("baseline", metavar="BASELINE_DIR", help="run directory of the baseline")
     parser.add_argument("candidate", metavar="CANDIDATE_DIR", nargs="?",

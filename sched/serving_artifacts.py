@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from . import __version__
 from .cmdline import InputError, need, parse_json
 from .files import open_regular
-from .serving_bench import POLICIES, normalize_requests, simulate_serving_scheduler
+from .serving_bench import normalize_requests, simulate_serving_scheduler
 
 __all__ = ["Setting", "load_requests", "parse_pattern", "run_settings", "render_table", "render_files",
            "SERVING_FILES", "UNITS_NOTE"]

@@ -173,10 +173,11 @@ def read_group(path: str, role: str) -> dict:
     identity = need(data.get("scheduler_identity"), dict, f"{path}: field 'scheduler_identity'", "an object")
     normalized = need(data.get("normalized_result"), dict, f"{path}: field 'normalized_result'", "an object",
                       nullable=True) or {}
-    view = {"role": role, "source": path, "identity": identity, "workload": data.get("workload", identity.get("workload")),
-            "failure": None, "normalized_config": need(normalized.get("config"), dict,
-                                                       f"{path}: field 'normalized_result.config'", "an object",
-                                                       nullable=True)}
+    config = need(normalized.get("config"), dict, f"{path}: field 'normalized_result.config'", "an object",
+                  nullable=True)
+    workload = data.get("workload", identity.get("workload"))
+    view = {"role": role, "source": path, "identity": identity, "workload": workload, "failure": None,
+            "normalized_config": config}
     if data.get("status") == "failed":
         failure = need(data.get("failure"), dict, f"{path}: field 'failure'", "an object with type and message")
         for key in ("type", "message"):
@@ -264,7 +265,9 @@ def decide_pair(baseline: dict, candidate: dict, gates: Gates = Gates()) -> dict
                        else "neither group names its workload: the same workload cannot be shown")
         return {"decision": "reject", "reasons": reasons, **comparison}
     for role, g in groups:
-        if g["successful"] is None or g["successful"] != g["expected"]:
+        if g["successful"] is None:
+            reasons.append(f"{role}: successful request count unknown (no results, no metrics.successful_requests)")
+        elif g["successful"] != g["expected"]:
             reasons.append(f"{role}: {g['successful']} successful requests, the workload needs {g['expected']} "
                            f"({g['repeats']} repeat(s) x {g['workload_count'] or 'its results'})")
         if g["failed"]:
@@ -359,7 +362,7 @@ def evidence_record(baseline: dict, candidate: dict, decision: dict, project: st
         "evidence_level": "backend_failure_record" if failed else "real_backend_scheduler_pair",
         "failure": failure,
         "decision": decision,
-        "strategy_metrics": {f"{role}_{key}": view.get(key) for role, view in (("baseline", baseline), ("candidate", candidate))
+        "strategy_metrics": {f"{view['role']}_{key}": view.get(key) for view in (baseline, candidate)
                              for key in ("first_token_order_score", "first_token_order_scores",
                                          "low_priority_e2e_p95_ms", "low_priority_e2e_p95_ms_nearest_rank")},
         "percentile_method": {"low_priority_e2e_p95_ms": "linear interpolation at (n - 1) x 0.95 (the chapter's)",
@@ -386,10 +389,11 @@ def render_view(baseline: dict, candidate: dict, decision: dict) -> str:
         head = (f"{view['role']:9} {ident.get('name', '?')} (policy {ident.get('scheduler_policy', '?')}, "
                 f"send_priority {json.dumps(ident.get('send_priority'))}): ")
         if view["status"] == "failed":
-            lines.append(head + f"FAILED: {view['failure']['type']}: {view['failure']['message']}")
+            lines.append(head + f"status FAILED: {view['failure']['type']}: {view['failure']['message']}")
             continue
-        outputs = {True: "all non-empty", False: f"{view['empty_outputs']} EMPTY", None: "unknown"}[view["outputs_complete"]]
-        lines.append(head + f"{view['repeats']} repeat(s), successful {_show(view['successful'])} of "
+        outputs = {True: "all non-empty", False: f"{view['empty_outputs']} EMPTY",
+                   None: "unknown"}[view["outputs_complete"]]
+        lines.append(head + f"status ok, {view['repeats']} repeat(s), successful {_show(view['successful'])} of "
                      f"{_show(view['expected'])}, failed {_show(view['failed'])}, outputs {outputs}")
         scores = ", ".join(_show(s) for s in view["first_token_order_scores"])
         lines.append(f"          first-token order score {_show(view['first_token_order_score'])} (per repeat: "

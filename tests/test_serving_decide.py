@@ -148,6 +148,14 @@ class DecisionOrderTest(unittest.TestCase):
                     if row["priority"] == 1:
                         row["e2e_ms"] *= 2
 
+        def counts_unknown(d):
+            del d["runs"][0]["results"]
+            del d["runs"][0]["metrics"]["successful_requests"]
+
+        def aggregates_only(d):
+            for run in d["runs"]:
+                del run["results"]         # per-repeat metrics still say 8 successful, 0 failed
+
         table = [
             ("failed before workload", dict(base=FAILED, cand_change=other_workload), "reject", "baseline group failed"),
             ("different workloads", dict(cand_change=other_workload), "reject", "different workloads"),
@@ -157,6 +165,10 @@ class DecisionOrderTest(unittest.TestCase):
              "candidate: 39 successful requests"),
             ("empty output beats a missing metric", dict(base_change=empty_output, cand_change=no_order_score),
              "reject", "empty output"),
+            ("successful count unknown", dict(cand_change=counts_unknown), "reject",
+             "candidate: successful request count unknown"),
+            ("no per-request results: no low-priority E2E", dict(cand_change=aggregates_only), "tune",
+             "candidate: low_priority_e2e_p95_ms missing"),
             ("missing order score", dict(cand_change=no_order_score), "tune", "first_token_order_score missing"),
             ("missing low-priority E2E", dict(cand_change=no_low_e2e), "tune", "low_priority_e2e_p95_ms missing"),
             ("gain 0.1 < 0.15", dict(cand_change=small_gain), "tune", "first-token order score gain"),

@@ -97,7 +97,7 @@ class CompareNamesTheChapterTest(unittest.TestCase):
         for words in ("lost request: compare rejects", "no TPOT gate", "rejects any failed request"):
             self.assertTrue(any(words in d for d in differences), differences)
         self.assertIn("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
-                      "reject (chapter: tune); P95 TPOT gate (chapter: none)", stdout)
+                      "reject (chapter's helpers: tune); P95 TPOT gate (chapter: none)", stdout)
         code, help_text, _ = run_cli(["compare", "--help"])
         self.assertEqual(code, 0)
         self.assertIn("serving-bench decide", " ".join(help_text.split()))
