@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from . import __version__
-from .cmdline import InputError, need, parse_json
+from .cmdline import MAX_COUNT, InputError, need, parse_json
 from .files import open_regular
 from .serving_bench import normalize_requests, simulate_serving_scheduler
 
@@ -36,6 +36,9 @@ SERVING_FILES = ("manifest.json", "requests.json", "summary.json", "table.txt", 
                  "batch_trace.jsonl", "windows.svg")
 UNITS_NOTE = ("The chapter's CPU window model (serving-bench.md §1), not the lab's tick engine: times in "
               "milliseconds, throughput in output tokens per second; ttft_ms is the admission wait.")
+#: Largest time (ms) accepted from a requests file: about 31 years, far beyond any benchmark; larger
+#: values could overflow the clock. Largest ``spaced:MS`` gap: 11.6 days between two requests.
+MAX_MS, MAX_GAP_MS = 1e12, 1e9
 _SUMMARY_KEYS = ("request_count", "completed_count", "makespan_ms", "throughput_tps", "utilization",
                  "avg_queue_wait_ms", "fairness")
 
@@ -63,9 +66,9 @@ def parse_pattern(text: str) -> str:
             gap = float(text[len("spaced:"):])
         except ValueError:
             gap = float("nan")
-        if 0 <= gap < float("inf"):
+        if 0 <= gap <= MAX_GAP_MS:
             return f"spaced:{gap:g}"
-    raise ValueError(f"unknown arrival pattern {text!r}; use given, burst or spaced:MS")
+    raise ValueError(f"unknown arrival pattern {text!r}; use given, burst or spaced:MS (0 <= MS <= {MAX_GAP_MS:g})")
 
 
 def _with_pattern(requests: list[dict], pattern: str) -> list[dict]:
@@ -105,9 +108,17 @@ def load_requests(path: str) -> list[dict]:
         raise InputError(f"{path}: {exc}") from None
     seen = set()
     for r in requests:
+        try:
+            r["request_id"].encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(f"{path}: request {r['position']}: field 'request_id': not valid text (a lone "
+                             f"surrogate such as {r['request_id']!a})") from None
+        where = f"{path}: request {r['position']} ({r['request_id']})"
+        for key, most in (("arrival_ms", MAX_MS), ("service_ms", MAX_MS), ("output_tokens", MAX_COUNT)):
+            if r[key] > most:
+                raise InputError(f"{where}: field {key!r}: must be at most {most:g}, got {r[key]!r}")
         if r["request_id"] in seen:
-            raise InputError(f"{path}: request {r['position']} ({r['request_id']}): field 'request_id': "
-                             "duplicated; every request needs its own id")
+            raise InputError(f"{where}: field 'request_id': duplicated; every request needs its own id")
         seen.add(r["request_id"])
     return [{k: v for k, v in r.items() if k != "position"} for r in requests]
 
