@@ -159,7 +159,8 @@ def read_group(path: str, role: str) -> dict:
     Keys: ``role``, ``source`` (the path as given), ``status`` (``"ok"`` or ``"failed"``),
     ``identity``, ``failure``, ``workload`` (the file's workload, or its identity's), and for a
     success: ``repeats`` (count), ``workload_count`` (requests per repeat; from the workload, else
-    each repeat's results), ``successful``/``failed``/``expected`` (summed over repeats),
+    each repeat's results), ``successful``/``failed``/``expected`` (summed over repeats; counted
+    from the per-request results when a repeat has them, else taken from its ``metrics``),
     ``complete_repeats`` (repeats with every request ok), ``outputs_complete`` (every ok request
     has non-empty ``output_text``; ``None`` without per-request results), ``empty_outputs``,
     ``first_token_order_score`` (overall), ``first_token_order_scores`` (per repeat),
@@ -281,9 +282,10 @@ def decide_pair(baseline: dict, candidate: dict, gates: Gates = Gates()) -> dict
                                                             "low_priority_e2e_p95_ms") if g[name] is None]
     if reasons:
         return {"decision": "tune", "reasons": reasons, **comparison}
-    failed = [g["gate"] for g in comparison["gates"] if not g["passed"]]
+    failed = [("gate failed: " if g["passed"] is False else "gate cannot be measured (a zero baseline): ") + g["gate"]
+              for g in comparison["gates"] if not g["passed"]]
     if failed:
-        return {"decision": "tune", "reasons": [f"gate failed: {name}" for name in failed], **comparison}
+        return {"decision": "tune", "reasons": failed, **comparison}
     return {"decision": "accept", "reasons": ["all four gates pass on complete, comparable groups"], **comparison}
 
 
