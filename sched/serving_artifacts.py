@@ -29,7 +29,8 @@ from .cmdline import MAX_COUNT, InputError, need, parse_json
 from .files import open_regular
 from .serving_bench import normalize_requests, simulate_serving_scheduler
 
-__all__ = ["Setting", "load_requests", "parse_pattern", "run_settings", "render_table", "render_files",
+__all__ = ["Setting", "load_requests", "parse_pattern", "run_settings", "render_table", "render_files", "requests_text",
+           "render_windows_svg", "urgent_wait",
            "SERVING_FILES", "UNITS_NOTE"]
 
 SERVING_FILES = ("manifest.json", "requests.json", "summary.json", "table.txt", "requests.jsonl",

@@ -129,6 +129,11 @@ def select_next_batch(queue, policy: str, batch_size: int):
     if key is None:
         ordered = list(queue)
     else:
+        for index, request in enumerate(queue):
+            if not isinstance(request, Mapping):
+                raise TypeError(f"queue[{index}]: must be a mapping, got {type(request).__name__}")
+            if policy == "shortest" and "service_ms" not in request:
+                raise ValueError(f"queue[{index}]: field 'service_ms': missing (the shortest policy sorts by it)")
         ordered = [r for _, r in sorted(
             enumerate(queue), key=lambda item: key({"priority": 0, "arrival_ms": 0, "position": item[0], **item[1]}))]
     return ordered[:batch_size], ordered[batch_size:]

@@ -10,9 +10,11 @@ priority, batch 1: [r2] (priority 0) 0–2; then r3 (2) before r1 (5).
 fifo, batch 2: [r1, r2] 0–10 (max service 10); [r3] 10–13: makespan 13.
 """
 
+import doctest
 import random
 import unittest
 
+from sched import serving_bench
 from sched.serving_bench import (build_scheduler_trace_evidence, compare_scheduler_to_baseline,
                                  decide_scheduler_candidate, recommend_serving_scheduler_run, select_next_batch,
                                  simulate_serving_scheduler, summarize_serving_scheduler_runs,
@@ -133,6 +135,10 @@ class SelectNextBatchTest(unittest.TestCase):
         for policy, size in (("random", 1), ("fifo", 0)):
             with self.subTest(policy=policy, size=size), self.assertRaises(ValueError):
                 select_next_batch([], policy, size)
+        with self.assertRaises(ValueError):
+            select_next_batch([{"request_id": "a"}], "shortest", 1)
+        with self.assertRaises(TypeError):
+            select_next_batch(["a"], "priority", 1)
 
 
 def literal_windows(requests, policy, batch_size, speedup):
@@ -268,6 +274,12 @@ class ProjectRecordsTest(unittest.TestCase):
         evidence = build_scheduler_trace_evidence(project("fifo"), project("priority", **dict(CAND_FIELDS, tpot_p95_ms=41)))
         decision = decide_scheduler_candidate(evidence, **LIMITS)
         self.assertEqual((decision["decision"], decision["next_action"]), ("tune", "adjust_queue_or_batch_policy"))
+
+
+def load_tests(loader, tests, pattern):
+    """Also run the worked example in sched/serving_bench.py's docstring (§3's fifo numbers)."""
+    tests.addTests(doctest.DocTestSuite(serving_bench))
+    return tests
 
 
 if __name__ == "__main__":
