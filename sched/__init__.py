@@ -12,7 +12,8 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - the serving-bench chapter (serving-bench.md), beside the lab and not using its engine:
   ``serving_bench`` (the CPU window model and the chapter's helpers) → ``serving_artifacts`` (runs on
   a requests file, artifacts, the windows picture); ``serving_decide`` (the real-engine result files,
-  the chapter's decision, the evidence record); ``serving_cli`` (``serving-bench run|decide``);
+  the chapter's decision) → ``serving_evidence`` (the evidence record, the printed view);
+  ``serving_cli`` (``serving-bench run|decide``);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is

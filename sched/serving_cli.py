@@ -1,7 +1,8 @@
 """The ``serving-bench`` subcommand: ``run`` (the chapter's window model) and ``decide`` (its real-engine decision).
 
 Parsing only: the model is :mod:`sched.serving_bench`, the runs and artifacts
-:mod:`sched.serving_artifacts`, the result files and decision :mod:`sched.serving_decide`.
+:mod:`sched.serving_artifacts`, the result files and decision :mod:`sched.serving_decide`, the
+evidence record and printed view :mod:`sched.serving_evidence`.
 Exit codes: 0 (any decision), 2 bad input or usage (one line naming the file and field).
 """
 
@@ -16,7 +17,8 @@ from .artifacts import check_target, write_artifacts
 from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, run_command, write_text_atomically
 from .serving_artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings
 from .serving_bench import POLICIES
-from .serving_decide import Gates, decide_pair, evidence_record, read_group, render_view
+from .serving_decide import Gates, decide_pair, read_group
+from .serving_evidence import evidence_record, render_view
 
 __all__ = ["command"]
 
