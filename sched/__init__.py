@@ -10,10 +10,16 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   memory, through the ``main`` the CLI hands it); real data: ``importers`` (traces →
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
+- the serving-bench chapter (serving-bench.md), beside the lab and not using its engine:
+  ``serving_bench`` (the CPU window model and the chapter's helpers) → ``serving_artifacts`` (runs on
+  a requests file, artifacts, the windows picture); ``serving_decide`` (the real-engine result files,
+  the chapter's decision) → ``serving_evidence`` (the evidence record, the printed view);
+  ``serving_cli`` (``serving-bench run|decide``);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is
-milliseconds or GPU tokens per second, except the imported real runs, which say so.
+milliseconds or GPU tokens per second, except the imported real runs and the serving-bench window
+model, which say so.
 """
 
 __version__ = "0.1.0"

@@ -318,7 +318,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
 
 def manifest_kind(directory: str) -> str | None:
     """What kind of directory ``directory``'s ``manifest.json`` describes: ``"simulated"`` (a lab
-    run), ``"sweep"``, ``"export"``, ``"real"`` (an import), ``"unknown"`` (unreadable or foreign),
+    run), ``"sweep"``, ``"export"``, ``"real"`` (an import), ``"serving-bench"``, ``"unknown"`` (unreadable or foreign),
     or ``None`` when there is no manifest.json."""
     path = os.path.join(directory, "manifest.json")
     if not os.path.lexists(path):
@@ -332,7 +332,7 @@ def manifest_kind(directory: str) -> str | None:
         return "unknown"
     if data.get("tool") == "infer-sched-lab sweep":
         return "sweep"
-    return data.get("kind") if data.get("kind") in ("export", "real") else "simulated"
+    return data.get("kind") if data.get("kind") in ("export", "real", "serving-bench") else "simulated"
 
 
 def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES, kind: str | None = None) -> None:

@@ -14,7 +14,7 @@ import sys
 import textwrap
 import time
 
-from . import __version__, bench, compare, realrun, rundiff
+from . import __version__, bench, compare, realrun, rundiff, serving_cli
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
@@ -382,6 +382,7 @@ SUBCOMMANDS: dict = {
     "import-results": (realrun.import_command, "bring a real engine's per-request results back as a run"),
     "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),
+    "serving-bench": (serving_cli.command, "the serving-scheduler benchmark chapter: window model runs and its decision"),
     "bench": (lambda argv: bench.command(argv, main),
               "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
     "help": (_main_help, "this overview, or `help COMMAND` for one command's flags"),

@@ -10,7 +10,8 @@ Decision (compare.md §3.3):
 - ``reject`` on a hard failure: the contract is broken (the fixed conditions differ, or the
   scheduler settings differ in nothing or in more than one setting, or not in the declared one),
   a run failed, or arrived requests are lost on either side (absent from a trace, or never ended:
-  the lab's reading of "requests lost twice over" is "any request lost"). Sides whose times differ
+  the lab's reading of "requests lost twice over" is "any request lost"), or a real run's ok
+  request produced no output text (``output_text_empty``). Sides whose times differ
   in unit or time base (ticks vs ms, client send time vs server queue time) are not comparable:
   no gate is evaluated and no delta computed;
 - ``tune`` when evidence is missing or untrustworthy (a required metric is null, an id is
@@ -42,6 +43,13 @@ __all__ = ["Side", "Thresholds", "load_side", "check_contract", "check_evidence"
            "render_report", "command", "DECISIONS"]
 
 DECISIONS = ("accept", "tune", "reject")
+#: Where these rules differ from the serving-bench chapter's (serving-bench.md §2, §4); in every record and report.
+CHAPTER_DIFFERENCES = (
+    "a lost request: compare rejects; the chapter's trace evidence calls it missing evidence (tune)",
+    "P95 TPOT: compare gates its growth; the chapter's real-engine decision has no TPOT gate",
+    "completion: compare gates completion rate (floor, never below the baseline); the chapter rejects any "
+    "failed request or successful count below the workload's",
+)
 _ENDED = ("ok", "timeout", "error")
 
 
@@ -414,6 +422,9 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
         if ev["num_lost"]:
             shown = ", ".join(ev["lost"][:8]) or "ids unknown"
             hard.append(f"{role}: {ev['num_lost']} arrived request(s) lost ({shown})")
+        empty = [r["name"] for r in side.rows if r.get("status") == "ok" and r.get("output_text_empty") is True]
+        if empty:  # a real engine's "ok" that produced no text is not a served request
+            hard.append(f"{role}: {len(empty)} ok request(s) with empty output text ({', '.join(empty[:8])})")
         if ev["duplicated"]:
             missing.append(f"{role}: duplicated id(s) {', '.join(ev['duplicated'][:8])}")
         if ev["unknown"]:
@@ -453,6 +464,7 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
         "gates": gates,
         "deltas": deltas,
         "next_action": action,
+        "chapter_differences": list(CHAPTER_DIFFERENCES),
     }
 
 
@@ -484,6 +496,9 @@ def render_report(record: dict) -> str:
     deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
     lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")
+    lines.append("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
+                 "reject (chapter's helpers: tune); P95 TPOT gate (chapter: none); completion-rate gates (chapter: any "
+                 "failed request rejects); see chapter_differences")
     return "\n".join(lines) + "\n"
 
 
@@ -504,7 +519,11 @@ def _parser() -> LineParser:
                     "of one run (BASELINE only, with --baseline-case and --candidate-case), one case "
                     "of each of two runs, or two runs imported with import-results. Writes "
                     "the decision record (default ./decision.json) and prints a short report.",
-        epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input.",
+        epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input. Learners of the "
+               "serving-bench chapter deciding on its runner's result files (repeats, failure records): use "
+               "'serving-bench decide BASELINE.json CANDIDATE.json --out EVIDENCE.json'. The chapter's rules "
+               "differ: its helper functions call a lost request missing evidence (tune); its decision has no "
+               "TPOT gate and rejects any failed request.",
     )
     parser.add_argument("baseline", metavar="BASELINE_DIR", help="run directory of the baseline")
     parser.add_argument("candidate", metavar="CANDIDATE_DIR", nargs="?",

@@ -4,8 +4,9 @@
 
 - ``requests.jsonl``: one line per request in workload order with ``prompt`` (text) and
   ``output_tokens`` (the two columns vLLM's custom JSONL dataset reads; it ignores the others),
-  plus ``name``, ``prompt_tokens``, ``arrival_s`` (send offset in seconds), ``priority`` (lower =
-  earlier, vLLM's convention; 0 when the workload gives none), ``prefix_key``, ``prefix_tokens``;
+  plus ``name`` (also as ``request_id``, the serving-bench chapter's column), ``prompt_tokens``,
+  ``arrival_s`` (send offset in seconds), ``priority`` (lower = earlier, vLLM's convention; 0 when
+  the workload gives none), ``prefix_key``, ``prefix_tokens``;
   a request with block-level prefixes also has ``prefix_blocks`` and ``block_size``.
 - ``workload.json`` (the exact input, for ``import-results --workload``) and ``export.json`` (the
   mapping below, machine-readable).
@@ -48,7 +49,9 @@ Formats read:
   ``start_times`` is a monotonic send time. TTFT = ``ttfts[i]``, token times = send + TTFT, then
   each of ``itls[i]`` added (a chunk may carry more than one token), end = the last chunk. A
   request with a non-empty ``errors[i]`` failed. The client cannot see admission: queue wait is
-  missing. The file's own aggregates (linear interpolation) are kept under ``reported``.
+  missing. The file's own aggregates (linear interpolation) are kept under ``reported``. With
+  ``generated_texts``, each request gets ``output_text_empty`` (an ok request that produced no
+  text, which ``compare`` treats as a hard failure, as the serving-bench chapter does).
 - ``request-jsonl``: per-request lines with ``request_id, input_toks, output_toks, arrival_time,
   queued_ts, scheduled_ts, first_token_ts, last_token_ts`` (LLMServingSim's vLLM harness), with
   an optional ``meta.json`` beside it (or ``--meta``) giving the engine. ``arrival_time`` is epoch
@@ -160,7 +163,7 @@ def _iter_export_rows(specs: list[RequestSpec], tick_ms: float | None):
     """The rows of :func:`export_rows` one at a time (a large export never holds every prompt)."""
     tick_ms, _ = _settle_tick_ms(specs, tick_ms)
     for spec in specs:
-        row = {"prompt": _prompt(spec), "output_tokens": spec.output_tokens, "name": spec.name,
+        row = {"prompt": _prompt(spec), "output_tokens": spec.output_tokens, "name": spec.name, "request_id": spec.name,
                "prompt_tokens": spec.prompt_tokens, "arrival_s": round(spec.arrival * tick_ms / 1000, 6),
                "priority": spec.priority or 0, "prefix_key": spec.prefix_key, "prefix_tokens": spec.prefix_tokens}
         if spec.prefix_blocks is not None:
@@ -189,7 +192,7 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None =
                   "listing its id, a partial last block is the request's own",
         "priority": "send 'priority' in the request body (lower = earlier), server started with "
                     "--scheduling-policy priority; the baseline server uses fcfs",
-        "columns": ["prompt", "output_tokens", "name", "prompt_tokens", "arrival_s", "priority",
+        "columns": ["prompt", "output_tokens", "name", "request_id (= name)", "prompt_tokens", "arrival_s", "priority",
                     "prefix_key", "prefix_tokens", "prefix_blocks (block workloads only)",
                     "block_size (block workloads only)"],
     }
@@ -383,6 +386,9 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
                 raise InputError(f"{where}: field {key!r}: must be a list as long as input_lens ({n})")
         names, priorities, request_ids, sha = _names_and_priorities(n, workload, where, [f"r{i}" for i in range(n)])
         starts = run.get("start_times")
+        texts = run.get("generated_texts")
+        if texts is not None and (not isinstance(texts, list) or len(texts) != n):
+            raise InputError(f"{where}: field 'generated_texts': must be a list as long as input_lens ({n})")
         if starts is None:
             missing["arrival"] = "no start_times (older vLLM): arrivals, order scores and makespan unknown"
         origin = min((_seconds(s, f"{where}: field 'start_times'") for s in starts), default=0) if starts else None
@@ -411,6 +417,9 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
                               itls=[round(b - a, 3) for a, b in zip(token_times or [], (token_times or [])[1:])])
             records.append(record)
             records[-1]["error"] = error or None
+            if texts is not None:  # the chapter's completeness check: an ok request must have produced text
+                records[-1]["output_text_empty"] = status == "ok" and not need(
+                    texts[i], str, f"{at}: field 'generated_texts'", "text", nullable=True)
         missing["queue_wait"] = "a benchmark client cannot see admission"
         for key in ("p50_queue_wait", "p95_queue_wait", "p99_queue_wait", "mean_queue_wait"):
             missing[key] = missing["queue_wait"]

@@ -263,7 +263,7 @@ class RealCompareTest(RealrunMixin, unittest.TestCase):
         itls = [[(b - a) * 0.1 for a, b in zip(r["token_times"], r["token_times"][1:])] for r in rows]
         return json.dumps(vllm_run(num_prompts=12, scheduling_policy=policy, input_lens=[r["prompt_tokens"] for r in rows],
                                    output_lens=[r["output_tokens_emitted"] for r in rows], start_times=starts,
-                                   ttfts=ttfts, itls=itls, generated_texts=[""] * len(rows), errors=[""] * len(rows)))
+                                   ttfts=ttfts, itls=itls, generated_texts=["text"] * len(rows), errors=[""] * len(rows)))
 
     def test_simulated_and_imported_decisions_agree(self):
         sim = {}
