@@ -2,7 +2,7 @@
 
 ``main(argv)`` parses, runs the library, turns a domain error into one line on stderr and an
 exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted
-(Ctrl-C; nothing is written, every write being atomic).
+(Ctrl-C), 143 terminated (SIGTERM); an interrupted write leaves nothing, every write being atomic.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from . import __version__, compare, realrun
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
-from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser
+from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser, StreamError, guarded_stream, interrupts_raise, one_line
+from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, run_cases
 from .explain import ExplainError, explain_request
@@ -88,7 +89,8 @@ def _run_parser() -> argparse.ArgumentParser:
         description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
                     "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
                     "Time is in abstract ticks, work in abstract budget units.",
-        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted (Ctrl-C).",
+        epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted (Ctrl-C), "
+               "143 terminated (SIGTERM).",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
@@ -212,7 +214,8 @@ def _main_run(argv: list[str]) -> int:
         parser.error("argument --force: only replaces an earlier run's files; give --artifacts DIR too")
     if args.workload is not None:
         workload = load_workload(args.workload)
-        source = f"workload:{os.path.basename(args.workload)}"
+        # A file name that is not UTF-8 is recorded with its bad bytes escaped (\xff): JSON holds text only.
+        source = f"workload:{os.fsencode(os.path.basename(args.workload)).decode('utf-8', 'backslashreplace')}"
     else:
         name = args.scenario or "baseline"
         workload = scenario(name)
@@ -371,13 +374,22 @@ SUBCOMMANDS: dict = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C)."""
+    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C,
+    143 SIGTERM)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    reset_written()
+    with interrupts_raise():  # SIGTERM cleans up like Ctrl-C; a second signal cannot interrupt that
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     handler = SUBCOMMANDS.get(argv[0]) if argv else None
     try:
-        if handler is not None:
-            return handler(argv[1:])
-        return _main_run(argv)
+        _require_current_directory()
+        with guarded_stream("stdout"):  # a full or closed stdout is one line naming it, not a traceback
+            if handler is not None:
+                return handler(argv[1:])
+            return _main_run(argv)
     except WorkloadError as exc:
         _report(exc.problems)
         return EXIT_BAD_INPUT
@@ -386,20 +398,40 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    except KeyboardInterrupt:  # every write is atomic, so an interrupted command wrote nothing
-        _report(["interrupted; nothing was written"])
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # every write is atomic: an interrupted write left nothing behind
+        done = written()
+        _report([f"interrupted after writing {', '.join(done)} (complete)" if done else
+                 "interrupted; nothing was written"])
+        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head -1`); files are written before anything is
         # printed, so nothing is lost. Exit like a program ended by SIGPIPE, without a message.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except StreamError as exc:
+        _silence_stdout()
+        done = written()
+        _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
+        return EXIT_BAD_INPUT
     except SimulationError as exc:
         _report([f"internal error: {exc}"])
         return EXIT_INTERNAL
+    except OSError as exc:  # the environment (a vanished file, an I/O error), not a simulator bug
+        _report([f"{exc.filename + ': ' if isinstance(exc.filename, str) else ''}"
+                 f"{exc.strerror or exc}"])
+        return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
         _report([f"internal error: {type(exc).__name__}: {exc}"])
         return EXIT_INTERNAL
+
+
+def _require_current_directory() -> None:
+    """Refuse to start in a current directory that was deleted: every relative path would fail."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise ArtifactError("the current directory no longer exists (deleted?); cd to an existing "
+                            "directory and run the command again") from None
 
 
 def _silence_stdout() -> None:
@@ -407,14 +439,14 @@ def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured in a test)
+    except (OSError, ValueError, AttributeError):  # no descriptor (captured in a test) or no stdout (>&-)
         pass
 
 
 def _report(problems: list[str]) -> None:
     """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
-    for problem in problems[:MAX_REPORTED_PROBLEMS]:
-        print(f"infer_sched_lab.py: error: {problem}", file=sys.stderr)
+    for problem in problems[:MAX_REPORTED_PROBLEMS]:  # escaped: a name cannot forge a second line
+        print(f"infer_sched_lab.py: error: {one_line(problem)}", file=sys.stderr)
     if len(problems) > MAX_REPORTED_PROBLEMS:
         print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
               file=sys.stderr)

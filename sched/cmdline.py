@@ -22,7 +22,7 @@ import threading
 from .files import note_written, refuse_non_regular, staging_prefix
 
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
-           "Interrupted", "interrupts_raise", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
+           "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
            "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
 
@@ -85,6 +85,55 @@ def interrupts_raise():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+class StreamError(OSError):
+    """Writing to standard output failed (a full disk, a closed descriptor); names the stream."""
+
+
+class _GuardedStream:
+    """A text stream whose write failures name the stream (:class:`StreamError`) and whose text
+    that the stream's encoding cannot hold (a file name that is not UTF-8) is written escaped."""
+
+    def __init__(self, stream, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def _guard(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise  # the reader went away: the documented exit 141, not an error line
+        except OSError as exc:
+            raise StreamError(f"{self._name}: cannot write ({exc.strerror or exc})") from None
+
+    def write(self, text: str):
+        try:
+            return self._guard(self._stream.write, text)
+        except UnicodeEncodeError:
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            return self._guard(self._stream.write, text.encode(encoding, "backslashreplace").decode(encoding))
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_stream(name: str = "stdout"):
+    """While inside, ``sys.<name>`` is wrapped by :class:`_GuardedStream` (and flushed at the end,
+    so a full disk is reported here, not by the interpreter at exit). Raises :class:`StreamError`
+    at once when the stream is closed (``>&-``: Python then has no such stream)."""
+    stream = getattr(sys, name)
+    if stream is None:
+        raise StreamError(f"{name}: is closed; run the command with {name} open (e.g. > FILE or > /dev/null)")
+    setattr(sys, name, _GuardedStream(stream, name))
+    try:
+        yield
+        getattr(sys, name).flush()
+    finally:
+        setattr(sys, name, stream)
 
 
 class LineParser(argparse.ArgumentParser):

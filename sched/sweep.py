@@ -27,6 +27,7 @@ import io
 import json
 import math
 import os
+import signal
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from fractions import Fraction
@@ -87,6 +88,27 @@ def _point(workload: list[RequestSpec], config: EngineConfig, case, policy: str)
     return summarize(simulate(workload, config, case, policy, timeline="off"))
 
 
+def _worker_signals() -> None:
+    """In each worker: Ctrl-C at the terminal reaches the whole process group, and the parent alone
+    answers it (one line); SIGTERM, which the parent sends its workers when it stops, ends a worker
+    at once and silently."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End a process pool's workers now (a sweep interrupted by Ctrl-C or SIGTERM): pending points
+    are cancelled and every worker gets SIGTERM, so none outlives the sweep or holds its pipes."""
+    # The standard library offers no public way to end busy workers before Python 3.14.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
 def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: str = "fcfs",
               executor: Executor | None = None, max_workers: int | None = None) -> list[dict]:
     """Simulate every case of lab.md §4 at every load factor in ``loads`` (positive numbers or
@@ -94,7 +116,8 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     :data:`SWEEP_FIELDS` with exact :class:`Fraction` ratios.
 
     ``executor``: any :class:`concurrent.futures.Executor` (left running); ``None`` creates a
-    process pool of ``max_workers`` processes (default: all cores) and shuts it down.
+    process pool of ``max_workers`` processes (default: all cores) and shuts it down; on any
+    exception, Ctrl-C and SIGTERM included, its workers are ended first (none is left running).
     Raises ``ValueError`` for a non-positive factor.
     """
     factors = [Fraction(str(load)) for load in loads]
@@ -103,7 +126,8 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     if max_workers is not None and not 1 <= max_workers <= max_workers_allowed():
         raise ValueError(f"workers must be from 1 to {max_workers_allowed()}, got {max_workers}")
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count()) if own else executor
+    pool = (ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=_worker_signals)
+            if own else executor)
     try:
         futures = []
         for factor in factors:
@@ -115,6 +139,10 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
             row = {name: summary.get(name) for name in SWEEP_FIELDS if name != "load"}
             rows.append({"load": factor, **row})
         return rows
+    except BaseException:  # Ctrl-C, SIGTERM or a failed point: no worker may outlive the sweep
+        if own:
+            _stop_workers(pool)
+        raise
     finally:
         if own:
             pool.shutdown()
