@@ -19,7 +19,7 @@ from .check import CheckError, compare_runs, format_report
 from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser, StreamError, guarded_stream, interrupts_raise, one_line
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import TIMELINE_DETAILS, SimulationError, run_cases
+from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
 from .explain import ExplainError, explain_request
 from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
@@ -31,7 +31,8 @@ from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
-           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS"]
+           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
+           "LONG_RUN_TICKS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe
@@ -47,16 +48,20 @@ FULL_TIMELINE_MAX_TOKENS = 50_000
 FULL_TIMELINE_MAX_NAMES = 1_000_000
 #: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
 LAB_PROFILE_MAX_REQUESTS = 5000
+#: Above this many estimated walked ticks (all cases, all sweep points) a run draws a warning with
+#: the estimate: at the roughly 2 × 10⁵ ticks per second of a small laptop, 10⁸ is some minutes.
+LONG_RUN_TICKS = 10**8
+WALKED_TICKS_PER_SECOND = 200_000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    digits = text.strip().lstrip("+")
+    if not (digits.isascii() and digits.isdigit()):  # int() would also read "1_0" as ten
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    value = int(digits)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
@@ -157,6 +162,21 @@ def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
     return warnings
 
 
+def long_run_warning(workload, config: EngineConfig, points: int = 1) -> str | None:
+    """A one-line warning when the estimated work (:func:`sched.engine.estimate_walked_ticks` × the
+    four cases × ``points`` sweep points) exceeds :data:`LONG_RUN_TICKS`, with the estimate in ticks
+    and in time at :data:`WALKED_TICKS_PER_SECOND`; ``None`` otherwise. The run is not refused."""
+    ticks = estimate_walked_ticks(workload, config) * len(cases_for(config)) * points
+    if ticks <= LONG_RUN_TICKS:
+        return None
+    minutes = ticks / WALKED_TICKS_PER_SECOND / 60
+    when = f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.0f} hours"
+    return (f"about {ticks:.2g} ticks to simulate one by one ({len(workload)} requests, budget {config.budget}, "
+            f"decode cost {config.decode_cost}, max active {config.max_active}): roughly {when} at "
+            f"{WALKED_TICKS_PER_SECOND:,} ticks per second; a larger --budget, a smaller --decode-cost or "
+            "--profile vllm makes it shorter (Ctrl-C stops it cleanly)")
+
+
 def config_from_args(args) -> EngineConfig:
     """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
     knobs = profile_knobs(args.profile, budget=args.budget, decode_cost=args.decode_cost,
@@ -222,11 +242,13 @@ def _main_run(argv: list[str]) -> int:
         source = f"scenario:{name}"
     if args.artifacts is not None:
         check_target(args.artifacts, force=args.force, kind="simulated")  # refuse before simulating
-    for warning in scale_warnings(workload, args.profile, args.timeline):
-        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+    config = config_from_args(args)
+    for warning in [*scale_warnings(workload, args.profile, args.timeline), long_run_warning(workload, config)]:
+        if warning:
+            print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
     try:
-        run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)
+        run = run_lab(workload, config, args.policy, source, progress, args.timeline)
         if progress is not None:
             progress.note("rendering artifacts")
         if run.timeline == "full":
@@ -309,6 +331,9 @@ def _main_sweep(argv: list[str]) -> int:
         check_target(args.out, force=args.force, names=SWEEP_FILES, kind="sweep")  # refuse before simulating
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
     config = config_from_args(args)
+    warning = long_run_warning(workload, config, points=len(loads))
+    if warning:
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
              "sweep.svg": render_sweep_svg(rows),
@@ -399,9 +424,8 @@ def _main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # every write is atomic: an interrupted write left nothing behind
-        done = written()
-        _report([f"interrupted after writing {', '.join(done)} (complete)" if done else
-                 "interrupted; nothing was written"])
+        done, what = written(), "terminated (SIGTERM)" if getattr(exc, "exit_code", 0) == 143 else "interrupted"
+        _report([f"{what} after writing {', '.join(done)} (complete)" if done else f"{what}; nothing was written"])
         return getattr(exc, "exit_code", EXIT_INTERRUPTED)
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head -1`); files are written before anything is

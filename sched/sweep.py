@@ -32,6 +32,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from fractions import Fraction
 
+from .cmdline import plain_decimal
 from .config import EngineConfig, cases_for
 from .engine import simulate
 from .metrics import summarize
@@ -47,13 +48,14 @@ MIN_LOAD, MAX_LOAD = 0.001, 1000.0
 def parse_loads(text: str) -> list[Fraction]:
     """Load factors from ``"0.5,1,2"``: exact fractions of the decimal texts, in the order given.
 
-    Raises ``ValueError`` (one line) for a factor that is not a finite number in
+    Raises ``ValueError`` (one line) for a factor that is not a plain decimal number (``1_0`` and
+    ``0x1`` are refused, though Python reads them) or not a finite number in
     [:data:`MIN_LOAD`, :data:`MAX_LOAD`] or that is given twice (``1`` and ``1.0`` are the same).
     """
     factors = []
     for item in text.split(","):
         try:
-            value = float(item)
+            value = float(item) if plain_decimal(item) else float("not a plain decimal")
         except ValueError:
             raise ValueError(f"not a number: {item.strip()!r}") from None
         if not math.isfinite(value) or not MIN_LOAD <= value <= MAX_LOAD:
