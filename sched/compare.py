@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from .files import open_regular
 from .cmdline import (EXIT_OK, InputError, LineParser, count_or_none, fraction_arg, need, number_or_none, parse_json,
-                      run_command, write_text_atomically)
+                      one_line, run_command, write_text_atomically)
 from .metrics import COMPARE_FIELDS, percentile_of_histogram
 from .trace import Trace, case_rows, check_consistency, check_summary_row, read_trace
 
@@ -231,7 +231,7 @@ _TIME_BASES = {"vllm-bench": "client send time", "request-jsonl": "server queued
 
 def _real_side(where, manifest, row, requests_path, label) -> Side:
     fixed = {"units": "ms", "workload_sha256": manifest.get("workload_sha256"),
-             "time_base": manifest.get("time_base") or _TIME_BASES.get(manifest.get("format"))}
+             "time_base": manifest.get("time_base") or _TIME_BASES.get(str(manifest.get("format")))}
     for group in ("engine", "measurement"):
         values = need(manifest.get(group), dict, f"{where}: field {group!r}", "an object", nullable=True) or {}
         for key, value in values.items():
@@ -499,7 +499,7 @@ def render_report(record: dict) -> str:
     deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
     lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # an id holding a line break cannot forge a report line
 
 
 def _fmt(value, signed: bool = False) -> str:

@@ -171,7 +171,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
                                    f"{len(ticks[row['case']])} ticks naming it; the files disagree")
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     budget, decode_cost = config.get("budget"), config.get("decode_cost")
-    static = _static_cases(manifest)
+    static = _static_cases(manifest, directory)
     costs = (f" Budget {budget} units per tick; a decode token costs {decode_cost}, a prefill token 1."
              if budget and decode_cost else "")
 
@@ -251,13 +251,17 @@ def _timeline_detail(manifest: dict, directory: str) -> str:
     return detail
 
 
-def _static_cases(manifest: dict) -> set:
-    """Names of the run's static-batching cases (``manifest.json`` ``cases``; ``static`` if absent)."""
+def _static_cases(manifest: dict, directory: str) -> set:
+    """Names of the run's static-batching cases (``manifest.json`` ``cases``; ``static`` if absent).
+    An entry whose ``case`` is not a string is an :class:`ExplainError`."""
     cases = manifest.get("cases")
     if not isinstance(cases, list):
         return {"static"}
-    return {c["case"] for c in cases if isinstance(c, dict) and isinstance(c.get("case"), str)
-            and c.get("batching") == "static"}
+    for index, entry in enumerate(cases):
+        if isinstance(entry, dict) and not isinstance(entry.get("case"), str):
+            raise ExplainError(f"{os.path.join(directory, 'manifest.json')}: cases[{index}]: field 'case' must be "
+                               f"a string, got {json.dumps(entry.get('case'))}")
+    return {c["case"] for c in cases if isinstance(c, dict) and c.get("batching") == "static"}
 
 
 def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool = False) -> list[str]:

@@ -266,7 +266,7 @@ def _text(value) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return f"must be a non-empty string, got {_show(value)}"
     if len(value) > MAX_NAME_LENGTH:
-        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value)} ({_show(value)})"
+        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value)}"
     if not value.isprintable():
         return f"must be printable (no tabs, line breaks or control characters), got {_show(value)}"
     return None
