@@ -18,11 +18,12 @@ Every violation is one :class:`~sched.cmdline.InputError` naming the file, case 
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from .cmdline import InputError, count_or_none, need, number_or_none, parse_json
+from .cmdline import MAX_COUNT, NON_FINITE_AS_NONE, InputError, count_or_none, need, number_or_none, parse_json
 from .files import open_regular
 from .metrics import percentile_of_histogram
 
@@ -99,6 +100,28 @@ def _request_row(row, where: str) -> dict:
     return row
 
 
+_DECODE = json.JSONDecoder(**NON_FINITE_AS_NONE).decode  # built once: json.loads with options builds one per call
+_LARGEST = 10**300
+
+
+def _plain_row(row) -> bool:
+    """The common case, checked fast: an object whose read fields all have the right shape (any
+    doubt goes to :func:`_request_row`, which names what is wrong)."""
+    if type(row) is not dict:
+        return False
+    get = row.get
+    case, status = get("case"), get("status")
+    if type(get("name")) is not str or not (case is None or type(case) is str) or not (status is None or type(status) is str):
+        return False
+    for key in ("ttft", "e2e", "queue_wait"):
+        value = get(key)
+        if value is not None and not ((type(value) is int and 0 <= value <= _LARGEST) or (type(value) is float and value >= 0)):
+            return False
+    emitted, priority = get("output_tokens_emitted"), get("priority")
+    return ((emitted is None or (type(emitted) is int and 0 <= emitted <= MAX_COUNT))
+            and (priority is None or type(priority) is int))
+
+
 def case_rows(path: str, case: str):
     """Yield ``(line number, row)`` for each line of ``requests.jsonl`` at ``path`` whose ``case``
     is ``case``, reading one line at a time; every line, of any case, is checked."""
@@ -107,8 +130,13 @@ def case_rows(path: str, case: str):
             for number, line in enumerate(handle, 1):
                 if not line.strip():
                     continue
-                where = f"{path}: line {number}"
-                row = _request_row(parse_json(line, where, non_finite_as_none=True), where)
+                try:
+                    row = _DECODE(line)
+                except (ValueError, RecursionError):
+                    row = None
+                if not _plain_row(row):
+                    where = f"{path}: line {number}"
+                    row = _request_row(parse_json(line, where, non_finite_as_none=True), where)
                 if row.get("case") == case:
                     yield number, row
     except FileNotFoundError:
