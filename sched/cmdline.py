@@ -67,24 +67,33 @@ def interrupts_raise():
     ``finally`` and ``except BaseException`` clean-up runs (staging directories are removed) for
     ``kill``, ``timeout`` and CI cancellation exactly as for Ctrl-C. After the first signal both
     are ignored until the block ends: a second Ctrl-C cannot cut the clean-up short or print a
-    traceback. The previous handlers are restored on exit. Outside the main thread: no effect."""
+    traceback. The previous handlers are restored on exit unless a signal came (the process is
+    then ending, and a late Ctrl-C during its shutdown must not turn exit 130 into a kill).
+    Outside the main thread: no effect."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     signals = (signal.SIGINT, signal.SIGTERM)
     previous = {signum: signal.getsignal(signum) for signum in signals}
+    received, owner = [], os.getpid()
 
     def raise_interrupted(signum, _frame):
+        if os.getpid() != owner:  # a forked child (a sweep worker before its own set-up) ends quietly
+            if signum == signal.SIGTERM:
+                os._exit(EXIT_TERMINATED)
+            return
         for other in signals:
             signal.signal(other, signal.SIG_IGN)
+        received.append(signum)
         raise Interrupted(signum)
     for signum in signals:
         signal.signal(signum, raise_interrupted)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if not received:  # once interrupted, the process is ending: later signals stay ignored
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 class StreamError(OSError):

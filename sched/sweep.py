@@ -96,6 +96,17 @@ def _worker_signals() -> None:
     at once and silently."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _mask(signal.SIG_UNBLOCK)  # blocked while the parent forked it
+
+
+#: Blocked while the pool forks its workers: a signal landing inside a fork's clean-up hooks would
+#: be swallowed by Python; blocked, it waits and is answered right after (workers unblock their own).
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _mask(how) -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX; elsewhere there is no fork to guard
+        signal.pthread_sigmask(how, _STOP_SIGNALS)
 
 
 def _stop_workers(pool: ProcessPoolExecutor) -> None:
@@ -132,9 +143,15 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
             if own else executor)
     try:
         futures = []
-        for factor in factors:
-            scaled = scale_arrivals(workload, factor)
-            futures += [(factor, pool.submit(_point, scaled, config, case, policy)) for case in cases_for(config)]
+        if own:  # the workers are forked during the first submits
+            _mask(signal.SIG_BLOCK)
+        try:
+            for factor in factors:
+                scaled = scale_arrivals(workload, factor)
+                futures += [(factor, pool.submit(_point, scaled, config, case, policy)) for case in cases_for(config)]
+        finally:
+            if own:
+                _mask(signal.SIG_UNBLOCK)
         rows = []
         for factor, future in futures:
             summary = future.result()
