@@ -6,9 +6,11 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``engine`` (the tick
   engine) → ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep``;
-- tools on artifacts: ``explain``, ``check``, ``compare``; real data: ``importers`` (traces →
+- tools on artifacts: ``explain``, ``check``, ``compare`` (which reads a run through ``trace``:
+  the summary checked, requests.jsonl streamed); real data: ``importers`` (traces →
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
-  ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
+  ``labzip``; shared helpers: ``files`` (regular files, permissions, staging names, the writer's
+  lock), ``cmdline`` (one-line escaped errors, signals as interrupts, a guarded stdout);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is

@@ -167,6 +167,8 @@ def run_command(prog: str, body, argv: list[str]) -> int:
     """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2."""
     try:
         return body(argv)
+    except StreamError:
+        raise  # the CLI's main reports it (with what was written) and silences the stream
     except (InputError, OSError) as exc:
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -23,7 +23,9 @@ lost them, is rejected: it is never accepted.
 
 Every value read from a run directory is checked in :func:`load_side` (one
 :class:`~sched.cmdline.InputError` line naming the file, case or line and field); a metric that is
-NaN or infinite reads as missing. ``compare`` writes ``./decision.json`` by default, never into a
+NaN or infinite reads as missing. Impossible values (a negative latency, a rate outside [0, 1], a
+fractional count) and a summary that its complete ``requests.jsonl`` contradicts are refused
+(:mod:`sched.trace`), and ``requests.jsonl`` is read as a stream, never held whole. ``compare`` writes ``./decision.json`` by default, never into a
 run directory unless ``--out`` names such a path.
 """
 
