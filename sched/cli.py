@@ -16,7 +16,8 @@ from . import __version__, compare, realrun
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
-from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser, StreamError, guarded_stream, interrupts_raise, one_line
+from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
+                      interrupts_raise, one_line)
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
@@ -424,9 +425,10 @@ def _main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # every write is atomic: an interrupted write left nothing behind
-        done, what = written(), "terminated (SIGTERM)" if getattr(exc, "exit_code", 0) == 143 else "interrupted"
+        code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # sched.cmdline.Interrupted: 130 or 143
+        done, what = written(), "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
         _report([f"{what} after writing {', '.join(done)} (complete)" if done else f"{what}; nothing was written"])
-        return getattr(exc, "exit_code", EXIT_INTERRUPTED)
+        return code
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head -1`); files are written before anything is
         # printed, so nothing is lost. Exit like a program ended by SIGPIPE, without a message.

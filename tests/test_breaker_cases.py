@@ -12,7 +12,6 @@ import io
 import json
 import os
 import shutil
-import sys
 import unittest
 
 from sched.cli import main
