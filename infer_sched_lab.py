@@ -13,7 +13,11 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.abspath(sys.path[0] or os.curdir) != _HERE:
     sys.path.insert(0, _HERE)
 
-from sched.cli import main  # noqa: E402
+try:  # Ctrl-C while the program is still loading: one line, as later (nothing was written yet)
+    from sched.cli import main  # noqa: E402
+except KeyboardInterrupt:
+    sys.stderr.write("infer_sched_lab.py: error: interrupted; nothing was written\n")
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,10 +6,12 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``engine`` (the tick
   engine) → ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep``;
-- tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare``; ``bench`` (speed and
-  memory, through the ``main`` the CLI hands it); real data: ``importers`` (traces →
-  workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
-  ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
+- tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare`` (which reads a run
+  through ``trace``: the summary checked, requests.jsonl streamed); ``bench`` (speed and memory,
+  through the ``main`` the CLI hands it); real data: ``importers`` (traces → workloads), ``realrun``
+  (export for a benchmark client, import of real results); shipping: ``labzip``; shared helpers:
+  ``files`` (regular files, permissions, staging names, the writer's lock), ``cmdline`` (one-line
+  escaped errors, signals as interrupts, a guarded stdout);
 - the serving-bench chapter (serving-bench.md), beside the lab and not using its engine:
   ``serving_bench`` (the CPU window model and the chapter's helpers) → ``serving_artifacts`` (runs on
   a requests file, artifacts, the windows picture); ``serving_decide`` (the real-engine result files,

@@ -21,7 +21,7 @@ from fractions import Fraction
 from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult
-from .files import normal_mode, open_regular
+from .files import exclusive_lock, normal_mode, note_written, open_regular, refuse_non_regular, staging_prefix
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
@@ -378,8 +378,10 @@ def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES, kind
 def write_artifacts(files: dict[str, str], directory: str, force: bool = False) -> None:
     """Write ``files`` (name → text, or an iterable of text chunks) as ``directory``, atomically.
 
-    The files are written into a temporary directory beside the target and moved into place only
-    when all are complete; on any failure (read-only place, full disk, Ctrl-C, ...) the temporary
+    The files are written into a temporary directory (beside a new target, inside an existing one:
+    :func:`_write_staged`) and moved into place only when all are complete, under an exclusive
+    lock on the parent directory (:func:`sched.files.exclusive_lock`: a second writer waits, then
+    finds the first one's run); on any failure (read-only place, full disk, Ctrl-C, SIGTERM) the temporary
     directory and any parent directories created for it are removed again, so nothing is left
     half-written. An existing non-empty target is refused unless ``force``; with ``force`` only
     the named files are replaced, all or none (:func:`_swap_in`), and anything else there is left
@@ -390,11 +392,31 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
     target = os.path.normpath(directory)
     parent = os.path.dirname(os.path.abspath(target))
     created = _missing_ancestors(parent)
-    exists = os.path.isdir(target)
-    staging = None
     try:
         os.makedirs(parent, exist_ok=True)
-        staging = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=parent)
+        with exclusive_lock(parent):  # two writers of one place take turns, never mix their files
+            check_target(directory, force, files)  # again: another writer may have finished meanwhile
+            _write_staged(files, target, parent)
+        note_written(directory)
+    except BaseException as exc:  # Ctrl-C and SIGTERM included: nothing half-written stays behind
+        for path in created:  # deepest first; each is empty once the staging directory is gone
+            with contextlib.suppress(OSError):
+                os.rmdir(path)
+        if isinstance(exc, OSError) and not isinstance(exc, ArtifactError):
+            raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
+        raise
+
+
+def _write_staged(files: dict, target: str, parent: str) -> None:
+    """Write ``files`` into a staging directory and move them into ``target``; the staging
+    directory is removed on any failure. A new target: staged beside it in ``parent`` and renamed
+    into place. An existing (empty, or ``--force``) target: staged *inside* it, so every move stays
+    on the target's file system (a mount point or a link to ``/dev/shm`` would fail across file
+    systems with EXDEV)."""
+    exists = os.path.isdir(target)
+    staging = tempfile.mkdtemp(prefix=staging_prefix(os.path.basename(target)), suffix=".tmp",
+                               dir=target if exists else parent)
+    try:
         file_mode = normal_mode()
         for name, text in files.items():
             path = os.path.join(staging, name)
@@ -410,16 +432,6 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
             staging = None
         else:
             _swap_in(staging, target, list(files))
-    except BaseException as exc:  # Ctrl-C included: nothing half-written stays behind
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-            staging = None
-        for path in created:  # deepest first; each is empty once the staging directory is gone
-            with contextlib.suppress(OSError):
-                os.rmdir(path)
-        if isinstance(exc, OSError):
-            raise ArtifactError(f"{directory}: cannot write artifacts ({exc.strerror or exc})") from None
-        raise
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
@@ -470,20 +482,23 @@ def _missing_ancestors(path: str) -> list[str]:
 def write_text_file(text: str, path: str) -> None:
     """Write one text file atomically (temporary file beside it, then renamed into place).
 
-    The caller decides whether an existing file may be replaced. The file gets the usual
+    The caller decides whether an existing file may be replaced; only a regular file ever is (a
+    device node, FIFO or directory at ``path`` is refused). The file gets the usual
     permissions (0666 minus the umask); on any failure, Ctrl-C included, the temporary file is
     removed. Raises :class:`ArtifactError`.
     """
     parent = os.path.dirname(os.path.abspath(path))
+    refuse_non_regular(path, ArtifactError)
     staging = None
     try:
         os.makedirs(parent, exist_ok=True)
-        handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+        handle, staging = tempfile.mkstemp(prefix=staging_prefix(os.path.basename(path)), suffix=".tmp", dir=parent)
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
             out.write(text)
         os.chmod(staging, normal_mode())  # mkstemp made it private (0600)
         os.replace(staging, path)
         staging = None
+        note_written(path)
     except OSError as exc:
         raise ArtifactError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:

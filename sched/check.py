@@ -144,6 +144,8 @@ def _text_diff(name: str, got: str, expected: str) -> list[str]:
 def _artifact_diffs(name: str, run_dir: str, ref_dir: str) -> list[str]:
     ref_path, run_path = os.path.join(ref_dir, name), os.path.join(run_dir, name)
     expected_text = _read(ref_path)
+    if os.path.lexists(run_path) and not os.path.isfile(run_path):
+        return [f"not a regular file in the run ({'a directory' if os.path.isdir(run_path) else 'not a file'})"]
     if not os.path.isfile(run_path):
         return ["missing from the run"]
     got_text = _read(run_path)
@@ -192,6 +194,8 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
         manifest = _json(path, _read(path))
         if not isinstance(manifest, dict):
             raise CheckError(f"{path}: not a manifest object")
+        if not isinstance(manifest.get("kind"), (str, type(None))):
+            raise CheckError(f"{path}: field 'kind': must be a string, got {_kind_of(manifest['kind'])}")
         manifests.append(manifest)
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]
@@ -208,6 +212,11 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     other_expected = {k: v for k, v in expected.items() if k != "source"}
     if other != other_expected:
         results.append(("manifest.json", _field_diffs("manifest", other, other_expected)))
+    for name in ARTIFACT_FILES:  # a reference artifact that is a directory would otherwise be skipped unseen
+        path = os.path.join(ref_dir, name)
+        if os.path.lexists(path) and not os.path.isfile(path):
+            raise CheckError(f"{path}: the reference's {name} is {'a directory' if os.path.isdir(path) else 'not a file'}, "
+                             "not an artifact; is the reference directory damaged?")
     present = {n for n in os.listdir(ref_dir) if os.path.isfile(os.path.join(ref_dir, n)) and not n.startswith(".")}
     order = {name: index for index, name in enumerate(ARTIFACT_FILES)}  # data first, pictures last
     names = sorted(present - {"manifest.json"}, key=lambda n: (order.get(n, len(order)), n))

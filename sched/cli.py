@@ -2,7 +2,7 @@
 
 ``main(argv)`` parses, runs the library, turns a domain error into one line on stderr and an
 exit code, and returns. Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted
-(Ctrl-C; nothing is written, every write being atomic).
+(Ctrl-C), 143 terminated (SIGTERM); an interrupted write leaves nothing, every write being atomic.
 """
 
 from __future__ import annotations
@@ -18,9 +18,11 @@ from . import __version__, bench, compare, realrun, rundiff, serving_cli
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
-from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser
+from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
+                      interrupts_raise, one_line)
+from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import TIMELINE_DETAILS, SimulationError, run_cases
+from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
 from .explain import ExplainError, explain_request
 from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
@@ -32,7 +34,8 @@ from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
-           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS"]
+           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
+           "LONG_RUN_TICKS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe
@@ -48,16 +51,20 @@ FULL_TIMELINE_MAX_TOKENS = 50_000
 FULL_TIMELINE_MAX_NAMES = 1_000_000
 #: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
 LAB_PROFILE_MAX_REQUESTS = 5000
+#: Above this many estimated walked ticks (all cases, all sweep points) a run draws a warning with
+#: the estimate: at the roughly 2 × 10⁵ ticks per second of a small laptop, 10⁸ is some minutes.
+LONG_RUN_TICKS = 10**8
+WALKED_TICKS_PER_SECOND = 200_000
 
 #: Most problems of one workload printed, one line each; the rest are counted.
 MAX_REPORTED_PROBLEMS = 20
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    digits = text.strip().lstrip("+")
+    if not (digits.isascii() and digits.isdigit()):  # int() would also read "1_0" as ten
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    value = int(digits)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
     return value
@@ -93,7 +100,7 @@ def _run_parser() -> argparse.ArgumentParser:
             "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
             "Time is in abstract ticks, work in abstract budget units.", 100) + "\n\n" + commands_text(),
         epilog="Exit codes: 0 ok, 1 differences (check, diff), 2 bad input or usage, 3 internal error, "
-               "130 interrupted (Ctrl-C). Every flag, exit code and file format: docs/reference.md.",
+               "130 interrupted (Ctrl-C), 143 terminated (SIGTERM). Every flag, exit code and file format: docs/reference.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
@@ -161,6 +168,21 @@ def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
     return warnings
 
 
+def long_run_warning(workload, config: EngineConfig, points: int = 1) -> str | None:
+    """A one-line warning when the estimated work (:func:`sched.engine.estimate_walked_ticks` × the
+    four cases × ``points`` sweep points) exceeds :data:`LONG_RUN_TICKS`, with the estimate in ticks
+    and in time at :data:`WALKED_TICKS_PER_SECOND`; ``None`` otherwise. The run is not refused."""
+    ticks = estimate_walked_ticks(workload, config) * len(cases_for(config)) * points
+    if ticks <= LONG_RUN_TICKS:
+        return None
+    minutes = ticks / WALKED_TICKS_PER_SECOND / 60
+    when = f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.0f} hours"
+    return (f"about {ticks:.2g} ticks to simulate one by one ({len(workload)} requests, budget {config.budget}, "
+            f"decode cost {config.decode_cost}, max active {config.max_active}): roughly {when} at "
+            f"{WALKED_TICKS_PER_SECOND:,} ticks per second; a larger --budget, a smaller --decode-cost or "
+            "--profile vllm makes it shorter (Ctrl-C stops it cleanly)")
+
+
 def config_from_args(args) -> EngineConfig:
     """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
     knobs = profile_knobs(args.profile, budget=args.budget, decode_cost=args.decode_cost,
@@ -218,18 +240,21 @@ def _main_run(argv: list[str]) -> int:
         parser.error("argument --force: only replaces an earlier run's files; give --artifacts DIR too")
     if args.workload is not None:
         workload = load_workload(args.workload)
-        source = f"workload:{os.path.basename(args.workload)}"
+        # A file name that is not UTF-8 is recorded with its bad bytes escaped (\xff): JSON holds text only.
+        source = f"workload:{os.fsencode(os.path.basename(args.workload)).decode('utf-8', 'backslashreplace')}"
     else:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
     if args.artifacts is not None:
         check_target(args.artifacts, force=args.force, kind="simulated")  # refuse before simulating
-    for warning in scale_warnings(workload, args.profile, args.timeline):
-        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+    config = config_from_args(args)
+    for warning in [*scale_warnings(workload, args.profile, args.timeline), long_run_warning(workload, config)]:
+        if warning:
+            print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
     try:
-        run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)
+        run = run_lab(workload, config, args.policy, source, progress, args.timeline)
         if progress is not None:
             progress.note("rendering artifacts")
         if run.timeline == "full":
@@ -312,6 +337,9 @@ def _main_sweep(argv: list[str]) -> int:
         check_target(args.out, force=args.force, names=SWEEP_FILES, kind="sweep")  # refuse before simulating
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
     config = config_from_args(args)
+    warning = long_run_warning(workload, config, points=len(loads))
+    if warning:
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
              "sweep.svg": render_sweep_svg(rows),
@@ -418,12 +446,21 @@ def _dispatch(name: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C)."""
+    """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C,
+    143 SIGTERM)."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    reset_written()
+    with interrupts_raise():  # SIGTERM cleans up like Ctrl-C; a second signal cannot interrupt that
+        return _main(argv)
+
+
+def _main(argv: list[str]) -> int:
     try:
-        if argv and not argv[0].startswith("-"):  # a word first is a command (a flag starts a run)
-            return _dispatch(argv[0], argv[1:])
-        return _main_run(argv)
+        _require_current_directory()
+        with guarded_stream("stdout"):  # a full or closed stdout is one line naming it, not a traceback
+            if argv and not argv[0].startswith("-"):  # a word first is a command (a flag starts a run)
+                return _dispatch(argv[0], argv[1:])
+            return _main_run(argv)
     except WorkloadError as exc:
         _report(exc.problems)
         return EXIT_BAD_INPUT
@@ -432,20 +469,40 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
-    except KeyboardInterrupt:  # every write is atomic, so an interrupted command wrote nothing
-        _report(["interrupted; nothing was written"])
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:  # every write is atomic: an interrupted write left nothing behind
+        code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # sched.cmdline.Interrupted: 130 or 143
+        done, what = written(), "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
+        _report([f"{what} after writing {', '.join(done)} (complete)" if done else f"{what}; nothing was written"])
+        return code
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head -1`); files are written before anything is
         # printed, so nothing is lost. Exit like a program ended by SIGPIPE, without a message.
         _silence_stdout()
         return EXIT_BROKEN_PIPE
+    except StreamError as exc:
+        _silence_stdout()
+        done = written()
+        _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
+        return EXIT_BAD_INPUT
     except SimulationError as exc:
         _report([f"internal error: {exc}"])
         return EXIT_INTERNAL
+    except OSError as exc:  # the environment (a vanished file, an I/O error), not a simulator bug
+        _report([f"{exc.filename + ': ' if isinstance(exc.filename, str) else ''}"
+                 f"{exc.strerror or exc}"])
+        return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
         _report([f"internal error: {type(exc).__name__}: {exc}"])
         return EXIT_INTERNAL
+
+
+def _require_current_directory() -> None:
+    """Refuse to start in a current directory that was deleted: every relative path would fail."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        raise ArtifactError("the current directory no longer exists (deleted?); cd to an existing "
+                            "directory and run the command again") from None
 
 
 def _silence_stdout() -> None:
@@ -453,14 +510,14 @@ def _silence_stdout() -> None:
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout without a file descriptor (e.g. captured in a test)
+    except (OSError, ValueError, AttributeError):  # no descriptor (captured in a test) or no stdout (>&-)
         pass
 
 
 def _report(problems: list[str]) -> None:
     """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
-    for problem in problems[:MAX_REPORTED_PROBLEMS]:
-        print(f"infer_sched_lab.py: error: {problem}", file=sys.stderr)
+    for problem in problems[:MAX_REPORTED_PROBLEMS]:  # escaped: a name cannot forge a second line
+        print(f"infer_sched_lab.py: error: {one_line(problem)}", file=sys.stderr)
     if len(problems) > MAX_REPORTED_PROBLEMS:
         print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
               file=sys.stderr)

@@ -9,17 +9,26 @@ input of any shape becomes one :class:`InputError` line (exit 2), never a traceb
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
+import re
+import signal
 import sys
 import tempfile
+import threading
 
-__all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command",
+from .files import note_written, refuse_non_regular, staging_prefix
+
+__all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
+           "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
            "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+#: 128 + the signal's number, as a shell reports a process ended by it: Ctrl-C (SIGINT), SIGTERM.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 #: Largest token or request count accepted from a file (a real run never comes near it).
 MAX_COUNT = 10**9
@@ -29,17 +38,124 @@ class InputError(ValueError):
     """Unusable input for a subcommand; the message names the file, the request and the field."""
 
 
+def one_line(text: str) -> str:
+    """``text`` made safe for one line of a terminal: every character that is not printable (a line
+    break, a tab, an escape, a lone surrogate left by a file name that is not UTF-8) becomes its
+    Python escape (``\\n``, ``\\x1b``, ``\\udcff``), so a name read from a file can never forge a
+    second error line or recolour the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) or SIGTERM, raised where the program was; ``signum`` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        """:data:`EXIT_TERMINATED` for SIGTERM, :data:`EXIT_INTERRUPTED` otherwise."""
+        return EXIT_TERMINATED if self.signum == signal.SIGTERM else EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def interrupts_raise():
+    """While inside, SIGINT and SIGTERM raise :class:`Interrupted` where the program is, so every
+    ``finally`` and ``except BaseException`` clean-up runs (staging directories are removed) for
+    ``kill``, ``timeout`` and CI cancellation exactly as for Ctrl-C. After the first signal both
+    are ignored until the block ends: a second Ctrl-C cannot cut the clean-up short or print a
+    traceback. The previous handlers are restored on exit unless a signal came (the process is
+    then ending, and a late Ctrl-C during its shutdown must not turn exit 130 into a kill).
+    Outside the main thread: no effect."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM)
+    previous = {signum: signal.getsignal(signum) for signum in signals}
+    received, owner = [], os.getpid()
+
+    def raise_interrupted(signum, _frame):
+        if os.getpid() != owner:  # a forked child (a sweep worker before its own set-up) ends quietly
+            if signum == signal.SIGTERM:
+                os._exit(EXIT_TERMINATED)
+            return
+        for other in signals:
+            signal.signal(other, signal.SIG_IGN)
+        received.append(signum)
+        raise Interrupted(signum)
+    for signum in signals:
+        signal.signal(signum, raise_interrupted)
+    try:
+        yield
+    finally:
+        if not received:  # once interrupted, the process is ending: later signals stay ignored
+            for signum, handler in previous.items():
+                signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+class StreamError(OSError):
+    """Writing to standard output failed (a full disk, a closed descriptor); names the stream."""
+
+
+class _GuardedStream:
+    """A text stream whose write failures name the stream (:class:`StreamError`) and whose text
+    that the stream's encoding cannot hold (a file name that is not UTF-8) is written escaped."""
+
+    def __init__(self, stream, name: str) -> None:
+        self._stream, self._name = stream, name
+
+    def _guard(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise  # the reader went away: the documented exit 141, not an error line
+        except OSError as exc:
+            raise StreamError(f"{self._name}: cannot write ({exc.strerror or exc})") from None
+
+    def write(self, text: str):
+        try:
+            return self._guard(self._stream.write, text)
+        except UnicodeEncodeError:
+            encoding = getattr(self._stream, "encoding", None) or "utf-8"
+            return self._guard(self._stream.write, text.encode(encoding, "backslashreplace").decode(encoding))
+
+    def flush(self) -> None:
+        self._guard(self._stream.flush)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def guarded_stream(name: str = "stdout"):
+    """While inside, ``sys.<name>`` is wrapped by :class:`_GuardedStream` (and flushed at the end,
+    so a full disk is reported here, not by the interpreter at exit). Raises :class:`StreamError`
+    at once when the stream is closed (``>&-``: Python then has no such stream)."""
+    stream = getattr(sys, name)
+    if stream is None:
+        raise StreamError(f"{name}: is closed; run the command with {name} open (e.g. > FILE or > /dev/null)")
+    setattr(sys, name, _GuardedStream(stream, name))
+    try:
+        yield
+        getattr(sys, name).flush()
+    finally:
+        setattr(sys, name, stream)
+
+
 class LineParser(argparse.ArgumentParser):
     """argparse that reports usage errors in one line (exit 2) without the usage block."""
 
     def error(self, message: str):
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)}\n")
 
 
 def fraction_arg(text: str) -> float:
     """A non-negative number given on the command line (e.g. a gate threshold such as 0.15)."""
     try:
-        value = float(text)
+        value = float(text) if plain_decimal(text) else float("nan")
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
     if not value >= 0 or value == float("inf"):
@@ -51,9 +167,21 @@ def run_command(prog: str, body, argv: list[str]) -> int:
     """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2."""
     try:
         return body(argv)
+    except StreamError:
+        raise  # the CLI's main reports it (with what was written) and silences the stream
     except (InputError, OSError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+#: A number as people write it: digits, one optional decimal point, an optional exponent. Python
+#: also reads ``1_0`` (ten), ``nan`` and ``infinity``; on a command line those are typos.
+_PLAIN_DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+
+
+def plain_decimal(text: str) -> bool:
+    """Whether ``text`` is a plain decimal number (``2``, ``0.5``, ``1e3``; not ``1_0``, ``0x1``, ``nan``)."""
+    return _PLAIN_DECIMAL.fullmatch(text) is not None
 
 
 # --- boundary checks -----------------------------------------------------------------------------
@@ -150,21 +278,23 @@ def write_text_atomically(path: str, text: str, force: bool = False) -> None:
     """Write ``text`` to ``path`` via a temporary file beside it, so no reader sees half a file.
 
     The file gets normal permissions (0666 minus the umask). An existing ``path`` is refused
-    unless ``force``; an empty path, a directory, a missing parent directory or a parent that is a
-    file are refused too. Every refusal is an :class:`InputError` naming ``path`` as given.
+    unless ``force``, and ``force`` replaces only a regular file (never a device node or FIFO); an
+    empty path, a directory, a missing parent directory or a parent that is a file are refused too. Every refusal is an :class:`InputError` naming ``path`` as given.
     """
     if not path:
         raise InputError("the output path is empty; give a file name")
     if os.path.isdir(path):
         raise InputError(f"{path}: is a directory; give a file name, e.g. {os.path.join(path, 'decision.json')}")
-    if os.path.exists(path) and not force:
+    if os.path.lexists(path) and not force:
         raise InputError(f"{path}: already exists; choose another --out or pass --force to replace it")
+    refuse_non_regular(path, InputError)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         problem = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise InputError(f"{path}: cannot write: its directory {os.path.dirname(path) or '.'} {problem}")
     try:
-        handle, staging = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+        handle, staging = tempfile.mkstemp(prefix=staging_prefix(os.path.basename(path)), suffix=".tmp",
+                                           dir=directory)
     except OSError as exc:
         raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
     try:
@@ -172,6 +302,7 @@ def write_text_atomically(path: str, text: str, force: bool = False) -> None:
             out.write(text)
         normal_permissions(staging)
         os.replace(staging, path)
+        note_written(path)
     except OSError as exc:
         raise InputError(f"{path}: cannot write ({exc.strerror or exc})") from None
     finally:

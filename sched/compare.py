@@ -24,7 +24,9 @@ lost them, is rejected: it is never accepted.
 
 Every value read from a run directory is checked in :func:`load_side` (one
 :class:`~sched.cmdline.InputError` line naming the file, case or line and field); a metric that is
-NaN or infinite reads as missing. ``compare`` writes ``./decision.json`` by default, never into a
+NaN or infinite reads as missing. Impossible values (a negative latency, a rate outside [0, 1], a
+fractional count) and a summary that its complete ``requests.jsonl`` contradicts are refused
+(:mod:`sched.trace`), and ``requests.jsonl`` is read as a stream, never held whole. ``compare`` writes ``./decision.json`` by default, never into a
 run directory unless ``--out`` names such a path.
 """
 
@@ -36,8 +38,9 @@ from dataclasses import dataclass
 
 from .files import open_regular
 from .cmdline import (EXIT_OK, InputError, LineParser, count_or_none, fraction_arg, need, number_or_none, parse_json,
-                      run_command, write_text_atomically)
-from .metrics import COMPARE_FIELDS, percentile
+                      one_line, run_command, write_text_atomically)
+from .metrics import COMPARE_FIELDS, percentile_of_histogram
+from .trace import Trace, case_rows, check_consistency, check_summary_row, read_trace
 
 __all__ = ["Side", "Thresholds", "load_side", "check_contract", "check_evidence", "compare",
            "render_report", "command", "DECISIONS"]
@@ -50,7 +53,6 @@ CHAPTER_DIFFERENCES = (
     "completion: compare gates completion rate (floor, never below the baseline); the chapter rejects any "
     "failed request or successful count below the workload's",
 )
-_ENDED = ("ok", "timeout", "error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +81,11 @@ class Side:
     """One side of a comparison, read from a run directory.
 
     ``fixed``: conditions that must be equal (workload, engine, measurement settings);
-    ``scheduler``: the settings of which exactly one may differ; ``rows``: the case's request
-    lines; ``expected``: the ids that arrived (``None`` when only a count is known, then
-    ``num_expected``); ``priorities``: id → priority, or ``None`` when the run does not know them.
+    ``scheduler``: the settings of which exactly one may differ; ``trace``: the case's request
+    lines reduced in one streaming pass (:class:`sched.trace.Trace`; :attr:`rows` reads the lines
+    again); ``expected``: the ids that arrived (``None`` when only a count is known, then
+    ``num_expected``); ``priorities``: the priority classes of the requests, or ``None`` when the
+    run does not know them.
     """
 
     label: str
@@ -89,12 +93,19 @@ class Side:
     fixed: dict
     scheduler: dict
     summary: dict
-    rows: list[dict]
+    trace: Trace
     expected: list[str] | None
     num_expected: int | None
-    priorities: dict | None
+    priorities: set | None
     run_failed: bool = False
     has_trace: bool = True
+    requests_path: str = ""
+    case: str = ""
+
+    @property
+    def rows(self) -> list[dict]:
+        """The case's request lines, read again from ``requests.jsonl`` (small runs, tests)."""
+        return [row for _, row in case_rows(self.requests_path, self.case)] if self.requests_path else []
 
 
 # --- reading a side ------------------------------------------------------------------------------
@@ -119,23 +130,16 @@ def _read_json(path: str):
     return parse_json(text, path, non_finite_as_none=True)
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    """The request lines of ``requests.jsonl``, each checked for the fields a comparison reads."""
-    rows = []
-    for number, line in enumerate(_read_text(path, "is this a run directory?").splitlines(), 1):
-        if line.strip():
-            rows.append(_request_row(parse_json(line, f"{path}: line {number}", non_finite_as_none=True),
-                                     f"{path}: line {number}"))
-    return rows
+class _Request(tuple):
+    """``(name, priority)`` of a workload request whose fields have the right types: a large
+    workload.json is read without keeping a dict per request."""
 
 
-def _request_row(row, where: str) -> dict:
-    need(row, dict, where, "a JSON object")
-    need(row.get("name"), str, f"{where}: field 'name'", "a string (the request id)")
-    need(row.get("status"), str, f"{where}: field 'status'", "a string", nullable=True)
-    number_or_none(row.get("e2e"), f"{where}: field 'e2e'", low=0)
-    need(row.get("priority"), int, f"{where}: field 'priority'", "an integer", nullable=True)
-    return row
+def _compact_request(obj: dict):
+    name, priority = obj.get("name"), obj.get("priority")
+    if "arrival" in obj and isinstance(name, str) and (priority is None or type(priority) is int):
+        return _Request((name, priority))
+    return obj  # kept whole, so the check below names what is wrong with it
 
 
 def load_side(directory: str, case: str | None = None) -> Side:
@@ -166,26 +170,44 @@ def load_side(directory: str, case: str | None = None) -> Side:
     if case not in names:
         raise InputError(f"{summary_path}: no case {case!r}; it holds {', '.join(names)}")
     row = cases[names.index(case)]
+    where = f"{summary_path}: case {case!r}"
     for key in _METRICS:
-        number_or_none(row.get(key), f"{summary_path}: case {case!r}: field {key!r}")
+        number_or_none(row.get(key), f"{where}: field {key!r}")
+    check_summary_row(row, where)  # impossible values (a negative P95, a rate of 7.5) are refused
     label = f"{os.path.basename(os.path.normpath(directory))}#{case}"
-    rows = [r for r in _read_jsonl(os.path.join(directory, "requests.jsonl")) if r.get("case") == case]
+    requests_path = os.path.join(directory, "requests.jsonl")
     if manifest.get("kind") == "real":
-        return _real_side(manifest_path, manifest, row, rows, label)
-    return _simulated_side(directory, manifest, row, rows, case, label)
+        side = _real_side(manifest_path, manifest, row, requests_path, label)
+    else:
+        side = _simulated_side(directory, manifest, row, requests_path, case, label)
+    side.requests_path, side.case = requests_path, case
+    evidence = check_evidence(side)
+    if side.has_trace and not (evidence["num_lost"] or evidence["duplicated"] or evidence["unknown"]):
+        # A complete trace must agree with the summary. An incomplete one is judged by the evidence
+        # rules instead (lost: reject; duplicated or unknown ids: tune), so it never reaches accept.
+        check_consistency(row, side.trace, where, requests_path, exact_arrivals=side.units == "ticks")
+    return side
 
 
-def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
+def _simulated_side(directory, manifest, row, requests_path, case, label) -> Side:
     where = os.path.join(directory, "manifest.json")
     entries = need(manifest.get("cases"), list, f"{where}: field 'cases'", "a list of case settings")
-    settings = {c.get("case"): c for c in entries if isinstance(c, dict)}
+    settings = {c["case"]: c for c in entries if isinstance(c, dict) and isinstance(c.get("case"), str)}
     if case not in settings:
         raise InputError(f"{where}: field 'cases': no settings for case {case!r}")
     config = need(manifest.get("config"), dict, f"{where}: field 'config'", "an object", nullable=True) or {}
     workload_path = os.path.join(directory, "workload.json")
-    workload = need(_read_json(workload_path), dict, workload_path, "a JSON object")
+    text = _read_text(workload_path, "is this a run directory (--artifacts or import-results)?")
+    try:
+        workload = json.loads(text, object_hook=_compact_request)
+    except (ValueError, RecursionError):
+        workload = parse_json(text, workload_path)  # raises the one-line error
+    del text
+    need(workload, dict, workload_path, "a JSON object")
     requests = need(workload.get("requests"), list, f"{workload_path}: field 'requests'", "a list of requests")
     for index, request in enumerate(requests):
+        if isinstance(request, _Request):
+            continue
         at = f"{workload_path}: request {index}"
         need(request, dict, at, "an object")
         need(request.get("name"), str, f"{at}: field 'name'", "a string")
@@ -207,18 +229,19 @@ def _simulated_side(directory, manifest, row, rows, case, label) -> Side:
         "apc": settings[case].get("apc"),
         "chunk_tokens": settings[case].get("chunk_tokens"),
     }
-    expected = [r["name"] for r in requests]
-    priorities = {r["name"]: r.get("priority") or 0 for r in requests}
-    return Side(label, "ticks", fixed, scheduler, row, rows, expected, len(expected), priorities)
+    expected = [name for name, _ in requests]
+    priorities = {name: priority or 0 for name, priority in requests}
+    trace = read_trace(requests_path, case, priorities)
+    return Side(label, "ticks", fixed, scheduler, row, trace, expected, len(expected), set(priorities.values()))
 
 
 #: Where an imported run's times start, by import format (older imports lack ``time_base``).
 _TIME_BASES = {"vllm-bench": "client send time", "request-jsonl": "server queued_ts"}
 
 
-def _real_side(where, manifest, row, rows, label) -> Side:
+def _real_side(where, manifest, row, requests_path, label) -> Side:
     fixed = {"units": "ms", "workload_sha256": manifest.get("workload_sha256"),
-             "time_base": manifest.get("time_base") or _TIME_BASES.get(manifest.get("format"))}
+             "time_base": manifest.get("time_base") or _TIME_BASES.get(str(manifest.get("format")))}
     for group in ("engine", "measurement"):
         values = need(manifest.get(group), dict, f"{where}: field {group!r}", "an object", nullable=True) or {}
         for key, value in values.items():
@@ -232,10 +255,9 @@ def _real_side(where, manifest, row, rows, label) -> Side:
     num_expected = count_or_none(manifest.get("num_requests_expected"), f"{where}: field 'num_requests_expected'")
     for key in ("run_failed", "per_request"):
         need(manifest.get(key), bool, f"{where}: field {key!r}", "true or false", nullable=True)
-    priorities = None
-    if rows and all(isinstance(r.get("priority"), int) for r in rows):
-        priorities = {r["name"]: r["priority"] for r in rows}
-    return Side(label, "ms", fixed, scheduler, row, rows, expected, num_expected,
+    trace = read_trace(requests_path, row["case"])
+    priorities = trace.row_priorities if trace.num_rows else None  # known only when every line has one
+    return Side(label, "ms", fixed, scheduler, row, trace, expected, num_expected,
                 priorities, run_failed=bool(manifest.get("run_failed")),
                 has_trace=bool(manifest.get("per_request")))
 
@@ -306,11 +328,9 @@ def check_evidence(side: Side) -> dict:
     :data:`~sched.metrics.COMPARE_FIELDS` that are null. ``num_lost`` also counts requests known
     only by number (a real file shorter than its run).
     """
-    counts: dict = {}
-    for row in side.rows:
-        counts[row["name"]] = counts.get(row["name"], 0) + 1
+    counts = side.trace.counts
     duplicated = sorted(name for name, count in counts.items() if count > 1)
-    never_ended = sorted({r["name"] for r in side.rows if r.get("status") not in _ENDED})
+    never_ended = sorted(side.trace.never_ended)
     if not side.has_trace:
         lost, unknown, num_lost = [], [], 0      # no trace at all: missing evidence, not lost requests
     elif side.expected is not None:
@@ -342,12 +362,9 @@ def _ratio_change(base, cand):
 
 def _low_class_p95_e2e(side: Side):
     """P95 E2E of the successful requests of the least urgent class (largest priority value)."""
-    if side.priorities is None or len(set(side.priorities.values())) < 2:
+    if side.priorities is None or len(side.priorities) < 2:
         return None
-    lowest = max(side.priorities.values())
-    values = [r.get("e2e") for r in side.rows if r.get("status") == "ok"
-              and side.priorities.get(r["name"]) == lowest and r.get("e2e") is not None]
-    return percentile(values, 95)
+    return percentile_of_histogram(side.trace.e2e_by_priority.get(max(side.priorities), {}), 95)
 
 
 def _gate(name, measured, op, threshold):
@@ -499,7 +516,7 @@ def render_report(record: dict) -> str:
     lines.append("rules differ from the serving-bench chapter (its rules: serving-bench decide): lost request "
                  "reject (chapter's helpers: tune); P95 TPOT gate (chapter: none); completion-rate gates (chapter: any "
                  "failed request rejects); see chapter_differences")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # an id holding a line break cannot forge a report line
 
 
 def _fmt(value, signed: bool = False) -> str:

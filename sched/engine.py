@@ -42,7 +42,7 @@ from .policy import POLICIES
 from .workload import RequestSpec
 
 __all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "Simulation", "SimulationError",
-           "simulate", "run_cases", "TIMELINE_DETAILS", "MAX_COUNTS_RECORDS"]
+           "simulate", "run_cases", "estimate_walked_ticks", "TIMELINE_DETAILS", "MAX_COUNTS_RECORDS"]
 
 #: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
 #: record of counts per step or jump (merged above :data:`MAX_COUNTS_RECORDS`), or none.
@@ -640,3 +640,29 @@ def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: 
               progress=None, **options) -> list[CaseResult]:
     """Simulate every case on the same workload, each from a cold start (lab.md §4)."""
     return [simulate(workload, config, case, policy, progress, **options) for case in cases]
+
+
+def estimate_walked_ticks(workload: list[RequestSpec], config: EngineConfig) -> int:
+    """A rough count of the ticks one case walks one at a time (the simulation's cost), before running it.
+
+    Every walked tick spends at most ``budget`` units: prefill needs ``Σ prompt tokens / budget``
+    ticks. Decoding is jumped over when the budget pays every active request's decode
+    (``min(max_active, N) × decode_cost <= budget``: about two event ticks per request);
+    otherwise each decode tick is walked, ``decode_cost × Σ output tokens / budget`` of them. A
+    deadline caps the total at the last arrival plus ``timeout_ticks``. Example: 1,000 requests
+    of 1,000 prompt and 1,000 output tokens, budget 64, decode cost 64, max active 4: about
+    1,015,625 ticks per case (the lab walks roughly 2 × 10⁵ ticks per second on a small laptop).
+    """
+    if not workload:
+        return 0
+    prompt = sum(spec.prompt_tokens for spec in workload)
+    output = sum(spec.output_tokens for spec in workload)
+    budget, cost = config.budget, config.decode_cost
+    if min(config.max_active, len(workload)) * cost <= budget:
+        decode = 2 * len(workload)
+    else:
+        decode = -(-cost * output // budget)
+    ticks = -(-prompt // budget) + decode
+    if config.timeout_ticks is not None:
+        ticks = min(ticks, max(spec.arrival for spec in workload) + config.timeout_ticks + 1)
+    return ticks

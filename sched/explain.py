@@ -153,6 +153,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}; its cases are "
                                f"{', '.join(row['case'] for row in all_rows)}")
 
+    makespans = _makespans(directory)
+    for row in rows:
+        _check_times(row, requests_path, makespans.get(row["case"]))
     detail = _timeline_detail(manifest, directory)
     timeline_path = os.path.join(directory, "timeline.jsonl")
     ticks: dict[str, dict[int, dict]] | None = None
@@ -162,9 +165,15 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         for record in _lines_with(timeline_path, quoted, _TICK_FIELDS):
             if record.get("case") in wanted:
                 ticks[record["case"]][record["tick"]] = record
+        for row in rows:  # every tick a request waits is a walked tick, so it has a record
+            end = row["admitted_at"] if row["admitted_at"] is not None else row["done_at"]
+            if end is not None and end - row["arrival"] > len(ticks[row["case"]]):
+                raise ExplainError(f"{requests_path} (request {name!r}, case {row['case']!r}): waits "
+                                   f"{end - row['arrival']} ticks but {timeline_path} holds only "
+                                   f"{len(ticks[row['case']])} ticks naming it; the files disagree")
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     budget, decode_cost = config.get("budget"), config.get("decode_cost")
-    static = _static_cases(manifest)
+    static = _static_cases(manifest, directory)
     costs = (f" Budget {budget} units per tick; a decode token costs {decode_cost}, a prefill token 1."
              if budget and decode_cost else "")
 
@@ -182,6 +191,45 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         out.append(f"== {row['case']} ==")
         out += _case_story(row, None if ticks is None else ticks[row["case"]], budget, row["case"] in static)
     return "\n".join(out) + "\n"
+
+
+#: Each time of a request line and the time it may not precede (lab.md §3: admitted no earlier than
+#: arrival, first token at least a tick after admission, end no earlier than the first token).
+_ORDER = (("admitted_at", "arrival", False), ("first_token_at", "admitted_at", True),
+          ("first_token_at", "arrival", True), ("done_at", "first_token_at", False), ("done_at", "arrival", False),
+          ("done_at", "admitted_at", False))
+
+
+def _check_times(row: dict, path: str, makespan: int | None) -> None:
+    """Refuse a request line whose times are impossible: out of order (``_ORDER``) or, when the
+    case's ``makespan`` is known (summary.json), later than ``arrival + makespan``: a tampered
+    ``admitted_at`` of 10**15 must never become 10**15 ticks of work. Raises :class:`ExplainError`."""
+    where = f"{path} (request {row['name']!r}, case {row['case']!r})"
+    for later, earlier, strictly in _ORDER:
+        a, b = row.get(later), row.get(earlier)
+        if a is not None and b is not None and (a <= b if strictly else a < b):
+            raise ExplainError(f"{where}: field '{later}': tick {a} is {'not after' if strictly else 'before'} "
+                               f"{earlier} {b}; impossible in a run")
+    if makespan is not None:
+        for key in ("admitted_at", "first_token_at", "done_at"):
+            value = row.get(key)
+            if value is not None and value - row["arrival"] > makespan:
+                raise ExplainError(f"{where}: field '{key}': tick {value} is more than the case's makespan "
+                                   f"({makespan} ticks, summary.json) after its arrival {row['arrival']}; "
+                                   "impossible in this run")
+
+
+def _makespans(directory: str) -> dict:
+    """Case name -> makespan in ticks from ``summary.json``; ``{}`` when it is absent or unreadable
+    (the timeline, when read, still bounds the work)."""
+    try:
+        with open_regular(os.path.join(directory, "summary.json")) as handle:
+            summary = json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return {}
+    cases = summary.get("cases") if isinstance(summary, dict) else None
+    return {c["case"]: c["makespan"] for c in cases or () if isinstance(c, dict) and isinstance(c.get("case"), str)
+            and _is_tick(c.get("makespan"))} if isinstance(cases, list) else {}
 
 
 def _manifest(directory: str) -> dict:
@@ -205,12 +253,17 @@ def _timeline_detail(manifest: dict, directory: str) -> str:
     return detail
 
 
-def _static_cases(manifest: dict) -> set:
-    """Names of the run's static-batching cases (``manifest.json`` ``cases``; ``static`` if absent)."""
+def _static_cases(manifest: dict, directory: str) -> set:
+    """Names of the run's static-batching cases (``manifest.json`` ``cases``; ``static`` if absent).
+    An entry whose ``case`` is not a string is an :class:`ExplainError`."""
     cases = manifest.get("cases")
     if not isinstance(cases, list):
         return {"static"}
-    return {c.get("case") for c in cases if isinstance(c, dict) and c.get("batching") == "static"}
+    for index, entry in enumerate(cases):
+        if isinstance(entry, dict) and not isinstance(entry.get("case"), str):
+            raise ExplainError(f"{os.path.join(directory, 'manifest.json')}: cases[{index}]: field 'case' must be "
+                               f"a string, got {json.dumps(entry.get('case'))}")
+    return {c["case"] for c in cases if isinstance(c, dict) and c.get("batching") == "static"}
 
 
 def _case_story(row: dict, ticks: dict[int, dict] | None, budget, static: bool = False) -> list[str]:

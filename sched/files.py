@@ -1,4 +1,5 @@
-"""File helpers shared by every command: read only regular files; give new files normal permissions.
+"""File helpers shared by every command: read only regular files; give new files normal permissions;
+write safely (short staging names, ``--force`` only over regular files, one writer at a time).
 
 Reading: ``open(path)`` on a FIFO waits for a writer forever, so every reader of user-named files
 (workload, artifacts, trace and result files) goes through :func:`open_regular`: the file is opened
@@ -8,11 +9,14 @@ unless it is a regular file.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 
-__all__ = ["NotRegularFileError", "open_regular", "read_regular_text", "normal_mode"]
+__all__ = ["NotRegularFileError", "open_regular", "read_regular_text", "normal_mode", "staging_prefix",
+           "refuse_non_regular", "exclusive_lock", "note_written", "reset_written", "written",
+           "STAGING_NAME_BYTES"]
 
 
 class NotRegularFileError(OSError):
@@ -59,3 +63,70 @@ def normal_mode(directory: bool = False) -> int:
     mask = os.umask(0o022)  # the only portable way to read the umask is to set it and put it back
     os.umask(mask)
     return (0o777 if directory else 0o666) & ~mask
+
+
+# --- writing safely: staging names, replacing only regular files, one writer at a time -----------
+
+#: Bytes of the target's name kept in a staging name: ``.<name>.<8 random>.tmp`` then stays far
+#: below the usual 255-byte limit of one file name, however long the target's own name is.
+STAGING_NAME_BYTES = 200
+
+
+def staging_prefix(name: str) -> str:
+    """``"." + name + "."`` for ``tempfile.mkstemp``/``mkdtemp``, ``name`` cut to
+    :data:`STAGING_NAME_BYTES` bytes (a 250-byte directory name must not make a 265-byte one)."""
+    raw = os.fsencode(name)
+    if len(raw) > STAGING_NAME_BYTES:
+        name = os.fsdecode(raw[:STAGING_NAME_BYTES])
+    return f".{name}."
+
+
+def refuse_non_regular(path: str, error=OSError) -> None:
+    """Raise ``error`` (one line naming ``path``) when ``path`` exists and is not a regular file (or a
+    link to one): ``--force`` replaces files, never a device node, FIFO, socket or directory."""
+    if os.path.lexists(path) and not os.path.isfile(path):
+        what = "a directory" if os.path.isdir(path) else "not a regular file (a device, FIFO, socket or broken link)"
+        raise error(f"{path}: exists and is {what}; --force replaces only a regular file (move it away first)")
+
+
+@contextlib.contextmanager
+def exclusive_lock(directory: str):
+    """Hold an exclusive ``flock`` on ``directory`` (an existing directory) while inside: two writers
+    of the same place take turns, the second waiting until the first has finished (a Ctrl-C while
+    waiting interrupts the wait). The lock goes with the process; nothing is left on disk. Where
+    the directory cannot be opened or locked (no ``fcntl``, a file system without locks) the
+    block runs unlocked."""
+    try:
+        import fcntl
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except (ImportError, OSError):
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+#: Outputs completed since :func:`reset_written` (the CLI tells an interrupt after a write apart
+#: from one before any: "nothing was written" is said only when it is true).
+_written: list[str] = []
+
+
+def note_written(path: str) -> None:
+    """Record that ``path`` (a file or directory) was written completely."""
+    _written.append(path)
+
+
+def reset_written() -> None:
+    """Forget the recorded outputs (at the start of one command)."""
+    _written.clear()
+
+
+def written() -> list[str]:
+    """The outputs recorded by :func:`note_written` since the last :func:`reset_written`."""
+    return list(_written)

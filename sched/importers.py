@@ -188,9 +188,18 @@ def _csv_rows(path: str, needed: tuple[str, ...]):
     if missing:
         raise WorkloadError(f"{path}: line 1: header lacks column {missing[0]!r} "
                             f"(expected {','.join(needed)})", source=path)
+    previous_end, span = 1, None  # the header ends on line 1
     try:
         for row in reader:
-            yield reader.line_num, row
+            first, last = previous_end + 1, reader.line_num
+            previous_end = last
+            # A quoted cell holding line breaks: when it runs to the end of the file, its quote was never closed.
+            broken = last > first and any(isinstance(v, str) and "\n" in v for v in row.values())
+            span = (first, last) if broken else None
+            yield last, row
+        if span is not None:
+            raise WorkloadError(f"{path}: line {span[0]}: a quote opened here is never closed; it swallowed lines "
+                                f"{span[0]}-{span[1]} ({span[1] - span[0] + 1} lines) into one cell", source=path)
     except csv.Error as exc:
         raise WorkloadError(f"{path}: line {reader.line_num}: unreadable CSV ({exc})", source=path) from None
 

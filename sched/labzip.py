@@ -21,7 +21,7 @@ import os
 import tempfile
 import zipfile
 
-from .files import normal_mode, open_regular
+from .files import normal_mode, note_written, open_regular
 
 __all__ = ["LabZipError", "TOP_FOLDER", "DEFAULT_ZIP", "lab_files", "build_lab_zip"]
 
@@ -69,12 +69,27 @@ def lab_files(project: str) -> list[str]:
     return sorted(files)
 
 
+def _packed_path(project: str, output: str) -> str | None:
+    """The project-relative path of ``output`` when a later ``zip`` would pack a file there (inside a
+    packed folder such as ``tests/``, or a top-level licence-like name), else ``None``."""
+    relative = os.path.relpath(os.path.realpath(output), os.path.realpath(project))
+    parts = relative.split(os.sep)
+    if relative == os.curdir or parts[0] == os.pardir or any(_skipped(part) for part in parts):
+        return None
+    if len(parts) == 1:
+        packed = parts[0] in _REQUIRED or parts[0].upper().startswith(_LEGAL_PREFIXES)
+    else:
+        packed = parts[0] in _REQUIRED + _OPTIONAL_DIRS or "/".join(parts[:2]) in _REQUIRED
+    return relative.replace(os.sep, "/") if packed else None
+
+
 def build_lab_zip(project: str, output: str, force: bool = False) -> list[str]:
     """Write the lab ZIP of ``project`` to ``output`` atomically; returns the packed paths.
 
     Entry names are ``inference-scheduler-lab/<path>``. An existing ``output`` is refused unless
     ``force``; an ``output`` that is one of the files the ZIP would contain (e.g. ``prediction.md``)
-    is always refused. The file is first written beside ``output`` and renamed into place when
+    is always refused, and so is a path where the next ``zip`` would pack it (inside ``tests/``,
+    ``workloads/``, ... or a top-level ``LICENSE*`` name). The file is first written beside ``output`` and renamed into place when
     complete; on any failure, Ctrl-C included, the temporary file is removed. The ZIP gets the
     usual permissions (0666 minus the umask). Raises :class:`LabZipError` with one line.
     """
@@ -83,6 +98,10 @@ def build_lab_zip(project: str, output: str, force: bool = False) -> list[str]:
     for path in files:
         if os.path.realpath(os.path.join(project, path)) == output_abs:
             raise LabZipError(f"{output}: is the lab's own file {path}; choose another output path")
+    inside = _packed_path(project, output)
+    if inside is not None:
+        raise LabZipError(f"{output}: lies inside the lab's sources ({inside}): the next zip would pack it; "
+                          "choose a path outside the packed folders")
     if os.path.lexists(output):
         if os.path.isdir(output):
             raise LabZipError(f"{output}: is a directory; choose a file path for the ZIP")
@@ -105,9 +124,10 @@ def build_lab_zip(project: str, output: str, force: bool = False) -> list[str]:
         os.chmod(staging, normal_mode())  # mkstemp made it private; a ZIP to ship is readable
         os.replace(staging, os.path.abspath(output))
         staging = None
+        note_written(output)
     except OSError as exc:
         raise LabZipError(f"{output}: cannot write the lab ZIP ({exc.strerror or exc})") from None
-    finally:  # also on KeyboardInterrupt: no .lab-zip.*.tmp left behind
+    finally:  # also on Ctrl-C and SIGTERM (sched.cmdline.interrupts_raise): no .lab-zip.*.tmp left behind
         if staging is not None and os.path.exists(staging):
             os.remove(staging)
     return files

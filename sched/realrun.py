@@ -775,7 +775,7 @@ def _import(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)
     try:
-        with open_regular(args.file) as handle:
+        with open_regular(args.file, encoding="utf-8-sig") as handle:  # a leading BOM is accepted, as elsewhere
             text = handle.read()
     except FileNotFoundError:
         raise InputError(f"{args.file}: no such result file") from None
@@ -790,7 +790,7 @@ def _import(argv: list[str]) -> int:
         meta = None
         if args.meta or os.path.exists(meta_path):
             try:
-                with open_regular(meta_path) as handle:
+                with open_regular(meta_path, encoding="utf-8-sig") as handle:
                     meta = parse_json(handle.read(), meta_path, non_finite_as_none=True)
             except (OSError, UnicodeDecodeError) as exc:
                 raise InputError(f"{meta_path}: cannot read meta.json ({exc})") from None

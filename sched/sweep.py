@@ -27,10 +27,12 @@ import io
 import json
 import math
 import os
+import signal
 from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import replace
 from fractions import Fraction
 
+from .cmdline import plain_decimal
 from .config import EngineConfig, cases_for
 from .engine import simulate
 from .metrics import summarize
@@ -46,13 +48,14 @@ MIN_LOAD, MAX_LOAD = 0.001, 1000.0
 def parse_loads(text: str) -> list[Fraction]:
     """Load factors from ``"0.5,1,2"``: exact fractions of the decimal texts, in the order given.
 
-    Raises ``ValueError`` (one line) for a factor that is not a finite number in
+    Raises ``ValueError`` (one line) for a factor that is not a plain decimal number (``1_0`` and
+    ``0x1`` are refused, though Python reads them) or not a finite number in
     [:data:`MIN_LOAD`, :data:`MAX_LOAD`] or that is given twice (``1`` and ``1.0`` are the same).
     """
     factors = []
     for item in text.split(","):
         try:
-            value = float(item)
+            value = float(item) if plain_decimal(item) else float("not a plain decimal")
         except ValueError:
             raise ValueError(f"not a number: {item.strip()!r}") from None
         if not math.isfinite(value) or not MIN_LOAD <= value <= MAX_LOAD:
@@ -87,6 +90,38 @@ def _point(workload: list[RequestSpec], config: EngineConfig, case, policy: str)
     return summarize(simulate(workload, config, case, policy, timeline="off"))
 
 
+def _worker_signals() -> None:
+    """In each worker: Ctrl-C at the terminal reaches the whole process group, and the parent alone
+    answers it (one line); SIGTERM, which the parent sends its workers when it stops, ends a worker
+    at once and silently."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _mask(signal.SIG_UNBLOCK)  # blocked while the parent forked it
+
+
+#: Blocked while the pool forks its workers: a signal landing inside a fork's clean-up hooks would
+#: be swallowed by Python; blocked, it waits and is answered right after (workers unblock their own).
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+def _mask(how) -> None:
+    if hasattr(signal, "pthread_sigmask"):  # POSIX; elsewhere there is no fork to guard
+        signal.pthread_sigmask(how, _STOP_SIGNALS)
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End a process pool's workers now (a sweep interrupted by Ctrl-C or SIGTERM): pending points
+    are cancelled and every worker gets SIGTERM, so none outlives the sweep or holds its pipes."""
+    # The standard library offers no public way to end busy workers before Python 3.14.
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
 def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: str = "fcfs",
               executor: Executor | None = None, max_workers: int | None = None) -> list[dict]:
     """Simulate every case of lab.md §4 at every load factor in ``loads`` (positive numbers or
@@ -94,7 +129,8 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     :data:`SWEEP_FIELDS` with exact :class:`Fraction` ratios.
 
     ``executor``: any :class:`concurrent.futures.Executor` (left running); ``None`` creates a
-    process pool of ``max_workers`` processes (default: all cores) and shuts it down.
+    process pool of ``max_workers`` processes (default: all cores) and shuts it down; on any
+    exception, Ctrl-C and SIGTERM included, its workers are ended first (none is left running).
     Raises ``ValueError`` for a non-positive factor.
     """
     factors = [Fraction(str(load)) for load in loads]
@@ -103,18 +139,29 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     if max_workers is not None and not 1 <= max_workers <= max_workers_allowed():
         raise ValueError(f"workers must be from 1 to {max_workers_allowed()}, got {max_workers}")
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count()) if own else executor
+    pool = (ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=_worker_signals)
+            if own else executor)
     try:
         futures = []
-        for factor in factors:
-            scaled = scale_arrivals(workload, factor)
-            futures += [(factor, pool.submit(_point, scaled, config, case, policy)) for case in cases_for(config)]
+        if own:  # the workers are forked during the first submits
+            _mask(signal.SIG_BLOCK)
+        try:
+            for factor in factors:
+                scaled = scale_arrivals(workload, factor)
+                futures += [(factor, pool.submit(_point, scaled, config, case, policy)) for case in cases_for(config)]
+        finally:
+            if own:
+                _mask(signal.SIG_UNBLOCK)
         rows = []
         for factor, future in futures:
             summary = future.result()
             row = {name: summary.get(name) for name in SWEEP_FIELDS if name != "load"}
             rows.append({"load": factor, **row})
         return rows
+    except BaseException:  # Ctrl-C, SIGTERM or a failed point: no worker may outlive the sweep
+        if own:
+            _stop_workers(pool)
+        raise
     finally:
         if own:
             pool.shutdown()

@@ -36,6 +36,7 @@ __all__ = [
     "MAX_PRIORITY",
     "MAX_BLOCK_ID",
     "MAX_TICK_MS",
+    "MAX_NAME_LENGTH",
     "REQUEST_RULES",
     "WORKLOAD_RULES",
     "load_workload",
@@ -201,6 +202,11 @@ MAX_PRIORITY = 10**9
 MAX_BLOCK_ID = 2**63 - 1
 #: Largest ``tick_ms`` header value (one hour per tick), as ``import --tick-ms`` allows.
 MAX_TICK_MS = 3_600_000.0
+#: Longest request name in characters. A full timeline names every waiting and active request in
+#: every tick, so output grows with name length × ticks: 64 characters holds any real request id
+#: (a UUID is 36, vLLM's ``cmpl-`` + 32 hex digits 37) and keeps the full-timeline bound
+#: (FULL_TIMELINE_MAX_NAMES mentions) below about 70 MB.
+MAX_NAME_LENGTH = 64
 
 
 def _show(value) -> str:
@@ -275,6 +281,8 @@ def _integer(low: int, high: int, unit: str):
 def _text(value) -> str | None:
     if not isinstance(value, str) or not value.strip():
         return f"must be a non-empty string, got {_show(value)}"
+    if len(value) > MAX_NAME_LENGTH:
+        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value)}"
     if not value.isprintable():
         return f"must be printable (no tabs, line breaks or control characters), got {_show(value)}"
     return None
@@ -389,7 +397,7 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
             continue
         if isinstance(raw.get("name"), str) and raw["name"].strip():
             name = raw["name"]
-            label += f" ({name})" if name.isprintable() else f" ({_show(name)})"
+            label += f" ({name})" if name.isprintable() and len(name) <= MAX_NAME_LENGTH else f" ({_show(name)})"
         where = f"{source}: {label}"
         found, fields = _field_problems(raw, REQUEST_RULES, f"{where}: field")
         requests.append((label, fields, found + _request_problems(fields, where)))
