@@ -9,6 +9,11 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - tools on artifacts: ``explain``, ``check``, ``compare``; real data: ``importers`` (traces →
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
+- the vLLM engine (``--engine vllm``, vllm-engine.md): ``vllm_config`` (knobs under vLLM's names)
+  → ``kv_cache`` (KV block pool, block-level prefix cache) → ``vllm_records`` (per-step records)
+  → ``vllm_engine`` (vLLM 0.33.0's scheduler step) → ``vllm_invariants``; its outputs
+  ``vllm_artifacts``, ``vllm_picture`` and ``vllm_explain`` plug into ``artifacts``, ``picture``
+  and ``explain``; both engines hand the same ``engine.Request``/``engine.CaseResult`` records on;
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is
