@@ -99,7 +99,7 @@ class VllmSimulation:
         t, knobs = self.now, self.knobs
         ordinal = self.ordinal()
         # 1. Arrivals, then deadlines (an aborted request frees its blocks before scheduling).
-        upcoming = self.arrivals.next_time()
+        upcoming = self.arrivals.upcoming
         if upcoming is not None and upcoming <= t:
             self.arrive(t)
         timeouts = self._expire(t, ordinal) if knobs.timeout_ticks is not None else []
@@ -248,15 +248,17 @@ class VllmSimulation:
         ``vllm``). ``progress(case, now, num_ended, num_requests)`` is called after every step."""
         collecting = gc.isenabled()
         gc.disable()
-        kv, total, runs = self.kv, len(self._seqs), self.runs
+        kv, total, runs, arrivals = self.kv, len(self._seqs), self.runs, self.arrivals
+        timed = self.knobs.timeout_ticks is not None
         try:
             while self._num_ended < total:
                 if not self.running and not self.waiting.size:
                     # Idle: jump to the next arrival (nothing happens in between).
-                    self.now = max(self.now, self.arrivals.next_time())
+                    self.now = max(self.now, arrivals.upcoming)
                 elif runs is not None:
-                    self.arrive(self.now)
-                    if not runs.others and not self._deadline_due():
+                    if arrivals.upcoming is not None and arrivals.upcoming <= self.now:
+                        self.arrive(self.now)
+                    if not runs.others and not (timed and self._deadline_due()):
                         runs.jump()
                 spent, ended, free, waiting = self.budget_spent, self._num_ended, kv.num_free, self.waiting.size
                 self.step()

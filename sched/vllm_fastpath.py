@@ -122,8 +122,11 @@ class DecodeRuns:
             if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1:
                 num_decode += 1
         kv_used = kv.capacity - kv.num_free
-        duration = sim.duration(used - num_decode, num_decode)
-        end = t + duration
+        if sim.step_time is None:
+            duration, end = 1, t + 1
+        else:
+            duration = sim.duration(used - num_decode, num_decode)
+            end = t + duration
         heap = self.finishes
         finished = self.finish(ordinal, end) if heap and heap[0][0] <= ordinal else []
         if scheduled:

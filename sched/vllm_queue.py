@@ -108,10 +108,12 @@ class Arrivals:
         self._arrived: list[Seq] = []
         self._cursor = 0
         self.timeout = timeout
+        #: The next arrival time, or ``None`` when every request has arrived.
+        self.upcoming = self._pending[0].spec.arrival if self._pending else None
 
     def next_time(self):
         """The next arrival time, or ``None`` when every request has arrived."""
-        return self._pending[self._next].spec.arrival if self._next < len(self._pending) else None
+        return self.upcoming
 
     def due(self, t) -> list[Seq]:
         """The requests arriving at or before ``t`` not yet returned, in arrival order."""
@@ -119,6 +121,7 @@ class Arrivals:
         pending = self._pending
         while self._next < len(pending) and pending[self._next].spec.arrival <= t:
             self._next += 1
+        self.upcoming = pending[self._next].spec.arrival if self._next < len(pending) else None
         arrived = pending[start:self._next]
         if self.timeout is not None:
             self._arrived += arrived
