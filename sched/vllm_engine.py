@@ -48,7 +48,8 @@ class VllmSimulation:
     ``workload``: request specs in workload order; ``knobs``: :class:`VllmKnobs`; ``timeline``:
     ``full`` (one :class:`StepRecord` per step), ``counts`` (:class:`StepCounts` per step or jump,
     merged above 32,768 records) or ``off``; ``step_time``: ``None`` (every step lasts 1 tick) or
-    ``f(num_prompt_tokens, num_decode_tokens) -> duration > 0``; ``per_step``: walk every step.
+    ``f(num_prompt_tokens, num_decode_tokens) -> duration > 0``, a pure function of its arguments
+    (a jump asks it once for its identical steps); ``per_step``: walk every step.
     ``running`` is the running list in order (a dict used as an ordered set), ``waiting`` the queue.
     The caller checks that every request can fit (:func:`sched.vllm_config.check_fits`); a run that
     stops making progress raises :class:`SimulationError`.
@@ -89,6 +90,8 @@ class VllmSimulation:
         if self.stamp_times is None:
             return 1
         duration = self.step_time(num_prompt, num_decode)
+        if not duration > 0:
+            raise ValueError(f"step_time({num_prompt}, {num_decode}) gave {duration!r}: a step must last > 0")
         self.stamp_times.append(self.now + duration)
         return duration
 

@@ -177,8 +177,11 @@ class DecodeRuns:
             sim.now = t + span
         else:
             ends, now, steps = [], t, 0
+            duration = sim.step_time(0, num_open)   # the same batch every step: the same duration
+            if not duration > 0:
+                raise ValueError(f"step_time(0, {num_open}) gave {duration!r}: a step must last > 0")
             while steps < span and (until is None or now < until):
-                now += sim.step_time(0, num_open)
+                now += duration
                 ends.append(now)
                 steps += 1
             span = steps
