@@ -117,7 +117,8 @@ class VllmSimulation:
 
         An open run met on the way takes its 1 token and, every ``block_size`` steps, one block;
         it stays open unless it is preempted or the budget runs out before its turn."""
-        knobs, kv, runs = self.knobs, self.kv, self.runs
+        knobs, kv, runs, bs = self.knobs, self.kv, self.runs, self.knobs.block_size
+        due = ordinal % bs
         running = list(self.running)
         budget = knobs.max_num_batched_tokens
         scheduled: dict[Seq, int] = {}     # requests without an open run -> tokens
@@ -131,7 +132,7 @@ class VllmSimulation:
                 n = min(seq.num_tokens - seq.computed, cap or budget, budget)
                 need = kv.blocks_to_allocate(seq, seq.computed + n)
             else:
-                n, need = 1, runs.needs_block(seq, ordinal)
+                n, need = 1, int((seq.open_from + 1 - seq.num_tokens) % bs == due)   # a new block?
             while need > kv.num_free:
                 # Out of KV blocks: preempt the policy's victim (recompute) and retry.
                 if self._priority:

@@ -63,10 +63,6 @@ class DecodeRuns:
         seq.computed = seq.num_tokens - 1
         seq.blocks = blocks_for(seq.computed, self.block_size)
 
-    def needs_block(self, seq, ordinal: int) -> int:
-        """1 if the open run ``seq`` starts a new block in step ``ordinal``, else 0."""
-        return int((seq.open_from + 1 - seq.num_tokens) % self.block_size == ordinal % self.block_size)
-
     def finish(self, ordinal: int, end) -> list:
         """End the open runs whose last token is sampled in step ``ordinal`` (stamped ``end``)."""
         sim, finished, heap = self.sim, [], self.finishes
@@ -159,6 +155,13 @@ class DecodeRuns:
         while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):
             heapq.heappop(heap)
         limit = heap[0][0] - ordinal      # steps before the one sampling the first last token
+        # Time: every jumped step starts before the next arrival that can matter and the next deadline.
+        until = sim.next_event_time(waiting_blocked=bool(waiting) or num_open >= knobs.max_num_seqs)
+        t = sim.now
+        if sim.step_time is None and until is not None:
+            limit = min(limit, until - t)
+        if limit < 2:
+            return
         # KV: step j takes the runs due at ordinal + j; stop before the first that would not fit.
         due, free = self.due, kv.num_free
         cycles = min(limit // bs, free // num_open)
@@ -166,12 +169,7 @@ class DecodeRuns:
         while span < limit and taken + due[(ordinal + span) % bs] <= free:
             taken += due[(ordinal + span) % bs]
             span += 1
-        # Time: every jumped step starts before the next arrival that can matter and the next deadline.
-        until = sim.next_event_time(waiting_blocked=bool(waiting) or num_open >= knobs.max_num_seqs)
-        t = sim.now
         if sim.step_time is None:
-            if until is not None:
-                span = min(span, until - t)
             if span < 2:
                 return
             sim.now = t + span
