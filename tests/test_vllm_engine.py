@@ -168,3 +168,28 @@ class FastPathTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class VllmInvariantsTest(unittest.TestCase):
+    """The vLLM engine's invariants (sched.vllm_invariants) catch a broken result."""
+
+    def test_broken_results_are_caught(self):
+        from sched.invariants import InvariantError, check_case
+
+        def broken(change):
+            result = simulate_vllm(TINY, TINY_KNOBS, timeline="full")
+            check_case(result)   # the real result holds
+            change(result)
+            return result
+
+        cases = {
+            "KV blocks": lambda r: setattr(r.ticks[0], "kv_blocks_used", 4),          # 3 usable
+            "budget": lambda r: setattr(r.ticks[0], "num_prompt_tokens", 9),          # budget 8
+            "preempted at": lambda r: setattr(by_name(r)["B"], "preempted_at", [2]),  # the timeline says 1
+            "tokens": lambda r: setattr(by_name(r)["A"], "token_times", [0, 2, 3, 4, 5, 6]),
+            "max_num_seqs": lambda r: setattr(r.ticks[0], "num_running", 3),
+        }
+        for what, change in cases.items():
+            with self.subTest(what=what):
+                with self.assertRaises(InvariantError):
+                    check_case(broken(change))
