@@ -17,6 +17,13 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   a requests file, artifacts, the windows picture); ``serving_decide`` (the real-engine result files,
   the chapter's decision) → ``serving_evidence`` (the evidence record, the printed view);
   ``serving_cli`` (``serving-bench run|decide``);
+- the vLLM engine (``--engine vllm``, vllm-engine.md): ``vllm_config`` (knobs under vLLM's names)
+  → ``kv_cache`` (KV block pool, block-level prefix cache) → ``vllm_queue`` (requests as the
+  scheduler sees them, waiting queue, arrivals) → ``vllm_records`` (per-step records) →
+  ``vllm_fastpath`` (open decode runs, jumps) → ``vllm_engine`` (vLLM 0.33.0's scheduler step)
+  → ``vllm_invariants``; its outputs
+  ``vllm_artifacts``, ``vllm_picture`` and ``vllm_explain`` plug into ``artifacts``, ``picture``
+  and ``explain``; both engines hand the same ``engine.Request``/``engine.CaseResult`` records on;
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is

@@ -12,6 +12,11 @@ Prints figures and asserts nothing (performance is measured, never tested):
    profile's capacity (2048 tokens per tick / ~1,280 tokens of work per request); all four cases,
    one at a time, timeline ``off``, no artifacts.
 
+With ``--engine vllm`` (vllm-engine.md): 1. the Azure trace under ``--engine vllm
+--max-num-batched-tokens 2048 --max-num-seqs 256 --num-gpu-blocks 2589`` (heavily overloaded:
+about 3,000 preemptions), every artifact; 2. is skipped; 3. the same synthetic workloads as one
+``vllm`` case (2048 tokens, 256 seqs, ample KV), timeline ``off``.
+
 Wall time is measured with ``time.perf_counter``; peak memory is the process's maximum resident
 set size (``resource.getrusage``), which only grows, so each figure comes from a fresh process
 (the CLI again, ``bench --child WHAT``). The traces go through the CLI's own ``main`` (import, then
@@ -36,6 +41,8 @@ from .engine import simulate
 from .importers import arrival_offsets_ms
 from .metrics import summarize
 from .profiles import PROFILES
+from .vllm_config import VllmKnobs
+from .vllm_engine import simulate_vllm
 from .workload import RequestSpec
 
 __all__ = ["command", "synthetic", "parse_sizes", "MAX_SIZE"]
@@ -45,6 +52,10 @@ _PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TRACES = os.path.join(_PROJECT, "..", "shared", "data", "traces")
 AZURE = os.path.normpath(os.path.join(_TRACES, "AzureLLMInferenceTrace_conv.csv"))
 MOONCAKE = os.path.normpath(os.path.join(_TRACES, "conversation_trace.jsonl"))
+
+#: The vLLM engine's Azure run: heavily overloaded, about 3,000 preemptions.
+VLLM_AZURE_FLAGS = ["--engine", "vllm", "--max-num-batched-tokens", "2048", "--max-num-seqs", "256",
+                    "--num-gpu-blocks", "2589"]
 
 #: Largest synthetic size accepted (10^7 requests: about 10 GB of memory, an hour of simulation).
 MAX_SIZE = 10**7
@@ -77,13 +88,15 @@ def parse_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _one_size(num_requests: int) -> dict:
+def _one_size(num_requests: int, engine: str = "lab") -> dict:
     start = time.perf_counter()
     workload = synthetic(num_requests)
     built = time.perf_counter()
-    config = EngineConfig(**PROFILES["vllm"])
     ticks = 0
-    for case in cases_for(config):
+    if engine == "vllm":
+        ticks = summarize(simulate_vllm(workload, VllmKnobs(2048, 256), timeline="off"))["makespan"]
+    config = EngineConfig(**PROFILES["vllm"])
+    for case in cases_for(config) if engine == "lab" else ():
         summary = summarize(simulate(workload, config, case, timeline="off"))
         ticks = max(ticks, summary["makespan"])
     done = time.perf_counter()
@@ -114,10 +127,11 @@ def _trace(lab_main, fmt: str, path: str, run_flags: list[str]) -> dict:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _child(what: str, azure: str, mooncake: str) -> dict:
+def _child(what: str, azure: str, mooncake: str, engine: str) -> dict:
     """One figure measured in a fresh process (peak memory only grows within a process)."""
     argv = [sys.executable, "-c", "import sys; from sched.cli import main; sys.exit(main(sys.argv[1:]))",
-            "bench", "--child", what, "--azure", azure, "--mooncake", mooncake]
+            "bench", "--child", what, "--azure", azure, "--mooncake", mooncake,
+            "--engine", engine]
     out = subprocess.run(argv, cwd=_PROJECT, check=True, capture_output=True, text=True).stdout
     return json.loads(out.splitlines()[-1])
 
@@ -132,6 +146,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="path of Mooncake's conversation_trace.jsonl (default: the course data folder)")
     parser.add_argument("--sizes", default="1000,10000,100000,1000000", metavar="N,N,...",
                         help="synthetic sizes in requests, comma-separated (default 1000,10000,100000,1000000)")
+    parser.add_argument("--engine", choices=("lab", "vllm"), default="lab",
+                        help="lab: four cases under --profile vllm; vllm: the vLLM engine, one case (default lab)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     return parser
 
@@ -139,37 +155,42 @@ def _parser() -> argparse.ArgumentParser:
 def _bench(argv: list[str], lab_main) -> int:
     args = _parser().parse_args(argv)
     sizes = parse_sizes(args.sizes)  # refused before anything runs
+    vllm = args.engine == "vllm"
+    cases = 1 if vllm else 4
     if args.child == "azure":
-        print(json.dumps(_trace(lab_main, "azure", args.azure, ["--profile", "vllm"])))
+        print(json.dumps(_trace(lab_main, "azure", args.azure, VLLM_AZURE_FLAGS if vllm else ["--profile", "vllm"])))
         return EXIT_OK
     if args.child == "mooncake":
         print(json.dumps(_trace(lab_main, "mooncake", args.mooncake, ["--profile", "lab", "--timeline", "counts"])))
         return EXIT_OK
     if args.child:
-        print(json.dumps(_one_size(parse_sizes(args.child)[0])))
+        print(json.dumps(_one_size(parse_sizes(args.child)[0], args.engine)))
         return EXIT_OK
 
     if os.path.exists(args.azure):
-        a = _child("azure", args.azure, args.mooncake)
+        a = _child("azure", args.azure, args.mooncake, args.engine)
         total = a["import_s"] + a["run_s"]
-        print(f"Azure conv trace, 19,366 requests, 4 cases + artifacts ({a['artifacts_mb']:.0f} MB): "
+        what = "--engine vllm, 2048 tokens, 256 seqs, 2,589 blocks" if vllm else "4 cases"
+        print(f"Azure conv trace, 19,366 requests, {what} + artifacts ({a['artifacts_mb']:.0f} MB): "
               f"import {a['import_s']:.2f} s, run {a['run_s']:.2f} s, total {total:.2f} s, "
-              f"{4 * 19366 / a['run_s']:,.0f} simulated requests/s, peak {a['peak_mb']:.0f} MB", flush=True)
+              f"{cases * 19366 / a['run_s']:,.0f} simulated requests/s, peak {a['peak_mb']:.0f} MB", flush=True)
     else:
         print(f"Azure conv trace not found at {args.azure}: skipped")
-    if os.path.exists(args.mooncake):
-        m = _child("mooncake", args.azure, args.mooncake)
+    if vllm:
+        pass  # the Mooncake figure is the lab engine's counts timeline
+    elif os.path.exists(args.mooncake):
+        m = _child("mooncake", args.azure, args.mooncake, args.engine)
         print(f"Mooncake conversation trace, 12,031 requests, lab profile, --timeline counts: run {m['run_s']:.1f} s, "
               f"artifacts {m['artifacts_mb']:.0f} MB, peak {m['peak_mb']:.0f} MB", flush=True)
     else:
         print(f"Mooncake trace not found at {args.mooncake}: skipped")
-    print(f"{'requests':>10} {'build s':>8} {'4 cases s':>10} {'sim req/s':>10} {'makespan':>10} "
+    print(f"{'requests':>10} {'build s':>8} {'vllm s' if vllm else '4 cases s':>10} {'sim req/s':>10} {'makespan':>10} "
           f"{'peak MB':>8} {'time ×':>7}")
     previous = None
     for size in sizes:
-        r = _child(str(size), args.azure, args.mooncake)
+        r = _child(str(size), args.azure, args.mooncake, args.engine)
         growth = "" if previous is None else f"{r['simulate_s'] / previous['simulate_s']:.1f}"
-        print(f"{size:>10,} {r['build_s']:>8.2f} {r['simulate_s']:>10.2f} {4 * size / r['simulate_s']:>10,.0f} "
+        print(f"{size:>10,} {r['build_s']:>8.2f} {r['simulate_s']:>10.2f} {cases * size / r['simulate_s']:>10,.0f} "
               f"{r['makespan']:>10,} {r['peak_mb']:>8.0f} {growth:>7}", flush=True)
         previous = r
     return EXIT_OK
