@@ -12,7 +12,7 @@ import os
 import sys
 import time
 
-from . import __version__, compare, realrun
+from . import __version__, calibrate, compare, realrun
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
@@ -362,6 +362,7 @@ SUBCOMMANDS: dict = {
     "compare": compare.command,
     "export": realrun.export_command,
     "import-results": realrun.import_command,
+    "calibrate": calibrate.command,
     "explain": _main_explain,
     "check": _main_check,
     "zip": _main_zip,
