@@ -92,7 +92,8 @@ class Request:
     """
 
     __slots__ = ("spec", "index", "status", "admitted_at", "hit_tokens", "prefilled_tokens",
-                 "prefill_done_at", "done_at", "_runs", "_num_closed", "_open_from", "_clock", "_seq")
+                 "prefill_done_at", "done_at", "num_preemptions", "preempted_at", "_runs", "_num_closed",
+                 "_open_from", "_clock", "_seq")
 
     def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
                  admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
@@ -106,6 +107,10 @@ class Request:
         self.prefilled_tokens = prefilled_tokens
         self.prefill_done_at = prefill_done_at
         self.done_at = done_at
+        # Recompute preemptions (the vLLM engine only; vllm-engine.md §5): how many, and the
+        # start tick of each step that preempted it. The lab engine never preempts.
+        self.num_preemptions = 0
+        self.preempted_at: list | tuple = ()
         self._clock = _clock
         self._open_from: int | None = None
         self._seq: int | None = None   # admission number, set by the simulation
@@ -162,6 +167,11 @@ class Request:
         self._open_from = None
         for stamp in times:
             self._append_run(stamp, 1)
+
+    def emit(self, first_stamp, count: int = 1) -> None:
+        """Record ``count`` output tokens stamped ``first_stamp, first_stamp + 1, ...`` (the vLLM
+        engine's way in; the lab engine uses open runs)."""
+        self._append_run(first_stamp, count)
 
     def _append_run(self, start: int, count: int) -> None:
         runs = self._runs

@@ -1,0 +1,288 @@
+"""The KV cache of the vLLM engine: a pool of KV blocks and the block-level prefix cache
+(vllm-engine.md §2 step 3–4 and §3).
+
+A request's KV lives in a *block table*: ``ceil(tokens / block_size)`` blocks for the tokens it has
+computed or is computing in the current step. ``num_gpu_blocks`` counts vLLM's reserved null block
+too, so ``num_gpu_blocks − 1`` blocks are usable.
+
+Two pools give the scheduler the same five answers (:meth:`KVCache.find_hit`,
+:meth:`KVCache.blocks_to_allocate`, :meth:`KVCache.allocate`, :meth:`KVCache.free`,
+:attr:`KVCache.num_free`):
+
+- :class:`KVCache` without prefix caching: only counts matter (which block a request holds
+  changes nothing), so a block table is a number;
+- :class:`PrefixCachingKV` with ``--enable-prefix-caching``: real blocks, each full block named by a
+  hash chained over its parent block and its own tokens, found again by that hash until evicted.
+  The free list is an LRU queue: allocation takes blocks from its front (evicting what they
+  cached); a finishing or preempted request frees its blocks tail first, cached ones to the back
+  (hittable until evicted), uncached ones to the front. A hit *touches* its blocks: a block
+  nobody holds leaves the free list, so a hit on an idle cached block costs one free block.
+
+Token identity (the hash of a block) follows the workload's sharing structure, exactly as the
+oracle corpus builds prompts (vllm-engine.md §3 last item): a ``prefix_key`` K names its first
+``prefix_tokens`` tokens, a ``prefix_blocks`` id names ``block_size`` tokens of the workload's own
+block size, the rest of a prompt is the request's own, and every output token is the same token.
+A block's hash is an interned id of ``(parent id, its tokens as runs)``: exact, no collisions.
+
+Example (block size 16): a 1,000-token prompt whose first 1,000 tokens another request already
+cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+__all__ = ["KVCache", "PrefixCachingKV", "blocks_for", "make_kv_cache"]
+
+
+def blocks_for(tokens: int, block_size: int) -> int:
+    """KV blocks holding ``tokens`` tokens: ``ceil(tokens / block_size)``."""
+    return -(-tokens // block_size)
+
+
+class KVCache:
+    """KV blocks without prefix caching: block tables are counts (``seq.blocks``: int).
+
+    ``num_gpu_blocks`` includes the null block; ``num_free`` starts at ``num_gpu_blocks − 1``.
+    A *seq* is any object with the attributes ``blocks`` and ``num_tokens`` (prompt + generated).
+    """
+
+    caching = False
+
+    def __init__(self, num_gpu_blocks: int, block_size: int) -> None:
+        self.block_size = block_size
+        self.capacity = num_gpu_blocks - 1
+        self.num_free = self.capacity
+
+    @property
+    def num_used(self) -> int:
+        """Blocks held by requests (the null block not counted)."""
+        return self.capacity - self.num_free
+
+    def new_table(self):
+        return 0
+
+    def held(self, seq) -> int:
+        return seq.blocks
+
+    def find_hit(self, seq) -> list:
+        """Leading cached full blocks of ``seq`` (none without prefix caching)."""
+        return []
+
+    def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
+        """Free blocks ``seq`` would take to hold ``num_tokens`` tokens, given ``hit`` blocks."""
+        return blocks_for(num_tokens, self.block_size) - seq.blocks
+
+    def allocate(self, seq, num_tokens: int, hit=()) -> None:
+        """Grow ``seq``'s table to hold ``num_tokens`` tokens (the caller checked the free count)."""
+        need = blocks_for(num_tokens, self.block_size) - seq.blocks
+        if need > 0:
+            self.num_free -= need
+            seq.blocks += need
+
+    def free(self, seq) -> None:
+        """Return every block of ``seq`` to the pool."""
+        self.num_free += seq.blocks
+        seq.blocks = 0
+
+    def decode_span(self, seqs, num_steps: int) -> int:
+        """Grow the tables of ``seqs`` (running order, each decoding one token per step) over
+        ``num_steps`` steps; returns the blocks taken. The caller checked they fit."""
+        bs, taken = self.block_size, 0
+        for seq in seqs:
+            need = blocks_for(seq.num_tokens + num_steps - 1, bs) - seq.blocks
+            if need > 0:
+                seq.blocks += need
+                taken += need
+        self.num_free -= taken
+        return taken
+
+
+class _Block:
+    __slots__ = ("block_id", "ref_cnt", "block_hash")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0
+        self.block_hash = None
+
+
+class PrefixCachingKV(KVCache):
+    """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
+
+    The free queue is ``front + never used blocks (in id order) + back``: blocks are created only
+    when first taken, so an ample pool costs nothing until it is used.
+    """
+
+    caching = True
+
+    def __init__(self, num_gpu_blocks: int, block_size: int) -> None:
+        super().__init__(num_gpu_blocks, block_size)
+        self._front: OrderedDict[int, _Block] = OrderedDict()
+        self._back: OrderedDict[int, _Block] = OrderedDict()
+        self._next_new = 1                  # block 0 is the null block
+        self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
+        self._hash_ids: dict[tuple, int] = {}             # (parent hash, token runs) -> hash
+
+    def new_table(self):
+        return []
+
+    def held(self, seq) -> int:
+        return len(seq.blocks)
+
+    # --- hashes ------------------------------------------------------------------------------
+
+    def block_hashes(self, seq, num_blocks: int) -> list[int]:
+        """The chained hashes of ``seq``'s first ``num_blocks`` full blocks (computed once)."""
+        hashes = seq.hashes
+        bs = self.block_size
+        while len(hashes) < num_blocks:
+            j = len(hashes)
+            key = (hashes[-1] if hashes else -1, _block_tokens(seq.spec, seq.prompt, j * bs, (j + 1) * bs))
+            hashes.append(self._hash_ids.setdefault(key, len(self._hash_ids)))
+        return hashes
+
+    # --- the pool ----------------------------------------------------------------------------
+
+    def _take(self) -> _Block:
+        """Pop the front of the free queue, evicting what it cached."""
+        if self._front:
+            _, block = self._front.popitem(last=False)
+        elif self._next_new <= self.capacity:
+            block = _Block(self._next_new)
+            self._next_new += 1
+        else:
+            _, block = self._back.popitem(last=False)
+        if block.block_hash is not None:
+            same = self._cached[block.block_hash]
+            del same[block.block_id]
+            if not same:
+                del self._cached[block.block_hash]
+            block.block_hash = None
+        block.ref_cnt = 1
+        self.num_free -= 1
+        return block
+
+    def find_hit(self, seq) -> list:
+        """The longest run of ``seq``'s leading full blocks in the cache, at most
+        ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
+        limit = (seq.num_tokens - 1) // self.block_size
+        hit = []
+        if limit <= 0 or not self._cached:
+            return hit
+        for block_hash in self.block_hashes(seq, limit):
+            same = self._cached.get(block_hash)
+            if not same:
+                break
+            hit.append(next(iter(same.values())))
+        return hit
+
+    def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
+        # A hit block nobody holds sits in the free queue: touching it takes it out.
+        idle_hits = sum(1 for block in hit if block.ref_cnt == 0)
+        return blocks_for(num_tokens, self.block_size) - len(hit) - len(seq.blocks) + idle_hits
+
+    def allocate(self, seq, num_tokens: int, hit=()) -> None:
+        table = seq.blocks
+        for block in hit:   # touch the hit blocks first, so taking new blocks cannot evict them
+            if block.ref_cnt == 0:
+                queue = self._front if block.block_id in self._front else self._back
+                del queue[block.block_id]
+                self.num_free -= 1
+            block.ref_cnt += 1
+            table.append(block)
+        if hit:
+            seq.num_cached = len(table)
+        for _ in range(blocks_for(num_tokens, self.block_size) - len(table)):
+            table.append(self._take())
+        # Blocks enter the cache when allocated for a step, before they are computed.
+        self._cache_full(seq, min(num_tokens, seq.num_tokens))
+
+    def _cache_full(self, seq, num_tokens: int) -> None:
+        full = num_tokens // self.block_size
+        if full <= seq.num_cached:
+            return
+        hashes = self.block_hashes(seq, full)
+        table = seq.blocks
+        for j in range(seq.num_cached, full):
+            block = table[j]
+            block.block_hash = hashes[j]
+            self._cached.setdefault(hashes[j], {})[block.block_id] = block
+        seq.num_cached = full
+
+    def free(self, seq) -> None:
+        for block in reversed(seq.blocks):   # tail first
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                if block.block_hash is None:
+                    self._front[block.block_id] = block
+                    self._front.move_to_end(block.block_id, last=False)
+                else:
+                    self._back[block.block_id] = block
+                self.num_free += 1
+        seq.blocks = []
+        seq.num_cached = 0
+
+    def decode_span(self, seqs, num_steps: int) -> int:
+        """Exactly the per-step order of allocations and cache entries over ``num_steps`` decode
+        steps: step by step, each request in running order allocates (when it starts a block)
+        and then caches (when it fills one)."""
+        bs, events = self.block_size, []
+        for order, seq in enumerate(seqs):
+            start = seq.num_tokens        # tokens held after step 0
+            first = (-start) % bs         # first step whose token count is a multiple of bs (cache)
+            for j in range(first, num_steps, bs):
+                events.append((j, order, seq))
+            first = (1 - start) % bs      # first step starting a new block (allocate)
+            for j in range(first, num_steps, bs):
+                events.append((j, order, seq))
+        events.sort(key=lambda e: (e[0], e[1]))
+        before = self.num_free
+        for j, _, seq in events:
+            tokens = seq.num_tokens + j
+            if blocks_for(tokens, bs) > len(seq.blocks):
+                seq.blocks.append(self._take())
+            self._cache_full(seq, tokens)
+        return before - self.num_free
+
+
+def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool) -> KVCache:
+    """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on."""
+    return (PrefixCachingKV if prefix_caching else KVCache)(num_gpu_blocks, block_size)
+
+
+def _block_tokens(spec, prompt: int, start: int, end: int) -> tuple:
+    """The tokens at positions ``start .. end − 1`` of a request as runs ``(source, first, count)``.
+
+    Sources: ``("k", K)`` the shared prefix of key K, ``("b", type, id)`` a workload block id (so
+    1 and "1" differ), ``("r", name)`` the request's own prompt tokens, ``("o",)`` output tokens (all
+    the same token, so their runs carry no position).
+    """
+    runs = []
+    pos = start
+    if spec.prefix_blocks is not None:
+        size = spec.block_size
+        shared = min(prompt, len(spec.prefix_blocks) * size)
+        while pos < min(end, shared):
+            block_id = spec.prefix_blocks[pos // size]
+            stop = min(end, shared, (pos // size + 1) * size)
+            runs.append((("b", type(block_id).__name__, block_id), pos % size, stop - pos))
+            pos = stop
+    elif spec.prefix_key is not None and pos < spec.prefix_tokens:
+        shared = spec.prefix_tokens
+        stop = min(end, shared)
+        # The oracle draws a key's ids as 16-bit halves of 32-bit words: for an odd length the last
+        # id is the high half of its word, the id of position ``shared`` in a longer draw.
+        if shared % 2 and stop == shared:
+            if stop - 1 > pos:
+                runs.append((("k", spec.prefix_key), pos, stop - 1 - pos))
+            runs.append((("k", spec.prefix_key), shared, 1))
+        else:
+            runs.append((("k", spec.prefix_key), pos, stop - pos))
+        pos = stop
+    if pos < min(end, prompt):
+        runs.append((("r", spec.name), pos, min(end, prompt) - pos))
+        pos = min(end, prompt)
+    if pos < end:
+        runs.append((("o",), 0, end - pos))
+    return tuple(runs)
