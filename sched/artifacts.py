@@ -25,6 +25,7 @@ from .files import normal_mode, open_regular
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
+from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header, timeline_lines
 from .workload import RequestSpec, workload_sha256, workload_tick_ms, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
@@ -127,24 +128,32 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     config = run.config
     timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
     # No source here: a replay of workload.json must reproduce this file byte for byte.
-    header = (f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
-              f"{run.workload_sha256[:12]} | "
-              f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
-              f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
-    # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it.
+    header = table_header(run) if is_vllm_run(run) else (
+        f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
+        f"{run.workload_sha256[:12]} | "
+        f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
+        f"max active {config.max_active}, chunk {config.chunk_tokens} | {timeout}")
+    # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it; the vLLM
+    # engine adds its preemptions (vllm-engine.md §5).
     columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan",
-               "latency samples")
+               "latency samples") + (("preemptions",) if is_vllm_run(run) else ())
     rows = [columns]
-    for s in run.summaries if summaries is None else summaries:
+    for result, s in zip(run.results, run.summaries if summaries is None else summaries):
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
+        extra = (str(sum(r.num_preemptions for r in result.requests)),) if is_vllm_run(run) else ()
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
                      str(s["hit_tokens"]), f"{s['succeeded']}/{s['arrived']}", str(s["makespan"]),
-                     str(s["latency_samples"])))
+                     str(s["latency_samples"])) + extra)
     width0 = max(len(row[0]) for row in rows)
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ["  ".join([row[0].ljust(width0)] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i])
              for row in rows]
-    return "\n".join([header, *lines, UNITS_NOTE]) + "\n"
+    return "\n".join([header, *lines, units_note(run)]) + "\n"
+
+
+def units_note(run: LabRun) -> str:
+    """The units note of ``run``'s engine (table, summary, manifest and picture carry it)."""
+    return UNITS_NOTE_VLLM if is_vllm_run(run) else UNITS_NOTE
 
 
 def _manifest(run: LabRun) -> dict:
@@ -152,6 +161,13 @@ def _manifest(run: LabRun) -> dict:
     # A reduced timeline changes what timeline.jsonl and requests.jsonl hold, so it is named; a
     # full one (every lab scenario) leaves the manifest as it always was.
     detail = {} if run.timeline == "full" else {"timeline": run.timeline}
+    if is_vllm_run(run):   # the engine is named only when it is not the lab's (reference files unchanged)
+        return {"tool": "infer-sched-lab", "version": __version__, "source": run.source, "engine": "vllm",
+                "workload_sha256": run.workload_sha256, "num_requests": len(run.workload), "policy": run.policy,
+                "config": manifest_config(run), "timeout_ticks": config.timeout_ticks,
+                "cases": [{"case": r.case.name, "batching": r.case.batching.value, "apc": r.case.apc,
+                           "chunk_tokens": r.case.chunk_tokens} for r in run.results],
+                **detail, **_tick_ms(run.workload), "units": UNITS_NOTE_VLLM}
     return {
         "tool": "infer-sched-lab",
         "version": __version__,
@@ -180,15 +196,20 @@ def _request_lines(run: LabRun):
     if run.timeline != "full":
         yield from _compact_request_lines(run)
         return
+    vllm = is_vllm_run(run)
     for result in run.results:
         for r in result.requests:
-            yield {
+            line = {
                 "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
                 "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
                 "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
                 "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
                 "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
             }
+            if vllm:   # vllm-engine.md §5 (lab runs never preempt: their lines stay as they were)
+                line["num_preemptions"] = r.num_preemptions
+                line["preempted_at"] = list(r.preempted_at)
+            yield line
 
 
 def _int(value) -> str:
@@ -200,9 +221,12 @@ def _compact_request_lines(run: LabRun):
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
     dumps = json.JSONEncoder(ensure_ascii=False).encode
+    vllm = is_vllm_run(run)
     for result in run.results:
         case = dumps(result.case.name)
         for r in result.requests:
+            preemptions = (f', "num_preemptions": {r.num_preemptions}, "preempted_at": '
+                           f'[{", ".join(map(str, r.preempted_at))}]') if vllm else ""
             spec, first, ok = r.spec, r.first_token_at, r.succeeded
             arrival = spec.arrival
             runs = ", ".join(f"[{start}, {count}]" for start, count in r.token_runs)
@@ -213,10 +237,13 @@ def _compact_request_lines(run: LabRun):
                    f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {r.num_tokens}, '
                    f'"ttft": {first - arrival if ok else "null"}, '
                    f'"queue_wait": {r.admitted_at - arrival if ok else "null"}, '
-                   f'"e2e": {r.done_at - arrival if ok else "null"}, "token_runs": [{runs}]}}')
+                   f'"e2e": {r.done_at - arrival if ok else "null"}, "token_runs": [{runs}]{preemptions}}}')
 
 
 def _timeline_lines(run: LabRun):
+    if is_vllm_run(run):
+        yield from timeline_lines(run)
+        return
     if run.timeline == "counts":
         dumps = json.JSONEncoder(ensure_ascii=False).encode
         for result in run.results:
@@ -276,11 +303,11 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     raw_summaries = run.summaries
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
-    svg = render_timeline_svg(run.results, UNITS_NOTE, raw_summaries)
+    svg = render_timeline_svg(run.results, units_note(run), raw_summaries)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),
-        "summary.json": json.dumps({"units": UNITS_NOTE, "field_units": SUMMARY_UNITS,
+        "summary.json": json.dumps({"units": units_note(run), "field_units": SUMMARY_UNITS,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": _summary_csv(raw_summaries),

@@ -27,6 +27,8 @@ from .profiles import PROFILES, profile_knobs
 from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
                     render_sweep_table, run_sweep)
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
+from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
+from .vllm_engine import simulate_vllm
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
@@ -65,9 +67,11 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """The engine's flags (deadline, profile, knobs, policy), shared by the run and ``sweep``."""
     parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
                         help="deadline: a request not finished N ticks after its arrival times out")
-    parser.add_argument("--profile", choices=tuple(PROFILES), default="lab",
-                        help="knob defaults: lab (64/8/4/32, lab.md §3) or vllm (2048/1/256/512, a "
-                             "vLLM-like engine step); explicit knob flags override it (default lab)")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default=None,
+                        help="the lab engine's knob defaults: lab (64/8/4/32, lab.md §3) or vllm "
+                             "(2048/1/256/512: vLLM-sized knobs under the lab's rules, not vLLM's "
+                             "scheduling; for that use --engine vllm); explicit knob flags override it "
+                             "(default lab)")
     parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
                         help="budget units per tick (profile lab: 64)")
     parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
@@ -80,6 +84,68 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         help="admission order of the waiting queue: fcfs (arrival), shortest (least "
                              "prompt + decode_cost x output work), priority (lowest 'priority' field "
                              "first); default fcfs")
+
+
+#: The vLLM engine's flags (vLLM's own names) -> the VllmKnobs field they set.
+VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-seqs": "max_num_seqs",
+              "--long-prefill-token-threshold": "long_prefill_token_threshold",
+              "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
+              "--num-gpu-blocks": "num_gpu_blocks"}
+#: The lab engine's own flags -> their vLLM counterpart (named in the error when mixed up).
+LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens", "--decode-cost": "(a decode is 1 token)",
+             "--max-active": "--max-num-seqs", "--chunk-tokens": "--long-prefill-token-threshold"}
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and the vLLM engine's knobs under vLLM's flag names (vllm-engine.md §1)."""
+    parser.add_argument("--engine", choices=("lab", "vllm"), default="lab",
+                        help="scheduling rules: lab (the teaching engine, lab.md §3: four cases) or vllm "
+                             "(vLLM 0.33.0's scheduler exactly, vllm-engine.md: one case, KV blocks, "
+                             "recompute preemption, block-level prefix cache); default lab")
+    vllm = parser.add_argument_group("vllm engine knobs (only with --engine vllm; vLLM's flag names)")
+    vllm.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="TOKENS",
+                      help="tokens scheduled per step, prompt and output alike: the lab's --budget with a "
+                           "decode costing 1 (default 2048)")
+    vllm.add_argument("--max-num-seqs", type=_positive_int, metavar="N",
+                      help="most requests running at once: the lab's --max-active (default 256)")
+    vllm.add_argument("--long-prefill-token-threshold", type=_non_negative_int, metavar="TOKENS",
+                      help="most tokens one request gets per step, applied only while more than one request is "
+                           "running or waiting: the lab's --chunk-tokens; 0 = none (default 0)")
+    vllm.add_argument("--enable-prefix-caching", action="store_true", default=None,
+                      help="block-level prefix cache (the lab's APC case, in blocks of --block-size)")
+    vllm.add_argument("--block-size", type=_positive_int, metavar="TOKENS", help="tokens per KV block (default 16)")
+    vllm.add_argument("--num-gpu-blocks", type=_positive_int, metavar="N",
+                      help="KV cache blocks, vLLM's null block included (N - 1 usable), at least 2; default: "
+                           "enough that capacity never binds (the lab's KV cache is infinite)")
+
+
+def vllm_knobs_from_args(args, argv: list[str]) -> VllmKnobs:
+    """The :class:`VllmKnobs` of parsed run flags (``--engine vllm``); lab-only flags are refused.
+    Raises :class:`ConfigError` with one line naming the flag."""
+    for flag, instead in LAB_FLAGS.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None:
+            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm use {instead}")
+    if args.policy not in VLLM_POLICIES:
+        raise ConfigError(f"--policy {args.policy}: the vllm engine orders its queue by {' or '.join(VLLM_POLICIES)}")
+    given = {field: getattr(args, field) for field in VLLM_FLAGS.values() if getattr(args, field) is not None}
+    return VllmKnobs(policy=args.policy, timeout_ticks=args.timeout_ticks, **given)
+
+
+def _refuse_vllm_flags(args) -> None:
+    for flag, field in VLLM_FLAGS.items():
+        if getattr(args, field) is not None:
+            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm (the lab engine has no "
+                              "KV-cache capacity)")
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -100,6 +166,7 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true",
                         help="replace the lab's own files in an existing non-empty DIR (others are kept)")
     _add_engine_flags(parser)
+    _add_vllm_flags(parser)
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "
                              f"step or jump; requests.jsonl then gives token_runs) or off; default full "
@@ -110,9 +177,13 @@ def _run_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = "scenario:baseline",
+def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", source: str = "scenario:baseline",
             progress=None, timeline: str | None = None) -> LabRun:
     """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
+
+    With a :class:`VllmKnobs` ``config`` the vLLM engine runs instead (vllm-engine.md): one case
+    named ``vllm``, its policy the knobs' own (``policy`` is ignored); a request that could never
+    fit the KV cache raises :class:`ConfigError` before anything runs.
 
     ``progress``: optional display hook, see :meth:`sched.engine.Simulation.run`. ``timeline`` is
     the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
@@ -121,6 +192,11 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
     simulation.
     """
     timeline = timeline or default_timeline(workload)
+    if isinstance(config, VllmKnobs):
+        check_fits(workload, config, source)
+        results = [simulate_vllm(workload, config, progress, timeline=timeline)]
+        check_cases(results)
+        return LabRun(workload, config, config.policy, source, results, timeline)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)
@@ -146,7 +222,7 @@ def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
     ``--timeline full`` where :func:`default_timeline` would not choose it (one record per walked
     tick, built in memory: gigabytes on a real trace)."""
     warnings = []
-    if profile == "lab" and len(workload) > LAB_PROFILE_MAX_REQUESTS:
+    if profile in ("lab", None) and len(workload) > LAB_PROFILE_MAX_REQUESTS:
         warnings.append(f"the lab profile (budget 64, max active 4) is a teaching scale; with {len(workload)} "
                         "requests consider --profile vllm")
     if timeline == "full" and default_timeline(workload) != "full":
@@ -157,7 +233,7 @@ def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
 
 def config_from_args(args) -> EngineConfig:
     """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
-    knobs = profile_knobs(args.profile, budget=args.budget, decode_cost=args.decode_cost,
+    knobs = profile_knobs(args.profile or "lab", budget=args.budget, decode_cost=args.decode_cost,
                           max_active=args.max_active, chunk_tokens=args.chunk_tokens)
     return EngineConfig(timeout_ticks=args.timeout_ticks, **knobs)
 
@@ -217,13 +293,19 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
+    if args.engine == "vllm":   # every knob checked before anything runs
+        config = vllm_knobs_from_args(args, argv)
+        check_fits(workload, config, source)
+    else:
+        _refuse_vllm_flags(args)
+        config = config_from_args(args)
     if args.artifacts is not None:
         check_target(args.artifacts, force=args.force, kind="simulated")  # refuse before simulating
-    for warning in scale_warnings(workload, args.profile, args.timeline):
+    for warning in scale_warnings(workload, args.profile if args.engine == "lab" else "vllm", args.timeline):
         print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
     try:
-        run = run_lab(workload, config_from_args(args), args.policy, source, progress, args.timeline)
+        run = run_lab(workload, config, args.policy, source, progress, args.timeline)
         if progress is not None:
             progress.note("rendering artifacts")
         if run.timeline == "full":

@@ -23,6 +23,8 @@ The rules, each named in its message:
 from __future__ import annotations
 
 from .engine import CaseResult, Request, SimulationError, Status
+from .vllm_config import VllmKnobs
+from .vllm_invariants import check_vllm_case
 
 __all__ = ["InvariantError", "check_case", "check_cases"]
 
@@ -40,9 +42,15 @@ def check_cases(results) -> None:
 def check_case(result: CaseResult) -> None:
     """Check one finished case; raises :class:`InvariantError` naming the case, request or tick.
 
+    A vLLM-engine case (its config a :class:`VllmKnobs`) is checked by
+    :func:`sched.vllm_invariants.check_vllm_case` instead.
+
     ``result.ticks`` is checked when present (a case with requests always walks at least one
     tick); per-request prefill work then comes from the ticks, otherwise from the requests.
     """
+    if isinstance(result.config, VllmKnobs):   # the vLLM engine's own rules
+        check_vllm_case(result, _fail)
+        return
     # Per-tick rules need full records; counts records (large runs) and ``off`` carry none.
     full = bool(result.ticks) and hasattr(result.ticks[0], "prefilled")
     timeline = _check_ticks(result) if full else None

@@ -158,7 +158,7 @@ class VllmSimulation:
         budget = knobs.max_num_batched_tokens
         scheduled: dict[_Seq, int] = {}    # requests without an open run -> tokens
         opened: dict[_Seq, int] = {}       # open runs scheduled in this step -> blocks they took
-        preempted: list[_Seq] = []
+        preempted: list[tuple[_Seq, _Seq]] = []   # (victim, the request that needed its blocks)
         # 3. The running list, in order, while budget remains.
         i = 0
         while i < len(running) and budget > 0:
@@ -184,7 +184,7 @@ class VllmSimulation:
                 else:
                     victim = running.pop()
                 self._preempt(victim, t, ordinal)
-                preempted.append(victim)
+                preempted.append((victim, seq))
                 if victim is seq:
                     break
             if seq.state != "running":
@@ -534,10 +534,10 @@ class VllmSimulation:
         num_running = len(self._running) + len(finished)
         if self.timeline == "full":
             return StepRecord(ordinal, t, duration, [(s.spec.name, n) for s, n in scheduled.items()],
-                              used - num_decode, num_decode, sorted(s.spec.name for s in preempted),
+                              used - num_decode, num_decode, sorted(v.spec.name for v, _ in preempted),
                               [s.spec.name for s in admitted], [s.spec.name for s in hits],
                               [s.spec.name for s in finished], [s.spec.name for s in timeouts], kv_used,
-                              num_running, self.num_waiting)
+                              num_running, self.num_waiting, [(v.spec.name, s.spec.name) for v, s in preempted])
         if self.timeline == "counts":
             return StepCounts(ordinal, t, 1, duration, used - num_decode, num_decode, len(preempted), len(admitted),
                               len(hits), len(finished), len(timeouts), kv_used, num_running, self.num_waiting)

@@ -7,7 +7,7 @@ file size stay bounded at any scale (the lab engine's rule, lab.md §7).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 __all__ = ["StepRecord", "StepCounts", "MAX_COUNTS_RECORDS", "keep_counts"]
 
@@ -23,7 +23,9 @@ class StepRecord:
     ``duration`` its length; ``scheduled`` pairs each request with its tokens in vLLM's order
     (running list first, then admissions); ``num_prompt_tokens``/``num_decode_tokens`` split them
     (module docstring); ``kv_blocks_used`` counts the blocks held after scheduling, before finished
-    requests free theirs; ``num_running``/``num_waiting`` are taken after scheduling.
+    requests free theirs; ``num_running``/``num_waiting`` are taken after scheduling;
+    ``preempted_for`` pairs each preempted request with the request whose KV blocks it freed
+    (itself when a request had to give up its own).
     """
 
     step: int
@@ -40,6 +42,7 @@ class StepRecord:
     kv_blocks_used: int
     num_running: int
     num_waiting: int
+    preempted_for: list = field(default_factory=list)   # (victim, request that needed the blocks)
 
 
 @dataclass(slots=True)

@@ -1,0 +1,89 @@
+"""What a vLLM-engine run writes differently from a lab run (vllm-engine.md §5; lab.md §7).
+
+The artifact writers of :mod:`sched.artifacts` ask this module for the few parts that depend on
+the engine: the units note, the table header and its extra column, the manifest's configuration,
+the preemption fields of ``requests.jsonl`` and the step lines of ``timeline.jsonl``. Everything
+else (summary, CSV, picture frame, report) is shared.
+
+``timeline.jsonl`` with ``full`` detail: one line per step::
+
+    {"case": "vllm", "tick": 41, "scheduled": {"L0": 1, "S2": 32}, "preempted": ["U3"],
+     "preempted_for": {"U3": "S2"}, "admitted": [], "cache_hits": [], "timeouts": [], "finished": [],
+     "prompt_tokens": 32, "decode_tokens": 1, "budget_used": 33, "kv_blocks_used": 40,
+     "running": 2, "waiting": 3}
+
+``scheduled`` keeps vLLM's order (running list, then admissions); ``preempted_for`` names the
+request whose KV blocks each preemption made room for. With ``counts`` detail one line per step or
+jump: ``{"case", "tick", "ticks", "prompt_tokens", "decode_tokens", "budget_used", "preempted",
+"admitted", "cache_hits", "timeouts", "finished", "kv_blocks_used", "running", "waiting"}`` (counts;
+``kv_blocks_used``, ``running`` and ``waiting`` are the largest over the span).
+"""
+
+from __future__ import annotations
+
+import json
+
+from . import __version__
+from .vllm_config import VllmKnobs
+
+__all__ = ["UNITS_NOTE_VLLM", "is_vllm_run", "table_header", "manifest_config", "timeline_lines"]
+
+UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each, and work is tokens (vLLM 0.33.0's scheduler "
+                   "rules: KV blocks, recompute preemption, block-level prefix cache); nothing here is "
+                   "milliseconds or GPU tokens/s.")
+
+
+def is_vllm_run(run) -> bool:
+    """Whether ``run`` (a :class:`sched.artifacts.LabRun`) was simulated by the vLLM engine."""
+    return isinstance(run.config, VllmKnobs)
+
+
+def table_header(run) -> str:
+    """The first line of ``table.txt`` for a vLLM run (no source: a replay gives the same bytes)."""
+    k = run.config
+    timeout = "no timeout" if k.timeout_ticks is None else f"timeout {k.timeout_ticks} ticks"
+    blocks = k.gpu_blocks_for(run.workload)
+    return (f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
+            f"{run.workload_sha256[:12]} | engine vllm (vLLM 0.33.0 rules) | policy {k.policy} | "
+            f"max-num-batched-tokens {k.max_num_batched_tokens}, max-num-seqs {k.max_num_seqs}, "
+            f"long-prefill-token-threshold {k.long_prefill_token_threshold}, prefix caching "
+            f"{'on' if k.enable_prefix_caching else 'off'}, block size {k.block_size}, "
+            f"num-gpu-blocks {blocks}{' (ample)' if k.num_gpu_blocks is None else ''} | {timeout}")
+
+
+def manifest_config(run) -> dict:
+    """The ``config`` object of ``manifest.json`` for a vLLM run (vLLM's knob names)."""
+    k = run.config
+    return {"max_num_batched_tokens": k.max_num_batched_tokens, "max_num_seqs": k.max_num_seqs,
+            "long_prefill_token_threshold": k.long_prefill_token_threshold,
+            "enable_prefix_caching": k.enable_prefix_caching, "block_size": k.block_size,
+            "num_gpu_blocks": k.gpu_blocks_for(run.workload), "num_gpu_blocks_ample": k.num_gpu_blocks is None,
+            "vllm_version": "0.33.0", "async_scheduling": False}
+
+
+def timeline_lines(run):
+    """Lines of ``timeline.jsonl`` (dicts for ``full``, encoded text for ``counts``)."""
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    for result in run.results:
+        case = result.case.name
+        if run.timeline == "counts":
+            for k in result.ticks:
+                yield (f'{{"case": {dumps(case)}, "tick": {dumps(k.tick)}, "ticks": {k.num_steps}, '
+                       f'"prompt_tokens": {k.num_prompt_tokens}, "decode_tokens": {k.num_decode_tokens}, '
+                       f'"budget_used": {k.num_prompt_tokens + k.num_decode_tokens}, "preempted": {k.num_preempted}, '
+                       f'"admitted": {k.num_admitted}, "cache_hits": {k.num_cache_hits}, '
+                       f'"timeouts": {k.num_timeouts}, "finished": {k.num_finished}, '
+                       f'"kv_blocks_used": {k.kv_blocks_used}, "running": {k.num_running}, '
+                       f'"waiting": {k.num_waiting}}}')
+            continue
+        for k in result.ticks:
+            line = {"case": case, "tick": k.tick}
+            if k.duration != 1:
+                line["duration"] = k.duration
+            line.update({
+                "scheduled": dict(k.scheduled), "preempted": k.preempted, "preempted_for": dict(k.preempted_for),
+                "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts, "finished": k.finished,
+                "prompt_tokens": k.num_prompt_tokens, "decode_tokens": k.num_decode_tokens,
+                "budget_used": k.num_prompt_tokens + k.num_decode_tokens, "kv_blocks_used": k.kv_blocks_used,
+                "running": k.num_running, "waiting": k.num_waiting})
+            yield line

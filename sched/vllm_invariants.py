@@ -1,0 +1,105 @@
+"""Invariants of a finished vLLM-engine run (vllm-engine.md §2, §5; issue 9 item 3).
+
+Like :mod:`sched.invariants` for the lab engine: post hoc, cheap (O(requests + token runs +
+records)), run on every case, raising :class:`sched.invariants.InvariantError` at the first broken
+rule. What differs from the lab's rules: the first token may come one tick after admission (the
+step that completes the prompt samples it), and a request may be preempted and admitted again.
+
+- every request ends exactly once (ok with all its tokens at its last token, or timeout at its deadline);
+- nothing is admitted before it arrives or at/after its deadline;
+- token times strictly increase, come after admission and by the end;
+- hit tokens are whole blocks, never the whole prompt, never beyond the shared prefix, only with
+  prefix caching;
+- the preemption count equals the number of preemption times, which lie between admission and end;
+- per step (``full``): the tokens scheduled never exceed the budget (nor a step's prompt/decode
+  split its total), the running list never exceeds ``max_num_seqs``, KV blocks in use never exceed
+  ``num_gpu_blocks − 1``, each request is first admitted once and ends once, and every preemption
+  of a request appears in the steps; per record (``counts``): the same bounds over its span.
+"""
+
+from __future__ import annotations
+
+from .engine import CaseResult, Status
+from .vllm_records import StepRecord
+
+__all__ = ["check_vllm_case"]
+
+
+def check_vllm_case(result: CaseResult, fail) -> None:
+    """Check one finished vLLM-engine case; ``fail(result, where, what)`` raises."""
+    knobs = result.config
+    capacity = knobs.gpu_blocks_for([r.spec for r in result.requests]) - 1
+    for r in result.requests:
+        _check_request(result, r, fail)
+    ended, admitted, preempted = {}, {}, {}
+    previous = None
+    for k in result.ticks:
+        where = f"step at {k.tick}"
+        if previous is not None and k.step <= previous:
+            fail(result, where, f"step {k.step} follows step {previous}")
+        previous = k.step
+        steps = getattr(k, "num_steps", 1)
+        used = k.num_prompt_tokens + k.num_decode_tokens
+        if min(k.num_prompt_tokens, k.num_decode_tokens) < 0 or used > knobs.budget * steps:
+            fail(result, where, f"scheduled {used} tokens over {steps} step(s), budget {knobs.budget} per step")
+        if k.kv_blocks_used > capacity:
+            fail(result, where, f"{k.kv_blocks_used} KV blocks in use, capacity {capacity}")
+        if k.num_running > knobs.max_num_seqs:
+            fail(result, where, f"{k.num_running} running, max_num_seqs {knobs.max_num_seqs}")
+        if not isinstance(k, StepRecord):
+            continue
+        if sum(n for _, n in k.scheduled) != used or any(n < 1 for _, n in k.scheduled):
+            fail(result, where, f"scheduled {k.scheduled} does not add up to {used} tokens")
+        for name in k.admitted:
+            if admitted.setdefault(name, k.tick) != k.tick:
+                fail(result, where, f"{name} first admitted a second time")
+        for name in k.finished + k.timeouts:
+            ended[name] = ended.get(name, 0) + 1
+        for name in k.preempted:
+            preempted.setdefault(name, []).append(k.tick)
+    if result.ticks and isinstance(result.ticks[0], StepRecord):
+        for r in result.requests:
+            where = f"request {r.index} ({r.name})"
+            if ended.get(r.name, 0) != 1:
+                fail(result, where, f"ends {ended.get(r.name, 0)} times in the timeline")
+            if admitted.get(r.name) != r.admitted_at:
+                fail(result, where, f"admitted at {r.admitted_at}, the timeline says {admitted.get(r.name)}")
+            if preempted.get(r.name, []) != list(r.preempted_at):
+                fail(result, where, f"preempted at {list(r.preempted_at)}, the timeline says {preempted.get(r.name)}")
+
+
+def _check_request(result: CaseResult, r, fail) -> None:
+    spec, knobs = r.spec, result.config
+    where = f"request {r.index} ({r.name})"
+    deadline = None if knobs.timeout_ticks is None else spec.arrival + knobs.timeout_ticks
+    runs = r.token_runs
+    num_tokens = sum(count for _, count in runs)
+    first, last = (runs[0][0], runs[-1][0] + runs[-1][1] - 1) if runs else (None, None)
+    if not r.status.ended or r.done_at is None:
+        fail(result, where, f"never ended (status {r.status.value})")
+    if num_tokens > spec.output_tokens:
+        fail(result, where, f"emitted {num_tokens} tokens, output_tokens is {spec.output_tokens}")
+    if r.status is Status.DONE and (num_tokens != spec.output_tokens or r.done_at != last):
+        fail(result, where, f"ended ok at {r.done_at} with {num_tokens} of {spec.output_tokens} tokens")
+    if r.status is Status.TIMEOUT and r.done_at != deadline:
+        fail(result, where, f"timed out at {r.done_at}, its deadline is {deadline}")
+    if r.admitted_at is None:
+        if r.status is Status.DONE or runs or r.hit_tokens or r.num_preemptions:
+            fail(result, where, "was served without being admitted")
+    elif r.admitted_at < spec.arrival or (deadline is not None and r.admitted_at >= deadline):
+        fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
+    if runs and (first <= r.admitted_at or last > r.done_at):
+        fail(result, where, f"token times {first}..{last} outside admission {r.admitted_at} .. end {r.done_at}")
+    if any(count < 1 for _, count in runs) or any(
+            start <= previous + count - 1 for (previous, count), (start, _) in zip(runs, runs[1:])):
+        fail(result, where, f"token times do not strictly increase: runs {runs}")
+    shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
+    if r.hit_tokens % knobs.block_size or not 0 <= r.hit_tokens <= min(shared, spec.prompt_tokens - 1):
+        fail(result, where, f"hit_tokens {r.hit_tokens}: not whole blocks of {knobs.block_size} within a "
+                            f"shareable prefix of {shared} tokens")
+    if r.hit_tokens and not knobs.enable_prefix_caching:
+        fail(result, where, "hit tokens without prefix caching")
+    times = list(r.preempted_at)
+    if r.num_preemptions != len(times) or times != sorted(times) or (
+            times and (times[0] < r.admitted_at or times[-1] >= r.done_at)):
+        fail(result, where, f"{r.num_preemptions} preemptions at {times} (admitted {r.admitted_at}, end {r.done_at})")
