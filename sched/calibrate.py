@@ -287,6 +287,8 @@ def calibrate(run: RealRun, train_first: int, source: str, replay) -> dict:
         return result.steps, targets
 
     coefficients, loss, history = fit_coefficients(fit_replay, (constant, 0.0, 0.0))
+    # Rounded as step-model.json stores them, so a run given that file replays exactly these numbers.
+    coefficients = (round(coefficients[0], 6), round(coefficients[1], 9), round(coefficients[2], 9))
     fitted = replay(specs, run.settings, coefficients, "kv-preemption")
     baseline = replay(specs, run.settings, (constant, 0.0, 0.0), "kv-preemption")
     ablation = []
