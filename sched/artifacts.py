@@ -25,6 +25,7 @@ from .files import normal_mode, open_regular
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
+from .vllm_picture import VllmLaneView
 from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header, timeline_lines
 from .workload import RequestSpec, workload_sha256, workload_tick_ms, workload_to_json
 
@@ -303,7 +304,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     raw_summaries = run.summaries
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
-    svg = render_timeline_svg(run.results, units_note(run), raw_summaries)
+    svg = render_timeline_svg(run.results, units_note(run), raw_summaries, VllmLaneView() if is_vllm_run(run) else None)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),

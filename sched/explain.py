@@ -28,6 +28,7 @@ import os
 from .engine import TIMELINE_DETAILS
 from .files import open_regular
 from .picture import WAIT_REASONS
+from .vllm_explain import VLLM_STEP_FIELDS, vllm_case_story, vllm_costs
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
@@ -152,12 +153,13 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}")
 
     detail = _timeline_detail(manifest, directory)
+    vllm = manifest.get("engine") == "vllm"   # vLLM engine: steps, preemptions (sched.vllm_explain)
     timeline_path = os.path.join(directory, "timeline.jsonl")
     ticks: dict[str, dict[int, dict]] | None = None
     if detail == "full" and os.path.isfile(timeline_path):
         wanted = {row["case"] for row in rows}
         ticks = {c: {} for c in wanted}
-        for record in _lines_with(timeline_path, quoted, _TICK_FIELDS):
+        for record in _lines_with(timeline_path, quoted, VLLM_STEP_FIELDS if vllm else _TICK_FIELDS):
             if record.get("case") in wanted:
                 ticks[record["case"]][record["tick"]] = record
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
@@ -165,11 +167,14 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     static = _static_cases(manifest)
     costs = (f" Budget {budget} units per tick; a decode token costs {decode_cost}, a prefill token 1."
              if budget and decode_cost else "")
+    if vllm:
+        costs = vllm_costs(manifest)
 
     first = rows[0]
     out = [f"{name}: arrives at tick {first['arrival']}, prompt {first.get('prompt_tokens', '?')} tokens, "
            f"{first.get('output_tokens', '?')} output tokens ({directory})",
-           "Times are ticks (abstract), work is budget units; read from requests.jsonl"
+           ("Times are ticks (one engine step each), work is tokens; read from requests.jsonl" if vllm else
+            "Times are ticks (abstract), work is budget units; read from requests.jsonl")
            + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
               ". timeline.jsonl is not present: no per-tick detail.") + costs]
     if detail != "full":
@@ -178,7 +183,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     for row in rows:
         out.append("")
         out.append(f"== {row['case']} ==")
-        out += _case_story(row, None if ticks is None else ticks[row["case"]], budget, row["case"] in static)
+        case_ticks = None if ticks is None else ticks[row["case"]]
+        out += (vllm_case_story(row, case_ticks) if vllm
+                else _case_story(row, case_ticks, budget, row["case"] in static))
     return "\n".join(out) + "\n"
 
 

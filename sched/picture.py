@@ -238,14 +238,18 @@ class _Svg:
         self.lines.append(f"<{tag}{rendered}>{inner}</{tag}>")
 
 
-def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[dict] | None = None) -> str:
+def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[dict] | None = None,
+                        view=None) -> str:
     """The picture of every case of one run as SVG text (lab.md §7–8).
 
     ``results``: one :class:`CaseResult` per case, in table order, all on the same workload;
     ``note``: the units note printed under the title; ``summaries``: optional, one
     :func:`sched.metrics.summarize` dict per case, whose P95 TTFT, makespan, hit tokens and
-    successes are printed beside each case's name. Returns the whole ``timeline.svg`` text; the
-    same inputs give the same bytes.
+    successes are printed beside each case's name; ``view``: how another engine cuts its lanes
+    (e.g. :class:`sched.vllm_picture.VllmLaneView`: ``phases``, ``marks_legend``,
+    ``case_context(result, names)``, ``segments(context, request)``, ``title(name, case, segment,
+    request)``, ``marks(request)``), ``None`` for the lab engine. Returns the whole
+    ``timeline.svg`` text; the same inputs give the same bytes.
     """
     shown = [result.requests[:MAX_LANES] for result in results]
     num_requests = len(results[0].requests) if results else 0
@@ -262,7 +266,8 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
 
     width = _LEFT + _PLOT_W + _RIGHT
     legend_y = 64 if num_requests > MAX_LANES else 48
-    header_h = legend_y + 34
+    rows = _legend_rows(PHASES if view is None else view.phases)
+    header_h = legend_y + 34 + 16 * (len(rows) - 1)
     heights = [_HEAD_H + len(lanes) * (_LANE_H + _LANE_GAP) + _AXIS_H + _CASE_GAP for lanes in shown]
     height = header_h + sum(heights)
 
@@ -284,7 +289,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         svg.element("text", text=f"Showing the first {MAX_LANES} of {num_requests} requests of each case "
                                  "(workload order); every request is in requests.jsonl.",
                     x=_LEFT, y=50, fill=_VERMILLION)
-    _legend(svg, legend_y)
+    _legend(svg, legend_y, rows, () if view is None else view.marks_legend)
 
     y = header_h
     for index, (result, lanes) in enumerate(zip(results, shown)):
@@ -296,11 +301,14 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         top = y + _HEAD_H
         bottom = top + len(lanes) * (_LANE_H + _LANE_GAP)
         _grid(svg, axis_start, axis_end, step, scale, x, top - 4, bottom)
-        prefill = _prefill_by_request(result, {r.name for r in lanes})
+        names = {r.name for r in lanes}
+        prefill = _prefill_by_request(result, names) if view is None else None
+        context = None if view is None else view.case_context(result, names)
         for row, request in enumerate(lanes):
             lane_y = top + row * (_LANE_H + _LANE_GAP)
             _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
-                  result.case.chunk_tokens, lane_y, x, result.case.batching is Batching.STATIC)
+                  result.case.chunk_tokens, lane_y, x, result.case.batching is Batching.STATIC,
+                  None if view is None else (view, context))
         svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
         svg.lines.append("</g>")
         y = bottom + _AXIS_H + _CASE_GAP
@@ -320,17 +328,25 @@ def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int,
 
 
 def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x,
-          static: bool = False) -> None:
+          static: bool = False, viewed=None) -> None:
     name = request.name
     mid = lane_y + _LANE_H / 2
     svg.lines.append(f"<g data-request={quoteattr(name)}>")
     svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end")
-    for seg in lane_segments(request, prefill_ticks, chunk_tokens):
+    view, context = viewed if viewed is not None else (None, None)
+    segments = lane_segments(request, prefill_ticks, chunk_tokens) if view is None else view.segments(context, request)
+    for seg in segments:
         tokens = {"data_tokens": " ".join(map(str, seg.tokens))} if seg.tokens else {}
-        svg.element("rect", title=_segment_title(name, case, seg, request.spec.prompt_tokens, static),
+        title = (_segment_title(name, case, seg, request.spec.prompt_tokens, static) if view is None
+                 else view.title(name, case, seg, request))
+        svg.element("rect", title=title,
                     data_phase=seg.phase, data_from=seg.start, data_to=seg.end, **tokens,
                     x=x(seg.start), y=lane_y, width=_num(float(x(seg.end)) - float(x(seg.start))),
-                    height=_LANE_H, fill=PHASES[seg.phase][0])
+                    height=_LANE_H, fill=(PHASES if view is None else view.phases)[seg.phase][0])
+    for at, title in (() if view is None else view.marks(request)):
+        svg.element("path", title=title, data_mark="preemption", data_tick=at,
+                    d=f"M{_num(float(x(at)) - 5)} {lane_y - 4}h10l-5 8z", fill=_VERMILLION,
+                    stroke="#ffffff", stroke_width=0.5)
     if request.admitted_at is not None:
         at = request.admitted_at
         hit = request.hit_tokens > 0
@@ -383,19 +399,35 @@ def _lane_label(request: Request) -> str:
     return text
 
 
-def _legend(svg: _Svg, y: int) -> None:
-    """Two rows: the phase swatches, then the markers."""
-    x = _LEFT
-    for fill, label in PHASES.values():
-        svg.element("rect", x=x, y=y, width=14, height=10, fill=fill, stroke="#888888", stroke_width=0.5)
-        svg.element("text", text=label, x=x + 18, y=y + 9)
-        x += 30 + int(len(label) * 5.6)
-    y += 16
+def _legend_rows(phases: dict) -> list[list[tuple[str, str]]]:
+    """The phase swatches ``(fill, label)`` cut into rows that fit the picture's width."""
+    rows, x = [[]], _LEFT
+    for fill, label in phases.values():
+        advance = 30 + int(len(label) * 5.6)
+        if rows[-1] and x + advance > _LEFT + _PLOT_W + _RIGHT:
+            rows.append([])
+            x = _LEFT
+        rows[-1].append((fill, label))
+        x += advance
+    return rows
+
+
+def _legend(svg: _Svg, y: int, rows=None, extra_marks=()) -> None:
+    """The phase swatches (one row for the lab engine), then the markers."""
+    for row in rows if rows is not None else _legend_rows(PHASES):
+        x = _LEFT
+        for fill, label in row:
+            svg.element("rect", x=x, y=y, width=14, height=10, fill=fill, stroke="#888888", stroke_width=0.5)
+            svg.element("text", text=label, x=x + 18, y=y + 9)
+            x += 30 + int(len(label) * 5.6)
+        y += 16
     x = _LEFT
     for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit"),
                         ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
-                        (None, "lane label: TTFT · hit tokens")):
-        if mark in ("admission", "cache-hit"):
+                        *extra_marks, (None, "lane label: TTFT · hit tokens")):
+        if mark == "preemption":
+            svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=_VERMILLION)
+        elif mark in ("admission", "cache-hit"):
             svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
         elif mark == "first-token":
             svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)

@@ -28,9 +28,8 @@ from .vllm_config import VllmKnobs
 
 __all__ = ["UNITS_NOTE_VLLM", "is_vllm_run", "table_header", "manifest_config", "timeline_lines"]
 
-UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each, and work is tokens (vLLM 0.33.0's scheduler "
-                   "rules: KV blocks, recompute preemption, block-level prefix cache); nothing here is "
-                   "milliseconds or GPU tokens/s.")
+UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each; work is tokens. vLLM 0.33.0's scheduler rules: "
+                   "KV blocks, recompute preemption, block-level prefix cache. Not milliseconds.")
 
 
 def is_vllm_run(run) -> bool:

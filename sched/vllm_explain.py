@@ -1,0 +1,126 @@
+"""``explain NAME`` for a vLLM-engine run: one request's story, preemptions included (issue 9 item 3).
+
+Read from the run's ``requests.jsonl`` row (admission, hit, token stamps, ``preempted_at``) and,
+with ``--timeline full``, its steps in ``timeline.jsonl`` (``scheduled``, ``preempted``,
+``preempted_for``). Example (baseline, 41 blocks, chunk cap 32, prefix caching)::
+
+    == vllm ==
+      arrival      tick 9
+      waiting      ticks 9–17 (9 ticks in the queue: no free slot, no budget left, or no KV room ...)
+      admission    tick 18, cache hit: 128 prefix tokens skipped
+      prefill      tick 18: 16 tokens (prompt complete: the first token is sampled in this step)
+      first token  tick 19 (TTFT 10)
+      preempted    at tick 19 to free KV blocks for U3; recomputed 17 tokens from tick 30 (tick 30)
+      end          tick 45, ok, 16 of 16 tokens (E2E 36)
+"""
+
+from __future__ import annotations
+
+__all__ = ["VLLM_STEP_FIELDS", "vllm_case_story", "vllm_costs"]
+
+#: Most prefill lines printed per request (the rest are summed in one line).
+MAX_PREFILL_LINES = 12
+
+
+def _names(value) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+#: Shape checks of the step fields explain reads (see :func:`sched.explain._checked`).
+VLLM_STEP_FIELDS = {
+    "case": (lambda v: isinstance(v, str), "a string", True),
+    "tick": (lambda v: type(v) is int and v >= 0, "a tick (integer >= 0)", True),
+    "scheduled": (lambda v: isinstance(v, dict) and all(type(n) is int and n >= 0 for n in v.values()),
+                  "an object of name -> tokens", True),
+    "preempted": (_names, "a list of names", True),
+    "preempted_for": (lambda v: isinstance(v, dict) and all(isinstance(n, str) for n in v.values()),
+                      "an object of name -> name", False),
+}
+
+
+def _span(start: int, end: int) -> str:
+    return f"tick {start}" if start == end else f"ticks {start}–{end}"
+
+
+def vllm_costs(manifest: dict) -> str:
+    """The sentence on budget and KV capacity, from ``manifest.json``'s ``config``."""
+    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    budget, blocks, size = (config.get(k) for k in ("max_num_batched_tokens", "num_gpu_blocks", "block_size"))
+    if not (budget and blocks and size):
+        return ""
+    return (f" Budget {budget} tokens per step (a decode is 1 token); KV cache {blocks - 1} usable blocks of "
+            f"{size} tokens.")
+
+
+def _stamps(row: dict) -> list[int]:
+    if isinstance(row.get("token_times"), list):
+        return list(row["token_times"])
+    return [start + k for start, count in row.get("token_runs") or [] for k in range(count)]
+
+
+def vllm_case_story(row: dict, steps: dict[int, dict] | None) -> list[str]:
+    """The story lines of one request (``row`` of requests.jsonl; ``steps``: tick -> its step record
+    for the steps naming it, or ``None`` without a full timeline)."""
+    name, arrival, admitted, end = row["name"], row["arrival"], row["admitted_at"], row["done_at"]
+    lines = [f"  arrival      tick {arrival}"]
+    queue_end = admitted if admitted is not None else end
+    if queue_end is not None and queue_end > arrival:
+        lines.append(f"  waiting      {_span(arrival, queue_end - 1)} ({queue_end - arrival} ticks in the queue: no "
+                     "free slot, no budget left, or no KV room for its whole prompt)")
+    if admitted is None:
+        lines.append("  admission    never")
+    else:
+        hit = row.get("hit_tokens", 0)
+        lines.append(f"  admission    tick {admitted}, "
+                     + (f"cache hit: {hit} prefix tokens skipped" if hit else "no cache hit"))
+    stamps = _stamps(row)
+    preempted_at = row.get("preempted_at") if isinstance(row.get("preempted_at"), list) else []
+    if steps is not None and admitted is not None:
+        lines += _prefill_lines(name, admitted, stamps, preempted_at, steps)
+    first = row["first_token_at"]
+    lines.append(f"  first token  tick {first} (TTFT {first - arrival})" if first is not None else "  first token  none")
+    for tick in preempted_at:
+        lines.append("  preempted    " + _preemption(name, tick, stamps, steps, end))
+    emitted, wanted = row.get("output_tokens_emitted"), row.get("output_tokens")
+    if row["status"] == "ok":
+        lines.append(f"  end          tick {end}, ok, {emitted} of {wanted} tokens (E2E {end - arrival})")
+    else:
+        lines.append(f"  end          tick {end}, {row['status']} with {emitted} of {wanted} tokens "
+                     "(no latency counted)")
+    lines.append(f"  hit tokens   {row.get('hit_tokens', 0)}")
+    lines.append(f"  preemptions  {len(preempted_at)}"
+                 + (f" (at {', '.join(f'tick {t}' for t in preempted_at)})" if preempted_at else ""))
+    return lines
+
+
+def _prefill_lines(name, admitted, stamps, preempted_at, steps) -> list[str]:
+    """One line per step of the first prefill (admission up to the first token's step)."""
+    last = (stamps[0] - 1) if stamps else min(preempted_at + [max(steps, default=admitted)])
+    ticks = [t for t in sorted(steps) if admitted <= t <= last and name in steps[t]["scheduled"]]
+    lines = []
+    for t in ticks[:MAX_PREFILL_LINES]:
+        done = " (prompt complete: the first token is sampled in this step)" if stamps and t == stamps[0] - 1 else ""
+        lines.append(f"  {'prefill' if not lines else '':<12} tick {t}: {steps[t]['scheduled'][name]} tokens{done}")
+    if len(ticks) > MAX_PREFILL_LINES:
+        rest = ticks[MAX_PREFILL_LINES:]
+        lines.append(f"  {'':<12} … {len(rest)} more steps, {sum(steps[t]['scheduled'][name] for t in rest)} tokens")
+    return lines
+
+
+def _preemption(name, tick, stamps, steps, end) -> str:
+    """``at tick 41 to free KV blocks for S2; recomputed 312 tokens from tick 44 (ticks 44–46)``."""
+    if steps is None:
+        return f"at tick {tick} (recompute); who needed the blocks and the recompute need --timeline full"
+    why = steps.get(tick, {}).get("preempted_for", {}).get(name)
+    text = f"at tick {tick} " + ("to free KV blocks for itself" if why == name else
+                                 f"to free KV blocks for {why}" if why else "to free KV blocks")
+    later = [t for t in sorted(steps) if t > tick and name in steps[t]["scheduled"]]
+    if not later:
+        return text + "; never scheduled again"
+    resumed = later[0]
+    following = [s for s in stamps if s > resumed]
+    until = following[0] - 1 if following else (end if end is not None else later[-1])
+    ticks = [t for t in later if t <= until]
+    tokens = sum(steps[t]["scheduled"][name] for t in ticks)
+    return (f"{text}; back in the queue {_span(tick, resumed - 1)}; recomputed {tokens} tokens from tick "
+            f"{resumed} ({_span(ticks[0], ticks[-1])})")
