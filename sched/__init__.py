@@ -9,10 +9,14 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - tools on artifacts: ``explain``, ``check``, ``compare``; real data: ``importers`` (traces →
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
+- milliseconds from a real run (vllm-engine.md §6): ``stepmodel`` (step-model.json) → ``fit``
+  (loss, Nelder–Mead) → ``replay`` (the vLLM engine on a µs clock) → ``calibration_report`` (error
+  tables) → ``calibrate`` (the subcommand); ``ms_picture`` → ``msrun`` (a run with ``--step-model``);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is
-milliseconds or GPU tokens per second, except the imported real runs, which say so.
+milliseconds or GPU tokens per second, except the imported real runs and runs given a fitted
+step model, which say so.
 """
 
 __version__ = "0.1.0"

@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import argparse
 import csv
 import hashlib
 import io
@@ -36,9 +37,14 @@ import sys
 from dataclasses import dataclass, field
 
 from . import realrun
-from .cmdline import InputError, count_or_none, parse_json
+from .artifacts import ArtifactError, check_target, write_artifacts
+from .calibration_report import counts_error, percentile_table, render_calibration
+from .cmdline import EXIT_OK, InputError, LineParser, count_or_none, parse_json, run_command
 from .files import read_regular_text
-from .workload import RequestSpec
+from .fit import fit_coefficients
+from .replay import replay as replay_run
+from .stepmodel import SETTINGS, StepModel, limits_for, step_model_to_json
+from .workload import RequestSpec, workload_to_json
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "SETTINGS_FROM_META"]
 
@@ -135,7 +141,6 @@ def _at(document: dict, keys: tuple):
 
 def _settings(meta, source: str, flat: bool = False) -> tuple[dict, list]:
     """Engine settings from ``meta`` (:data:`SETTINGS_FROM_META`, or flat keys of a benchmark result)."""
-    from .stepmodel import SETTINGS
     settings, notes = {}, []
     for key, kind in SETTINGS.items():
         if flat:
@@ -266,9 +271,6 @@ def calibrate(run: RealRun, train_first: int, source: str, replay) -> dict:
     ``history``, ``loss``, the tables (``held_out_table``, ``baseline_table``, ``training_table``),
     ``ablation`` rows, ``counts`` (or None) and the replays' preemption counts.
     """
-    from .fit import fit_coefficients
-    from .calibration_report import counts_error, percentile_table
-    from .stepmodel import StepModel
     specs = run_workload(run)
     train, held_out = training_split(run, train_first, source)
     measured = _measured(run)
@@ -329,9 +331,6 @@ def _rounded(value):
 
 def render_files(result: dict, specs) -> dict[str, str]:
     """``workload.json``, ``step-model.json``, ``calibration.txt`` and ``calibration.json`` by name."""
-    from .calibration_report import render_calibration
-    from .stepmodel import limits_for, step_model_to_json
-    from .workload import workload_to_json
     model = result["model"]
     numbers = {
         "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "training_loss": result["loss"],
@@ -351,7 +350,6 @@ def render_files(result: dict, specs) -> dict[str, str]:
 
 
 def _positive(text: str) -> int:
-    import argparse
     try:
         return int(text)
     except ValueError:
@@ -359,9 +357,6 @@ def _positive(text: str) -> int:
 
 
 def _calibrate(argv: list[str]) -> int:
-    from .artifacts import write_artifacts
-    from .cmdline import EXIT_OK, LineParser
-    from .replay import replay
     parser = LineParser(prog="infer_sched_lab.py calibrate",
                         description="Fit the vLLM engine's step time (step_ms = a + b*prompt + c*decode) to a real "
                                     "run, on its first N requests by arrival, and judge it on the others "
@@ -378,10 +373,9 @@ def _calibrate(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     run = load_real_run(args.run, args.meta)
     training_split(run, args.train_first, args.run)  # refuse a bad N before replaying anything
-    from .artifacts import check_target
     names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json")
     check_target(args.out, force=args.force, names=names)
-    result = calibrate(run, args.train_first, args.run, replay)
+    result = calibrate(run, args.train_first, args.run, replay_run)
     files = render_files(result, run_workload(run))
     write_artifacts(files, args.out, force=args.force)
     sys.stdout.write(files["calibration.txt"])
@@ -392,8 +386,6 @@ def _calibrate(argv: list[str]) -> int:
 
 def command(argv: list[str]) -> int:
     """The ``calibrate`` subcommand; exit 0, or 2 for bad input or usage."""
-    from .artifacts import ArtifactError
-    from .cmdline import run_command
 
     def body(arguments):
         try:

@@ -119,7 +119,8 @@ def render_calibration(result: dict) -> str:
     fitted_on, settings = model.fitted_on, model.settings
     train, held_out = result["train"], result["held_out"]
     lines = [f"Calibrated the vLLM engine's step time on {fitted_on.get('source')} ({fitted_on.get('num_requests')} "
-             f"requests): {fitted_on.get('model')} on {fitted_on.get('device')}, vLLM {fitted_on.get('vllm_version')}.",
+             f"requests): {fitted_on.get('model') or 'an unknown model'} on {fitted_on.get('device') or 'an unknown GPU'}, "
+             f"vLLM {fitted_on.get('vllm_version') or '?'}.",
              "Settings replayed: " + ", ".join(f"{key} {value}" for key, value in settings.items()) + "."]
     lines += [f"Note: {note}." for note in result["notes"]]
     lines += ["", f"Fit on the first {len(train)} requests by arrival ({train[0]} .. {train[-1]}); "
