@@ -300,6 +300,8 @@ def _main_run(argv: list[str]) -> int:
     step_model = overridden = None
     if args.step_model is not None and args.engine != "vllm":
         raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
+    if args.step_model is not None and args.timeout_ticks is not None:
+        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     if args.engine == "vllm":   # every knob checked before anything runs
         config = vllm_knobs_from_args(args, argv)
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)

@@ -82,12 +82,13 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
     """Simulate ``workload`` (arrivals in ms, see the module docstring) with ``model``'s step time.
 
     Returns a :class:`LabRun` whose ``workload`` is the given one and whose results keep the
-    engine's microsecond clock. ``timeout_ticks`` of ``knobs`` is read as ms. Raises
-    :class:`sched.config.ConfigError` when a request can never fit the KV cache.
+    engine's microsecond clock. Deadlines are not supported here (``knobs.timeout_ticks`` must be
+    ``None``: a deadline can fall inside a step, which the engine's records do not yet express).
+    Raises :class:`sched.config.ConfigError` when a request can never fit the KV cache.
     """
-    tick_ms = workload_tick_ms(workload) or 1.0
     if knobs.timeout_ticks is not None:
-        knobs = replace(knobs, timeout_ticks=round(knobs.timeout_ticks * 1000))
+        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
+    tick_ms = workload_tick_ms(workload) or 1.0
     clocked = [replace(spec, arrival=_arrival_us(spec, tick_ms)) for spec in workload]
     check_fits(clocked, knobs, source)
     result = simulate_vllm(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
@@ -165,7 +166,22 @@ def _table(run: LabRun, rows: list[dict], overridden: list[str], model: StepMode
     widths = [max(len(row[i]) for row in lines) for i in range(len(columns))]
     text = ["  ".join([row[0].ljust(widths[0])] + [c.rjust(widths[i]) for i, c in enumerate(row) if i])
             for row in lines]
-    return "\n".join([header, *text, "(times in ms)", UNITS_NOTE_MS]) + "\n"
+    return "\n".join([header, *text, f"(times in ms; {_arrivals_note(run.workload)}; {_fitted_on_note(model)})",
+                      UNITS_NOTE_MS]) + "\n"
+
+
+def _arrivals_note(workload) -> str:
+    tick_ms = workload_tick_ms(workload)
+    if tick_ms is None:
+        return "arrivals read as ms: the workload has no tick_ms header"
+    return f"arrivals = arrival x {tick_ms:g} ms (the workload's tick_ms)"
+
+
+def _fitted_on_note(model: StepModel) -> str:
+    fitted = model.fitted_on
+    return (f"step model fitted on one run of {fitted.get('model') or 'an unknown model'} on "
+            f"{fitted.get('device') or 'an unknown GPU'}, vLLM {fitted.get('vllm_version') or '?'}: valid there only; "
+            "run-to-run variance unknown; async scheduling and real prompt text can shift real results")
 
 
 def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) -> dict[str, str]:
@@ -174,7 +190,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
     manifest = _manifest(run)
     manifest.update(time_unit="ms", tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
-                    units=UNITS_NOTE_MS, step_model={
+                    units=UNITS_NOTE_MS, arrivals=_arrivals_note(run.workload), step_model={
         "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "formula": model.formula,
         "fitted_with": model.settings, "fitted_on": model.fitted_on, "overridden": overridden,
         "limits": limits_for(model.fitted_on) + ([

@@ -135,7 +135,8 @@ class SmallCalibrationTest(unittest.TestCase):
                                      "--step-model", os.path.join(self.out, "step-model.json"), "--artifacts", out])
         self.assertEqual(code, 0, err)
         self.assertEqual(err, "")
-        self.assertIn("(times in ms)", stdout)
+        self.assertIn("(times in ms; arrivals = arrival x 1 ms", stdout)
+        self.assertIn("fitted on one run of meta-llama/Llama-3.1-8B on NVIDIA GeForce RTX 4090", stdout)
         lines = [json.loads(line) for line in read(os.path.join(out, "requests.jsonl")).splitlines()]
         held = lines[30:]
         table = self.table()
@@ -208,6 +209,8 @@ class BadInputTest(unittest.TestCase):
             "another engine": (["--engine", "vllm", "--step-model", other], "'engine'"),
             "lab engine": (["--step-model", other], "--step-model needs --engine vllm"),
             "no such file": (["--engine", "vllm", "--step-model", os.path.join(base, "none.json")], "none.json"),
+            "deadline": (["--engine", "vllm", "--step-model", os.path.join(base, "none.json"), "--timeout-ticks", "5"],
+                         "--timeout-ticks"),
         }
         for name, (argv, mention) in cases.items():
             with self.subTest(name):
