@@ -112,7 +112,7 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
         run = realrun._vllm_runs(text, path)[0]
-        settings, notes = _settings({"flat": run}, path, flat=True)
+        settings, notes = _settings(run, path, places=_FLAT_PLACES)
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     for index, record in enumerate(records):
@@ -139,15 +139,15 @@ def _at(document: dict, keys: tuple):
     return document
 
 
-def _settings(meta, source: str, flat: bool = False) -> tuple[dict, list]:
-    """Engine settings from ``meta`` (:data:`SETTINGS_FROM_META`, or flat keys of a benchmark result)."""
+#: Where a ``vllm bench serve`` result names the settings: its flat ``--metadata`` keys.
+_FLAT_PLACES = {key: ((key,),) for key in SETTINGS_FROM_META} | {"policy": (("scheduling_policy",), ("policy",))}
+
+
+def _settings(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, list]:
+    """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present."""
     settings, notes = {}, []
     for key, kind in SETTINGS.items():
-        if flat:
-            flat_meta = meta["flat"]
-            found = [(key, flat_meta.get(key if key != "policy" else "scheduling_policy", flat_meta.get(key)))]
-        else:
-            found = [(".".join(place), _at(meta, place)) for place in SETTINGS_FROM_META[key]]
+        found = [(".".join(place), _at(meta, place)) for place in places[key]]
         found = [(where, value) for where, value in found if value is not None]
         if not found:
             if key in _DEFAULTS:
@@ -155,6 +155,7 @@ def _settings(meta, source: str, flat: bool = False) -> tuple[dict, list]:
                 notes.append(f"{key} not in {os.path.basename(source)}: vLLM's default {_DEFAULTS[key]!r} assumed")
                 continue
             raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}")
+        found = [(where, _unquoted(value, kind)) for where, value in found]
         (where, value), *others = found
         for other_where, other in others:
             if other != value:
@@ -172,6 +173,15 @@ def _settings(meta, source: str, flat: bool = False) -> tuple[dict, list]:
             or settings["max_num_batched_tokens"] < 1:
         raise InputError(f"{source}: engine settings out of range: {settings}")
     return settings, notes
+
+
+def _unquoted(value, kind: type):
+    """``--metadata k=v`` pairs of a benchmark result are strings: "2588" -> 2588, "true" -> True."""
+    if isinstance(value, str) and kind is bool and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, str) and kind is int and value.strip().isdigit():
+        return int(value)
+    return value
 
 
 def _check_meta_against_run(meta: dict, meta_path: str, records: list, path: str) -> None:

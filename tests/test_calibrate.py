@@ -217,6 +217,36 @@ class BadInputTest(unittest.TestCase):
                 assert_bad_input(self, argv, mention)
 
 
+class BenchFormatTest(unittest.TestCase):
+    def test_vllm_bench_result_with_settings_in_its_metadata(self):
+        """A ``vllm bench serve --save-detailed`` object (formats.md) whose ``--metadata`` pairs (strings)
+        name the engine settings. r0 sent at 10.0 s, TTFT 0.05 s, 4 gaps of 0.03 s -> E2E 170 ms;
+        r2 sent at 10.3 s -> arrival 300 ms."""
+        run = {"backend": "vllm", "model_id": "m", "num_prompts": 3, "vllm_version": "0.19.0",
+               "input_lens": [100, 200, 50], "output_lens": [5, 6, 7], "start_times": [10.0, 10.1, 10.3],
+               "ttfts": [0.05, 0.06, 0.07], "itls": [[0.03] * 4, [0.03] * 5, [0.03] * 6],
+               "errors": ["", "", ""], "generated_texts": ["", "", ""],
+               "num_gpu_blocks": "100", "block_size": "16", "max_num_seqs": "8", "max_num_batched_tokens": "256",
+               "enable_prefix_caching": "false", "scheduling_policy": "fcfs"}
+        base = temp_dir(self)
+        path = os.path.join(base, "bench.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(run, out)
+        code, stdout, err = run_cli(["calibrate", path, "--train-first", "2", "--out", os.path.join(base, "cal")])
+        self.assertEqual(code, 0, err)
+        self.assertIn("long_prefill_token_threshold not in bench.json: vLLM's default 0 assumed", stdout)
+        table = {(r["metric"], r["p"]): r
+                 for r in json.loads(read(os.path.join(base, "cal", "calibration.json")))["training_table"]}
+        self.assertAlmostEqual(table["e2e", 99]["measured"], 210.0, places=3)   # r1: 60 + 5 x 30 ms
+        workload = json.loads(read(os.path.join(base, "cal", "workload.json")))["requests"]
+        self.assertEqual([r["arrival"] for r in workload], [0, 100, 300])
+        del run["num_gpu_blocks"]
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(run, out)
+        assert_bad_input(self, ["calibrate", path, "--train-first", "2", "--out", os.path.join(base, "c2")],
+                         "'num_gpu_blocks': missing")
+
+
 @unittest.skipUnless(os.environ.get("ISL_CALIBRATION_FULL"), "set ISL_CALIBRATION_FULL=1 (replays 300 requests)")
 class FullTargetTest(unittest.TestCase):
     def test_held_out_150_within_10_percent(self):
