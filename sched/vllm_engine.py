@@ -137,9 +137,10 @@ class VllmSimulation:
     def step(self):
         """Simulate one step starting at ``self.now``; returns its record (``None`` for ``off``)."""
         t, knobs = self.now, self.knobs
-        ordinal = self._ordinal()
+        ordinal = t if self._stamp_times is None else self.num_steps
         # 1. Arrivals, then deadlines (an aborted request frees its blocks before scheduling).
-        self._arrive(t)
+        if self._next_arrival < len(self._arrivals) and self._arrivals[self._next_arrival].spec.arrival <= t:
+            self._arrive(t)
         timeouts = self._expire(t, ordinal) if knobs.timeout_ticks is not None else []
         # 2. The chunk cap binds only while more than one request is running or waiting.
         cap = knobs.long_prefill_token_threshold if len(self._running) + self.num_waiting > 1 else 0
@@ -305,28 +306,41 @@ class VllmSimulation:
         num_open = len(self._running) - len(self._others)
         kv.num_free -= self._open_due[ordinal % bs]
         scheduled: dict[_Seq, int] = {}
+        used = num_open
         for seq in self._others:
             n = min(seq.num_tokens - seq.computed, cap or knobs.max_num_batched_tokens)
             kv.allocate(seq, seq.computed + n)
             scheduled[seq] = n
-        used = num_open + sum(scheduled.values())
-        admitted, hits = self._admit(t, cap, knobs.max_num_batched_tokens - used, scheduled)
-        used = num_open + sum(scheduled.values())
-        num_decode = num_open + sum(1 for seq, n in scheduled.items()
-                                    if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1)
-        kv_used = kv.num_used
-        duration = self._duration(used - num_decode, num_decode)
-        end = t + duration
-        finished = self._finish_open(ordinal, end)
-        for seq in scheduled:   # admissions and prefill chunks: keep the list order
-            self._others.setdefault(seq, None)
-        done = self._execute(scheduled, ordinal, end)
-        for seq in scheduled:
-            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
-                del self._others[seq]
-                self._open(seq, ordinal + 1)
+            used += n
+        admitted = hits = ()
+        if self.num_waiting and used < knobs.max_num_batched_tokens and len(self._running) < knobs.max_num_seqs:
+            admitted, hits = self._admit(t, cap, knobs.max_num_batched_tokens - used, scheduled)
+            used = num_open + sum(scheduled.values())
+        num_decode = num_open
+        for seq, n in scheduled.items():
+            if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1:
+                num_decode += 1
+        kv_used = kv.capacity - kv.num_free
+        if self._stamp_times is None:
+            duration, end = 1, t + 1
+        else:
+            duration = self._duration(used - num_decode, num_decode)
+            end = t + duration
+        heap = self._finishes
+        finished = self._finish_open(ordinal, end) if heap and heap[0][0] <= ordinal else []
+        done = ()
+        if scheduled:
+            others = self._others
+            for seq in scheduled:   # admissions and prefill chunks: keep the list order
+                if seq not in others:
+                    others[seq] = None
+            done = self._execute(scheduled, ordinal, end)
+            for seq in scheduled:
+                if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
+                    del others[seq]
+                    self._open(seq, ordinal + 1)
         return self._end_step(t, ordinal, duration, used, num_decode, kv_used, None, (), admitted, hits,
-                              finished + done, timeouts)
+                              finished + list(done) if done else finished, timeouts)
 
     def _open(self, seq: _Seq, ordinal: int) -> None:
         """Let ``seq`` (decode-ready) decode one token per step from ``ordinal`` on."""
@@ -413,22 +427,24 @@ class VllmSimulation:
         ``vllm``). ``progress(case, now, num_ended, num_requests)`` is called after every step."""
         collecting = gc.isenabled()
         gc.disable()
+        kv, total, full, walk_only = self.kv, len(self._seqs), self.timeline == "full", self.walk_only
         try:
-            while not self.finished:
+            while self._num_ended < total:
                 if not self._running and not self.num_waiting:
                     # Idle: jump to the next arrival (nothing happens in between).
                     self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
-                elif not self.walk_only:
+                elif not walk_only:
                     self._arrive(self.now)
-                    if not self._deadline_due():
+                    if not self._deadline_due() and not self._others:
                         self._jump()
-                before = (self.budget_spent, self._num_ended, self.kv.num_free, self.num_waiting)
+                spent, ended, free, waiting = self.budget_spent, self._num_ended, kv.num_free, self.num_waiting
                 record = self.step()
-                if (self.budget_spent, self._num_ended, self.kv.num_free, self.num_waiting) == before:
+                if spent == self.budget_spent and ended == self._num_ended and free == kv.num_free \
+                        and waiting == self.num_waiting:
                     raise SimulationError(f"vllm: step at {self.now}: no request can make progress "
                                           f"({len(self._running)} running, {self.num_waiting} waiting)")
                 if record is not None:
-                    if self.timeline == "full":
+                    if full:
                         self.records.append(record)
                     else:
                         self._span = keep_counts(self.records, record, self._span)
@@ -539,6 +555,22 @@ class VllmSimulation:
                               [s.spec.name for s in finished], [s.spec.name for s in timeouts], kv_used,
                               num_running, self.num_waiting, [(v.spec.name, s.spec.name) for v, s in preempted])
         if self.timeline == "counts":
+            records = self.records
+            if self._span > 1 and records and ordinal < records[-1].step + self._span:
+                last = records[-1]   # merged into the last record at once (see keep_counts)
+                last.num_steps = ordinal + 1 - last.step
+                last.duration = t + duration - last.tick
+                last.num_prompt_tokens += used - num_decode
+                last.num_decode_tokens += num_decode
+                last.num_preempted += len(preempted)
+                last.num_admitted += len(admitted)
+                last.num_cache_hits += len(hits)
+                last.num_finished += len(finished)
+                last.num_timeouts += len(timeouts)
+                last.kv_blocks_used = max(last.kv_blocks_used, kv_used)
+                last.num_running = max(last.num_running, num_running)
+                last.num_waiting = max(last.num_waiting, self.num_waiting)
+                return None
             return StepCounts(ordinal, t, 1, duration, used - num_decode, num_decode, len(preempted), len(admitted),
                               len(hits), len(finished), len(timeouts), kv_used, num_running, self.num_waiting)
         return None

@@ -72,11 +72,19 @@ class StepCounts:
         """Absorb ``later`` (a record starting after this one)."""
         self.num_steps = later.step + later.num_steps - self.step
         self.duration = later.tick + later.duration - self.tick
-        for name in ("num_prompt_tokens", "num_decode_tokens", "num_preempted", "num_admitted",
-                     "num_cache_hits", "num_finished", "num_timeouts"):
-            setattr(self, name, getattr(self, name) + getattr(later, name))
-        for name in ("kv_blocks_used", "num_running", "num_waiting"):
-            setattr(self, name, max(getattr(self, name), getattr(later, name)))
+        self.num_prompt_tokens += later.num_prompt_tokens
+        self.num_decode_tokens += later.num_decode_tokens
+        self.num_preempted += later.num_preempted
+        self.num_admitted += later.num_admitted
+        self.num_cache_hits += later.num_cache_hits
+        self.num_finished += later.num_finished
+        self.num_timeouts += later.num_timeouts
+        if later.kv_blocks_used > self.kv_blocks_used:
+            self.kv_blocks_used = later.kv_blocks_used
+        if later.num_running > self.num_running:
+            self.num_running = later.num_running
+        if later.num_waiting > self.num_waiting:
+            self.num_waiting = later.num_waiting
 
 
 def keep_counts(records: list, record: StepCounts, span: int) -> int:
