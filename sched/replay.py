@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from .engine import SimulationError
 from .fit import Step
 from .kv_cache import KVCache, blocks_for
 from .vllm_config import VllmKnobs, check_fits
@@ -37,7 +38,8 @@ class ReplayResult:
     """One replay in ms.
 
     ``steps``: :class:`~sched.fit.Step` per engine step; ``samples``: ``(start, end, running,
-    waiting)`` per step (counts after scheduling); ``predicted``: name -> ``{"ttft", "e2e",
+    waiting)`` per step (counts after scheduling; inside a jump over decode-only steps, which only
+    the fast path without prefix caching makes, the jump's largest counts); ``predicted``: name -> ``{"ttft", "e2e",
     "queue_wait", "tpot"}`` (ms; tpot ``None`` below two tokens); ``first_step``/``done_step``:
     name -> index into ``steps`` of the step that sampled its first / last token;
     ``preemptions``: total recompute preemptions.
@@ -107,20 +109,30 @@ def replay(specs, settings: dict, coefficients, variant: str = "kv-preemption") 
     else:
         raise ValueError(f"unknown replay variant {variant!r}; known: {', '.join(VARIANTS)}")
     check_fits(workload, knobs)
-    simulation = VllmSimulation(workload, knobs, timeline="counts", step_time=step_us,
-                                per_step=variant == "kv-reserve")
-    if variant == "kv-reserve":
-        # The one pool swapped in from outside the engine: same interface, reserving at admission.
-        simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
-                                     {i: s.prompt_tokens + s.output_tokens - 1 for i, s in enumerate(workload)})
-    result = simulation.run()
-    return _in_ms(result)
+    for timeline in ("counts", "full"):   # "full" only when a very long run merged its counts records
+        simulation = VllmSimulation(workload, knobs, timeline=timeline, step_time=step_us,
+                                    per_step=variant == "kv-reserve")
+        if variant == "kv-reserve":
+            # The one pool swapped in from outside the engine: same interface, reserving at admission.
+            simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
+                                         {i: s.prompt_tokens + s.output_tokens - 1 for i, s in enumerate(workload)})
+        result = simulation.run()
+        if all(_uniform(record) for record in result.ticks):
+            return _in_ms(result)
+    raise SimulationError("replay: the step records cannot be split into steps")
+
+
+def _uniform(record) -> bool:
+    """Whether a timeline record covers equal steps (one step, or a jump over equal decode-only steps)."""
+    count = getattr(record, "num_steps", 1)
+    return (record.duration % count == 0 and record.num_prompt_tokens % count == 0
+            and record.num_decode_tokens % count == 0 and (count == 1 or record.num_prompt_tokens == 0))
 
 
 def _in_ms(result) -> ReplayResult:
     steps, samples, end_index = [], [], {}
     for record in result.ticks:
-        count = record.num_steps
+        count = getattr(record, "num_steps", 1)
         duration = record.duration // count    # a jump: equal decode-only steps
         for j in range(count):
             start = record.tick + j * duration
