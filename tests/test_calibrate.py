@@ -152,6 +152,9 @@ class SmallCalibrationTest(unittest.TestCase):
         self.assertEqual(summary["time_unit"], "ms")
         manifest = json.loads(read(os.path.join(out, "manifest.json")))
         self.assertEqual(manifest["step_model"]["overridden"], [])
+        code, story, err = run_cli(["explain", "bench-40", "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        self.assertIn("a tick is 1 microsecond", story)
 
     def test_explicit_flag_overrides_and_is_said(self):
         directory = temp_dir(self)
