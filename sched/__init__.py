@@ -11,7 +11,7 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
 - milliseconds from a real run (vllm-engine.md §6): ``stepmodel`` (step-model.json) → ``fit``
   (loss, Nelder–Mead) → ``replay`` (the vLLM engine on a µs clock) → ``calibration_report`` (error
-  tables) → ``calibrate`` (the subcommand); ``ms_picture`` → ``msrun`` (a run with ``--step-model``);
+  tables) → ``runmeta`` (a real run's settings) → ``calibrate`` (the subcommand); ``ms_picture`` → ``msrun`` (a run with ``--step-model``);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is

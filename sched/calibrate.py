@@ -27,9 +27,7 @@
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
-import io
 import json
 import os
 import statistics
@@ -39,30 +37,17 @@ from dataclasses import dataclass, field
 from . import realrun
 from .artifacts import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from .cmdline import EXIT_OK, InputError, LineParser, count_or_none, parse_json, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
 from .files import read_regular_text
 from .fit import fit_coefficients
 from .replay import replay as replay_run
-from .stepmodel import SETTINGS, StepModel, limits_for, step_model_to_json
+from .runmeta import (FLAT_PLACES, check_fits_cache, check_meta_against_run, identity_from_meta, read_timeseries,
+                      settings_from)
+from .stepmodel import StepModel, limits_for, step_model_to_json
 from .workload import RequestSpec, workload_to_json
 
-__all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "SETTINGS_FROM_META"]
-
-#: Where each engine setting is read in LLMServingSim's ``meta.json``: every listed place that is
-#: present must agree (a contradiction is refused).
-SETTINGS_FROM_META = {
-    "num_gpu_blocks": (("kv_cache", "num_gpu_blocks"), ("resolved_config", "cache_config", "num_gpu_blocks")),
-    "block_size": (("kv_cache", "block_size"), ("resolved_config", "cache_config", "block_size")),
-    "enable_prefix_caching": (("kv_cache", "enable_prefix_caching"),
-                              ("resolved_config", "cache_config", "enable_prefix_caching")),
-    "max_num_batched_tokens": (("engine_kwargs", "max_num_batched_tokens"),
-                               ("resolved_config", "scheduler_config", "max_num_batched_tokens")),
-    "max_num_seqs": (("engine_kwargs", "max_num_seqs"), ("resolved_config", "scheduler_config", "max_num_seqs")),
-    "long_prefill_token_threshold": (("resolved_config", "scheduler_config", "long_prefill_token_threshold"),),
-    "policy": (("resolved_config", "scheduler_config", "policy"),),
-}
-#: vLLM's defaults for the two settings a meta file may leave out (said in the output when used).
-_DEFAULTS = {"long_prefill_token_threshold": 0, "policy": "fcfs"}
+__all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot", "calibrate", "render_files",
+           "command", "ABLATION"]
 
 
 @dataclass(frozen=True)
@@ -106,13 +91,13 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
             raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
         meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
-        settings, notes = _settings(meta, meta_path)
-        _check_meta_against_run(meta, meta_path, records, path)
-        identity = _identity_from_meta(meta)
+        settings, notes = settings_from(meta, meta_path)
+        check_meta_against_run(meta, meta_path, records, path)
+        identity = identity_from_meta(meta)
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
         run = realrun._vllm_runs(text, path)[0]
-        settings, notes = _settings(run, path, places=_FLAT_PLACES)
+        settings, notes = settings_from(run, path, places=FLAT_PLACES)
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     for index, record in enumerate(records):
@@ -123,112 +108,12 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
         for key, field_name in (("arrival", "arrival"), ("first_token_at", "first token"), ("done_at", "end")):
             if record[key] is None:
                 raise InputError(f"{where}: field {key!r}: missing: a calibration needs every request's {field_name}")
-        _fits_cache(record, settings, where)
+        check_fits_cache(record, settings, where)
     order = sorted(range(len(records)), key=lambda i: (records[i]["arrival"], i))
     records = [records[i] for i in order]
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
-    return RealRun(records, settings, fitted_on, _timeseries(os.path.join(directory, "timeseries.csv")), notes)
-
-
-def _at(document: dict, keys: tuple):
-    for key in keys:
-        if not isinstance(document, dict):
-            return None
-        document = document.get(key)
-    return document
-
-
-#: Where a ``vllm bench serve`` result names the settings: its flat ``--metadata`` keys.
-_FLAT_PLACES = {key: ((key,),) for key in SETTINGS_FROM_META} | {"policy": (("scheduling_policy",), ("policy",))}
-
-
-def _settings(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, list]:
-    """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present."""
-    settings, notes = {}, []
-    for key, kind in SETTINGS.items():
-        found = [(".".join(place), _at(meta, place)) for place in places[key]]
-        found = [(where, value) for where, value in found if value is not None]
-        if not found:
-            if key in _DEFAULTS:
-                settings[key] = _DEFAULTS[key]
-                notes.append(f"{key} not in {os.path.basename(source)}: vLLM's default {_DEFAULTS[key]!r} assumed")
-                continue
-            raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}")
-        found = [(where, _unquoted(value, kind)) for where, value in found]
-        (where, value), *others = found
-        for other_where, other in others:
-            if other != value:
-                raise InputError(f"{source}: field {other_where!r}: {other!r} contradicts {where!r} = {value!r}")
-        if kind is bool:
-            if not isinstance(value, bool):
-                raise InputError(f"{source}: field {where!r}: must be true or false, got {value!r}")
-        elif kind is str:
-            if value not in ("fcfs", "priority"):
-                raise InputError(f"{source}: field {where!r}: must be fcfs or priority, got {value!r}")
-        else:
-            value = count_or_none(value, f"{source}: field {where!r}")
-        settings[key] = value
-    if settings["num_gpu_blocks"] < 2 or settings["block_size"] < 1 or settings["max_num_seqs"] < 1 \
-            or settings["max_num_batched_tokens"] < 1:
-        raise InputError(f"{source}: engine settings out of range: {settings}")
-    return settings, notes
-
-
-def _unquoted(value, kind: type):
-    """``--metadata k=v`` pairs of a benchmark result are strings: "2588" -> 2588, "true" -> True."""
-    if isinstance(value, str) and kind is bool and value.lower() in ("true", "false"):
-        return value.lower() == "true"
-    if isinstance(value, str) and kind is int and value.strip().isdigit():
-        return int(value)
-    return value
-
-
-def _check_meta_against_run(meta: dict, meta_path: str, records: list, path: str) -> None:
-    """A meta file that contradicts the run (or itself beyond :func:`_settings`) is refused."""
-    expected = meta.get("num_requests")
-    if expected is not None and expected != len(records):
-        raise InputError(f"{meta_path}: field 'num_requests': says {expected} requests but {path} holds "
-                         f"{len(records)}; a calibration replays the whole run (a missing request changes every queue)")
-    kv = meta.get("kv_cache") or {}
-    tokens, blocks, size = kv.get("num_kv_tokens"), kv.get("num_gpu_blocks"), kv.get("block_size")
-    if None not in (tokens, blocks, size) and tokens != blocks * size:
-        raise InputError(f"{meta_path}: field 'kv_cache.num_kv_tokens': {tokens} is not num_gpu_blocks x block_size "
-                         f"({blocks} x {size})")
-    limit = _at(meta, ("engine_kwargs", "max_model_len"))
-    for index, record in enumerate(records):
-        total = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0)
-        if isinstance(limit, int) and total > limit:
-            raise InputError(f"{path}: request {index} ({record['name']}): {total} tokens exceed max_model_len {limit} "
-                             f"of {meta_path}")
-
-
-def _fits_cache(record: dict, settings: dict, where: str) -> None:
-    """A request that could never fit the run's KV cache means the meta file is not this run's: a lone
-    request holds prompt + output − 1 tokens (its last token is sampled, never computed) in at most
-    ``num_gpu_blocks − 1`` blocks (block 0 is vLLM's null block)."""
-    size, usable = settings["block_size"], settings["num_gpu_blocks"] - 1
-    tokens = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0) - 1
-    if -(-tokens // size) > usable:
-        raise InputError(f"{where}: {tokens + 1} prompt + output tokens cannot fit {settings['num_gpu_blocks']} KV "
-                         f"blocks of {size} tokens: the meta file contradicts the run")
-
-
-def _identity_from_meta(meta: dict) -> dict:
-    return {"model": meta.get("model"), "device": _at(meta, ("hardware", "device_name")),
-            "vllm_version": meta.get("vllm_version"),
-            "async_scheduling": _at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))}
-
-
-def _timeseries(path: str) -> list | None:
-    """``(t, running, waiting)`` rows of LLMServingSim's ``timeseries.csv``, or None when absent or unusable."""
-    if not os.path.isfile(path):
-        return None
-    try:
-        rows = list(csv.DictReader(io.StringIO(read_regular_text(path))))
-        return [(float(row["t"]), int(row["running"]), int(row["waiting"])) for row in rows]
-    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-        return None
+    return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
 
 
 def run_workload(run: RealRun) -> list[RequestSpec]:
