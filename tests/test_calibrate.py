@@ -105,6 +105,10 @@ class SmallCalibrationTest(unittest.TestCase):
         self.assertLess(rows[0]["errors"]["ttft"]["50"], -0.9)
         self.assertEqual(rows[0]["preemptions"], 0)
         self.assertEqual(rows[1]["preemptions"], 0)
+        # Reserving whole sequences admits fewer requests than vLLM's rules, so everyone waits longer.
+        self.assertGreater(rows[1]["errors"]["ttft"]["50"], rows[2]["errors"]["ttft"]["50"])
+        self.assertGreater(rows[1]["errors"]["e2e"]["95"], rows[2]["errors"]["e2e"]["95"])
+        self.assertGreater(rows[2]["preemptions"], 0)
 
     def test_step_model_and_honesty(self):
         model = json.loads(read(os.path.join(self.out, "step-model.json")))
