@@ -31,7 +31,7 @@ from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "FULL_TIMELINE_MAX_REQUESTS",
+__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args", "FULL_TIMELINE_MAX_REQUESTS",
            "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
@@ -83,7 +83,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
                         help="admission order of the waiting queue: fcfs (arrival), shortest (least "
                              "prompt + decode_cost x output work), priority (lowest 'priority' field "
-                             "first); default fcfs")
+                             "first; with --engine vllm also the preemption victim); default fcfs")
 
 
 #: The vLLM engine's flags (vLLM's own names) -> the VllmKnobs field they set.
@@ -92,8 +92,9 @@ VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-s
               "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
               "--num-gpu-blocks": "num_gpu_blocks"}
 #: The lab engine's own flags -> their vLLM counterpart (named in the error when mixed up).
-LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens", "--decode-cost": "(a decode is 1 token)",
-             "--max-active": "--max-num-seqs", "--chunk-tokens": "--long-prefill-token-threshold"}
+LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens",
+             "--decode-cost": "(a decode is 1 token)", "--max-active": "--max-num-seqs",
+             "--chunk-tokens": "--long-prefill-token-threshold"}
 
 
 def _non_negative_int(text: str) -> int:
@@ -129,7 +130,7 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
                            "enough that capacity never binds (the lab's KV cache is infinite)")
 
 
-def vllm_knobs_from_args(args, argv: list[str]) -> VllmKnobs:
+def vllm_knobs_from_args(args) -> VllmKnobs:
     """The :class:`VllmKnobs` of parsed run flags (``--engine vllm``); lab-only flags are refused.
     Raises :class:`ConfigError` with one line naming the flag."""
     for flag, instead in LAB_FLAGS.items():
@@ -153,7 +154,9 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="infer_sched_lab.py",
         description="Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
                     "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
-                    "Time is in abstract ticks, work in abstract budget units.",
+                    "Time is in abstract ticks, work in abstract budget units. With --engine vllm: one "
+                    "configuration under vLLM 0.33.0's scheduler rules (a tick is one engine step, work is "
+                    "tokens).",
         epilog="Exit codes: 0 ok, 2 bad input or usage, 3 internal error, 130 interrupted (Ctrl-C).",
     )
     source = parser.add_mutually_exclusive_group()
@@ -303,7 +306,7 @@ def _main_run(argv: list[str]) -> int:
     if args.step_model is not None and args.timeout_ticks is not None:
         raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     if args.engine == "vllm":   # every knob checked before anything runs
-        config = vllm_knobs_from_args(args, argv)
+        config = vllm_knobs_from_args(args)
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
             step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
         check_fits(workload, config, source)

@@ -66,8 +66,10 @@ def timeline_lines(run):
     for result in run.results:
         case = result.case.name
         if run.timeline == "counts":
+            name = dumps(case)
             for k in result.ticks:
-                yield (f'{{"case": {dumps(case)}, "tick": {dumps(k.tick)}, "ticks": {k.num_steps}, '
+                tick = k.tick if type(k.tick) is int else dumps(k.tick)
+                yield (f'{{"case": {name}, "tick": {tick}, "ticks": {k.num_steps}, '
                        f'"prompt_tokens": {k.num_prompt_tokens}, "decode_tokens": {k.num_decode_tokens}, '
                        f'"budget_used": {k.num_prompt_tokens + k.num_decode_tokens}, "preempted": {k.num_preempted}, '
                        f'"admitted": {k.num_admitted}, "cache_hits": {k.num_cache_hits}, '

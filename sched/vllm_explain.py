@@ -2,7 +2,8 @@
 
 Read from the run's ``requests.jsonl`` row (admission, hit, token stamps, ``preempted_at``) and,
 with ``--timeline full``, its steps in ``timeline.jsonl`` (``scheduled``, ``preempted``,
-``preempted_for``). Example (baseline, 41 blocks, chunk cap 32, prefix caching)::
+``preempted_for``). Example (``explain S4`` on the baseline with 64 tokens, 4 seqs, chunk cap 32,
+prefix caching and 41 blocks)::
 
     == vllm ==
       arrival      tick 9
@@ -10,7 +11,8 @@ with ``--timeline full``, its steps in ``timeline.jsonl`` (``scheduled``, ``pree
       admission    tick 18, cache hit: 128 prefix tokens skipped
       prefill      tick 18: 16 tokens (prompt complete: the first token is sampled in this step)
       first token  tick 19 (TTFT 10)
-      preempted    at tick 19 to free KV blocks for U3; recomputed 17 tokens from tick 30 (tick 30)
+      preempted    at tick 19 to free KV blocks for U3; back in the queue ticks 19–29; recomputed 17
+                   tokens from tick 30 (tick 30)
       end          tick 45, ok, 16 of 16 tokens (E2E 36)
 """
 
@@ -78,7 +80,8 @@ def vllm_case_story(row: dict, steps: dict[int, dict] | None) -> list[str]:
     if steps is not None and admitted is not None:
         lines += _prefill_lines(name, admitted, stamps, preempted_at, steps)
     first = row["first_token_at"]
-    lines.append(f"  first token  tick {first} (TTFT {first - arrival})" if first is not None else "  first token  none")
+    lines.append(f"  first token  tick {first} (TTFT {first - arrival})" if first is not None
+                 else "  first token  none")
     for tick in preempted_at:
         lines.append("  preempted    " + _preemption(name, tick, stamps, steps, end))
     emitted, wanted = row.get("output_tokens_emitted"), row.get("output_tokens")
