@@ -100,8 +100,13 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
         settings, notes = settings_from(run, path, places=FLAT_PLACES)
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
+    seen: dict = {}
     for index, record in enumerate(records):
         where = f"{path}: request {index} ({record['name']})"
+        if record["name"] in seen:
+            raise InputError(f"{where}: field 'request_id': {record['name']!r} already names request "
+                             f"{seen[record['name']]}; each request needs its own id")
+        seen[record["name"]] = index
         if record["status"] != "ok":
             raise InputError(f"{where}: did not finish (status {record['status']}): a calibration needs every "
                              "request's first and last token")

@@ -170,6 +170,7 @@ class RealRunTest(unittest.TestCase):
             "two slot counts": (lines, seqs, "'resolved_config.scheduler_config.max_num_seqs'"),
             "blocks unknown": (lines, no_blocks, "'num_gpu_blocks': missing"),
             "kv tokens": (lines, tokens, "'kv_cache.num_kv_tokens'"),
+            "duplicate id": (lines[:4] + [lines[3]] + lines[5:], meta, "already names request 3"),
         }
         for name, (run_lines, meta_doc, mention) in cases.items():
             with self.subTest(name):
