@@ -10,8 +10,10 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   workloads), ``realrun`` (export for a benchmark client, import of real results); shipping:
   ``labzip``; shared helpers: ``files`` (regular files, permissions), ``cmdline`` (one-line errors);
 - the vLLM engine (``--engine vllm``, vllm-engine.md): ``vllm_config`` (knobs under vLLM's names)
-  → ``kv_cache`` (KV block pool, block-level prefix cache) → ``vllm_records`` (per-step records)
-  → ``vllm_engine`` (vLLM 0.33.0's scheduler step) → ``vllm_invariants``; its outputs
+  → ``kv_cache`` (KV block pool, block-level prefix cache) → ``vllm_queue`` (requests as the
+  scheduler sees them, waiting queue, arrivals) → ``vllm_records`` (per-step records) →
+  ``vllm_fastpath`` (open decode runs, jumps) → ``vllm_engine`` (vLLM 0.33.0's scheduler step)
+  → ``vllm_invariants``; its outputs
   ``vllm_artifacts``, ``vllm_picture`` and ``vllm_explain`` plug into ``artifacts``, ``picture``
   and ``explain``; both engines hand the same ``engine.Request``/``engine.CaseResult`` records on;
 - milliseconds from a real run (vllm-engine.md §6): ``stepmodel`` (step-model.json) → ``fit``

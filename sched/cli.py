@@ -31,7 +31,8 @@ from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
 
-__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args", "FULL_TIMELINE_MAX_REQUESTS",
+__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
+           "FULL_TIMELINE_MAX_REQUESTS",
            "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)

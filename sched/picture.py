@@ -334,7 +334,8 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
     svg.lines.append(f"<g data-request={quoteattr(name)}>")
     svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end")
     view, context = viewed if viewed is not None else (None, None)
-    segments = lane_segments(request, prefill_ticks, chunk_tokens) if view is None else view.segments(context, request)
+    segments = (lane_segments(request, prefill_ticks, chunk_tokens) if view is None
+                else view.segments(context, request))
     for seg in segments:
         tokens = {"data_tokens": " ".join(map(str, seg.tokens))} if seg.tokens else {}
         title = (_segment_title(name, case, seg, request.spec.prompt_tokens, static) if view is None

@@ -17,7 +17,8 @@ end, is made of:
 
 A vermillion triangle marks each preemption (``data-mark="preemption"``). Without per-step
 records (timeline ``counts`` or ``off``) prefill is one segment from admission to the first token,
-and each preemption window up to the next token is one ``recompute`` segment.
+and each preemption window up to the next token (queue wait and recompute together) is one
+``preempted`` segment.
 """
 
 from __future__ import annotations
@@ -109,13 +110,13 @@ class VllmLaneView:
             preempted = False
             while i < len(windows) and windows[i] < stamp - 1:
                 i, preempted = i + 1, True
-            if preempted:   # preempted, waited and recomputed in between
-                lane.add("recompute", cursor, stamp)
+            if preempted:   # preempted, waited and recomputed in between (not told apart here)
+                lane.add("preempted", cursor, stamp)
             else:
                 lane.add("skipped", cursor, stamp - 1)
                 lane.add("decode", stamp - 1, stamp, emitted=1)
             cursor = stamp
-        lane.add("recompute" if i < len(windows) else "skipped", cursor, end)
+        lane.add("preempted" if i < len(windows) else "skipped", cursor, end)
         return lane.segments()
 
     def title(self, name: str, case: str, seg: Segment, request) -> str:
@@ -128,7 +129,7 @@ class VllmLaneView:
             "waiting": "waiting (no slot, no budget or no KV room for its whole prompt)",
             "prefill": "prefill", "chunked": "prefill capped by the chunk size",
             "decode": f"decode, {seg.emitted} output token{'s' if seg.emitted != 1 else ''}",
-            "preempted": "preempted: its KV blocks freed, back in the waiting queue",
+            "preempted": "preempted: its KV blocks freed, back in the waiting queue until recomputed",
             "recompute": "recompute after preemption (prompt + generated tokens again)",
             "stalled": "running, but the budget ran out before its turn",
             "skipped": "decode skipped: the budget ran out before its turn",

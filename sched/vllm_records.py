@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["StepRecord", "StepCounts", "MAX_COUNTS_RECORDS", "keep_counts"]
+__all__ = ["StepRecord", "StepCounts", "StepLog", "MAX_COUNTS_RECORDS", "keep_counts"]
 
 #: Most ``counts`` records one run keeps; beyond it adjacent pairs merge and the span doubles.
 MAX_COUNTS_RECORDS = 32768
@@ -100,3 +100,58 @@ def keep_counts(records: list, record: StepCounts, span: int) -> int:
         del records[1::2]
         span *= 2
     return span
+
+
+class StepLog:
+    """The timeline records of one run at one detail level (``full``, ``counts`` or ``off``).
+
+    :meth:`add_step` takes the step's requests as scheduler objects (anything with ``.spec.name``)
+    and keeps names only for ``full``; ``counts`` merges in place once the span exceeds one step.
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        self.records: list = []
+        self._span = 1
+
+    def add_step(self, ordinal, t, duration, scheduled, num_prompt, num_decode, preempted, admitted, hits,
+                 finished, timeouts, kv_used, num_running, num_waiting):
+        """Record one step; ``scheduled``: (request, tokens) pairs in vLLM's order (``full`` only);
+        ``preempted``: (victim, request it made room for) pairs. Returns the new record, if any."""
+        if self.detail == "full":
+            record = StepRecord(ordinal, t, duration, [(s.spec.name, n) for s, n in scheduled],
+                                num_prompt, num_decode, sorted(v.spec.name for v, _ in preempted),
+                                [s.spec.name for s in admitted], [s.spec.name for s in hits],
+                                [s.spec.name for s in finished], [s.spec.name for s in timeouts], kv_used,
+                                num_running, num_waiting, [(v.spec.name, s.spec.name) for v, s in preempted])
+            self.records.append(record)
+            return record
+        if self.detail != "counts":
+            return None
+        records = self.records
+        if self._span > 1 and records and ordinal < records[-1].step + self._span:
+            last = records[-1]   # merged at once (see keep_counts)
+            last.num_steps = ordinal + 1 - last.step
+            last.duration = t + duration - last.tick
+            last.num_prompt_tokens += num_prompt
+            last.num_decode_tokens += num_decode
+            last.num_preempted += len(preempted)
+            last.num_admitted += len(admitted)
+            last.num_cache_hits += len(hits)
+            last.num_finished += len(finished)
+            last.num_timeouts += len(timeouts)
+            last.kv_blocks_used = max(last.kv_blocks_used, kv_used)
+            last.num_running = max(last.num_running, num_running)
+            last.num_waiting = max(last.num_waiting, num_waiting)
+            return None
+        record = StepCounts(ordinal, t, 1, duration, num_prompt, num_decode, len(preempted), len(admitted),
+                            len(hits), len(finished), len(timeouts), kv_used, num_running, num_waiting)
+        self._span = keep_counts(records, record, self._span)
+        return record
+
+    def add_jump(self, ordinal, t, num_steps, duration, num_decode, kv_used, num_running, num_waiting) -> None:
+        """Record a jump over ``num_steps`` decode-only steps (``counts`` only; ``full`` never jumps)."""
+        if self.detail == "counts":
+            self._span = keep_counts(self.records, StepCounts(
+                ordinal, t, num_steps, duration, 0, num_decode, 0, 0, 0, 0, 0, kv_used, num_running, num_waiting),
+                self._span)

@@ -71,10 +71,14 @@ class OracleCorpusTest(unittest.TestCase):
                 self.assertEqual(sum(r.num_preemptions for r in result.requests), doc["summary"]["total_preemptions"])
 
     def test_the_jumping_engine_matches_too(self):
-        """The decode jumps (timeline counts) give the same requests as the reference walk."""
+        """The open runs and decode jumps (timeline counts) give vLLM's requests too. With prefix
+        caching the engine always walks step by step (the path the first test checks), so only the
+        cases without it are run again."""
         with open(os.path.join(CORPUS, "MANIFEST.json"), encoding="utf-8") as handle:
             manifest = json.load(handle)
         for entry in manifest["cases"]:
+            if entry["knobs"]["enable_prefix_caching"]:
+                continue
             with self.subTest(case=entry["id"]):
                 workload, knobs, doc = load_case(entry)
                 result = simulate_vllm(workload, knobs, timeline="counts")
