@@ -81,7 +81,8 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
                         help="most requests active (admitted, not ended) at once (profile lab: 4)")
     parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
-    parser.add_argument("--policy", choices=tuple(POLICIES), default="fcfs",
+    parser.add_argument("--policy", "--scheduling-policy", dest="policy", choices=tuple(POLICIES),
+                        default="fcfs",
                         help="admission order of the waiting queue: fcfs (arrival), shortest (least "
                              "prompt + decode_cost x output work), priority (lowest 'priority' field "
                              "first; with --engine vllm also the preemption victim); default fcfs")

@@ -262,7 +262,7 @@ class VllmSimulation:
                 elif runs is not None:
                     if arrivals.upcoming is not None and arrivals.upcoming <= self.now:
                         self.arrive(self.now)
-                    if not runs.others and not (timed and self._deadline_due()):
+                    if not runs.others and not (timed and arrivals.deadline_due(self.now)):
                         runs.jump()
                 spent, ended, free, waiting = self.budget_spent, self._num_ended, kv.num_free, self.waiting.size
                 self.step()
@@ -288,17 +288,6 @@ class VllmSimulation:
             seq.state = "waiting"
             self.waiting.push(seq)
 
-    def next_event_time(self, waiting_blocked: bool):
-        """The earliest time a decode-only jump must stop before: the next arrival, when it can
-        matter (it could be admitted, or jump the queue under ``priority``), and the next deadline."""
-        until = self.arrivals.next_time()
-        if until is not None and not (self._priority or self.knobs.timeout_ticks is not None or not waiting_blocked):
-            until = None
-        deadline = self.arrivals.next_deadline()
-        if deadline is not None:
-            until = deadline if until is None else min(until, deadline)
-        return until
-
     def _preempt(self, seq: Seq, t, ordinal) -> None:
         """Recompute preemption in the step ``ordinal`` starting at ``t``: free the blocks, forget
         the computed tokens, back to the queue (fcfs: its front; priority: its place by key)."""
@@ -313,10 +302,6 @@ class VllmSimulation:
             rec.preempted_at = []
         rec.preempted_at.append(t)
         self.waiting.push_preempted(seq)
-
-    def _deadline_due(self) -> bool:
-        deadline = self.arrivals.next_deadline()
-        return deadline is not None and deadline <= self.now
 
     def _expire(self, t, ordinal) -> list:
         """Abort every request whose deadline has come (ended at its deadline, blocks freed at once)."""

@@ -156,7 +156,8 @@ class DecodeRuns:
             heapq.heappop(heap)
         limit = heap[0][0] - ordinal      # steps before the one sampling the first last token
         # Time: every jumped step starts before the next arrival that can matter and the next deadline.
-        until = sim.next_event_time(waiting_blocked=bool(waiting) or num_open >= knobs.max_num_seqs)
+        blocked = bool(waiting) or num_open >= knobs.max_num_seqs
+        until = sim.arrivals.jump_limit(knobs.policy == "priority", blocked)
         t = sim.now
         if sim.step_time is None and until is not None:
             limit = min(limit, until - t)

@@ -139,3 +139,20 @@ class Arrivals:
         while self._cursor < len(self._arrived) and self._arrived[self._cursor].spec.arrival + self.timeout <= t:
             self._cursor += 1
         return self._arrived[start:self._cursor]
+
+    def deadline_due(self, now) -> bool:
+        """Whether a deadline not yet passed to :meth:`expired` falls at or before ``now``."""
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now
+
+    def jump_limit(self, priority: bool, waiting_blocked: bool):
+        """The earliest time a decode-only jump must stop before: the next arrival when it can
+        matter (it could be admitted at once — ``waiting_blocked`` false — or, under ``priority``
+        or with deadlines, change the queue's order or deadlines) and the next deadline."""
+        until = self.upcoming
+        if until is not None and not (priority or self.timeout is not None or not waiting_blocked):
+            until = None
+        deadline = self.next_deadline()
+        if deadline is not None:
+            until = deadline if until is None else min(until, deadline)
+        return until

@@ -95,6 +95,11 @@ class RunTest(unittest.TestCase):
         l0 = json.loads(read(os.path.join(directory, "requests.jsonl")).splitlines()[0])
         self.assertEqual((l0["first_token_at"], l0["done_at"]), (8, 31))
 
+    def test_scheduling_policy_is_vllms_name_for_policy(self):
+        code, out, _ = run_cli(["--engine", "vllm", "--scheduling-policy", "priority", "--scenario", "priority-mix"])
+        self.assertEqual(code, 0)
+        self.assertIn("| policy priority |", out.splitlines()[0])
+
 
 if __name__ == "__main__":
     unittest.main()
