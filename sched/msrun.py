@@ -224,7 +224,7 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
     """Load the step model at ``path`` and settle the run's knobs (:func:`settle_knobs`).
 
     ``args``/``argv``: the parsed run flags and the raw ones (a flag counts as given when it was
-    typed, ``--policy`` included); ``knobs``: the :class:`VllmKnobs` the flags alone give. Prints
+    typed, ``--policy``/``--scheduling-policy`` included); ``knobs``: the :class:`VllmKnobs` the flags alone give. Prints
     one stderr line per override. Raises :class:`sched.config.ConfigError` (bad file, another engine).
     """
     try:
@@ -232,7 +232,8 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in _KNOBS if getattr(args, knob, None) is not None}
-    policy = knobs.policy if any(a == "--policy" or a.startswith("--policy=") for a in argv) else None
+    typed = ("--policy", "--scheduling-policy")
+    policy = knobs.policy if any(a in typed or a.startswith(tuple(f + "=" for f in typed)) for a in argv) else None
     settled, overridden = settle_knobs(model, given, policy, knobs.timeout_ticks)
     for text in overridden:
         print(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times are "

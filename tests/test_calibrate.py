@@ -170,6 +170,11 @@ class SmallCalibrationTest(unittest.TestCase):
         self.assertIn("overridden: --num-gpu-blocks 5000", stdout)
         manifest = json.loads(read(os.path.join(directory, "r", "manifest.json")))
         self.assertEqual(manifest["config"]["num_gpu_blocks"], 5000)
+        code, stdout, err = run_cli(["--engine", "vllm", "--workload", os.path.join(self.out, "workload.json"),
+                                     "--step-model", os.path.join(self.out, "step-model.json"),
+                                     "--scheduling-policy=priority"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("--policy priority (fitted with fcfs)", err)
         self.assertTrue(any("extrapolated" in line for line in manifest["step_model"]["limits"]))
 
 
