@@ -24,11 +24,15 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   → ``vllm_invariants``; its outputs
   ``vllm_artifacts``, ``vllm_picture`` and ``vllm_explain`` plug into ``artifacts``, ``picture``
   and ``explain``; both engines hand the same ``engine.Request``/``engine.CaseResult`` records on;
+- milliseconds from a real run (vllm-engine.md §6): ``stepmodel`` (step-model.json) → ``fit``
+  (loss, Nelder–Mead) → ``replay`` (the vLLM engine on a µs clock) → ``calibration_report`` (error
+  tables) → ``runmeta`` (a real run's settings) → ``calibrate`` (the subcommand);
+  ``ms_picture`` → ``msrun`` (a vLLM run with ``--step-model``, in ms);
 - ``cli``: ``main(argv) -> int``.
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is
-milliseconds or GPU tokens per second, except the imported real runs and the serving-bench window
-model, which say so.
+milliseconds or GPU tokens per second, except the imported real runs, runs given a fitted step
+model and the serving-bench window model, which say so.
 """
 
 __version__ = "0.1.0"

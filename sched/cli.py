@@ -14,7 +14,7 @@ import sys
 import textwrap
 import time
 
-from . import __version__, bench, compare, realrun, rundiff, serving_cli
+from . import __version__, bench, calibrate, compare, msrun, realrun, rundiff, serving_cli
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
@@ -190,6 +190,10 @@ def _run_parser() -> argparse.ArgumentParser:
                              f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, {FULL_TIMELINE_MAX_TOKENS} "
                              f"prompt + output tokens and {FULL_TIMELINE_MAX_NAMES} requests x tokens, "
                              "counts above")
+    parser.add_argument("--step-model", metavar="FILE",
+                        help="with --engine vllm: a step-model.json written by calibrate; applies the engine "
+                             "settings it was fitted with (explicit vLLM flags override them, and the run says so) "
+                             "and keeps time in ms (vllm-engine.md §6)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -326,8 +330,15 @@ def _main_run(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         workload = scenario(name)
         source = f"scenario:{name}"
+    step_model = overridden = None
+    if args.step_model is not None and args.engine != "vllm":
+        raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
+    if args.step_model is not None and args.timeout_ticks is not None:
+        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     if args.engine == "vllm":   # every knob checked before anything runs
         config = vllm_knobs_from_args(args)
+        if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
+            step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
         check_fits(workload, config, source)
     else:
         _refuse_vllm_flags(args)
@@ -342,10 +353,16 @@ def _main_run(argv: list[str]) -> int:
             print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
     try:
-        run = run_lab(workload, config, args.policy, source, progress, args.timeline)
+        if step_model is not None:
+            run = msrun.run_with_step_model(workload, config, step_model, source,
+                                            args.timeline or default_timeline(workload), progress)
+        else:
+            run = run_lab(workload, config, args.policy, source, progress, args.timeline)
         if progress is not None:
             progress.note("rendering artifacts")
-        if run.timeline == "full":
+        if step_model is not None:
+            files = msrun.render_ms_artifacts(run, step_model, overridden)
+        elif run.timeline == "full":
             files = render_artifacts(run)
         else:  # large: each artifact is streamed to disk line by line, never built in memory
             files = stream_artifacts(run)
@@ -498,6 +515,7 @@ SUBCOMMANDS: dict = {
     "import-results": (realrun.import_command, "bring a real engine's per-request results back as a run"),
     "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),
+    "calibrate": (calibrate.command, "fit the vLLM engine's step time (ms) to a real run and predict requests it never saw"),
     "serving-bench": (serving_cli.command, "the serving-scheduler benchmark chapter: window model runs and its decision"),
     "bench": (lambda argv: bench.command(argv, main),
               "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),

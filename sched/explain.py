@@ -188,6 +188,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             "Times are ticks (abstract), work is budget units; read from requests.jsonl")
            + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
               ". timeline.jsonl is not present: no per-tick detail.") + costs]
+    if manifest.get("time_unit") == "ms":   # a run with --step-model (vllm-engine.md §6)
+        out.append("This run kept time with a step model: here a tick is 1 microsecond of the engine's clock, not a "
+                   "step (a step lasts a + b*prompt + c*decode ms); requests.jsonl also gives every time in ms.")
     if detail != "full":
         out.append(f"This run's timeline is {detail!r} (manifest.json): per-tick detail (prefill ticks, who held "
                    "the slots) needs a run with --timeline full.")
