@@ -304,7 +304,10 @@ class VllmSimulation:
         self.waiting.push_preempted(seq)
 
     def _expire(self, t, ordinal) -> list:
-        """Abort every request whose deadline has come (ended at its deadline, blocks freed at once)."""
+        """Abort every request whose deadline has come, blocks freed at once. It ends at ``t``, the start
+        of the first step at or after its deadline: with unit steps that is the deadline itself; with a
+        step time a step in flight is never interrupted, so a deadline inside it ends the request when
+        that step ends (after any token the step gave it)."""
         expired = []
         for seq in self.arrivals.expired(t):
             if seq.state == "ended":
@@ -318,7 +321,7 @@ class VllmSimulation:
                 if self.runs is not None:
                     self.runs.others.pop(seq, None)
                 self.kv.free(seq)
-            self.end(seq, Status.TIMEOUT, seq.spec.arrival + self.knobs.timeout_ticks)
+            self.end(seq, Status.TIMEOUT, t)
             expired.append(seq)
         return expired
 

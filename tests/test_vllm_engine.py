@@ -165,6 +165,21 @@ class FastPathTest(unittest.TestCase):
         self.assertEqual(starts[:3], [0, Fraction(17, 2), 9])     # step 0 lasts 1/2 + 8
         self.assertEqual(by_name(result)["A"].token_times[:2], [Fraction(17, 2), 9])
 
+    def test_a_deadline_inside_a_step_ends_the_request_when_the_step_ends(self):
+        """One request (prompt 16, 10 output tokens, timeout 5), every step lasting 2 ticks: step 0
+        computes the prompt (token at 2), steps at 2 and 4 decode (tokens at 4 and 6); the deadline 5
+        falls inside the step 4..6, which is never interrupted, so the request is aborted at the start
+        of the next step, 6: it ends at 6 with its three tokens, never before its last token."""
+        workload = [RequestSpec("A", 0, None, 0, 16, 10)]
+        result = simulate_vllm(workload, VllmKnobs(64, 4, timeout_ticks=5), timeline="full",
+                               step_time=lambda p, d: 2)
+        a = result.requests[0]
+        self.assertEqual((a.status, a.token_times, a.done_at), (Status.TIMEOUT, [2, 4, 6], 6))
+        # With unit steps the same request ends at its deadline: steps 0..4 give tokens 1..5, and it is
+        # aborted at the start of step 5.
+        a = simulate_vllm(workload, VllmKnobs(64, 4, timeout_ticks=5)).requests[0]
+        self.assertEqual((a.status, a.token_times, a.done_at), (Status.TIMEOUT, [1, 2, 3, 4, 5], 5))
+
 
 if __name__ == "__main__":
     unittest.main()
