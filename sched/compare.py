@@ -221,6 +221,9 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
         "units": "ticks",
         "time_base": "simulated tick clock",
     }
+    step_model = manifest.get("time_unit") == "ms"   # --step-model: ms from a fitted step time (vllm-engine.md §6)
+    if step_model:
+        fixed.update(_step_model_fixed(manifest))
     scheduler = {
         "policy": manifest.get("policy"),
         "max_active": config.get("max_active"),
@@ -229,10 +232,29 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
         "apc": settings[case].get("apc"),
         "chunk_tokens": settings[case].get("chunk_tokens"),
     }
+    if manifest.get("engine") == "vllm":   # the vLLM engine's knobs, named as the real engine names them
+        scheduler = {"policy": manifest.get("policy"), **{key: config.get(key) for key in _VLLM_KNOBS}}
     expected = [name for name, _ in requests]
     priorities = {name: priority or 0 for name, priority in requests}
-    trace = read_trace(requests_path, case, priorities)
-    return Side(label, "ticks", fixed, scheduler, row, trace, expected, len(expected), set(priorities.values()))
+    trace = read_trace(requests_path, case, priorities, suffix="_ms" if step_model else "")
+    return Side(label, fixed["units"], fixed, scheduler, row, trace, expected, len(expected),
+                set(priorities.values()))
+
+
+#: A vLLM-engine run's scheduler settings (``manifest.json`` ``config``), vLLM's names.
+_VLLM_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "enable_prefix_caching",
+               "block_size", "num_gpu_blocks")
+
+
+def _step_model_fixed(manifest: dict) -> dict:
+    """The fixed conditions of a ``--step-model`` run: times in ms, measured from the time base of the
+    real run the model was fitted on (its workload's arrivals come from that run), so it compares with
+    an imported real run of the same format; the step model itself is a fixed condition."""
+    model = manifest.get("step_model") if isinstance(manifest.get("step_model"), dict) else {}
+    fitted = model.get("fitted_on") if isinstance(model.get("fitted_on"), dict) else {}
+    return {"units": "ms", "timeout_ticks": None, "decode_cost": None, "prefill_cost": None,
+            "time_base": _TIME_BASES.get(str(fitted.get("format")), "step-model clock (ms from the workload's arrivals)"),
+            "step_model": model.get("step_ms")}
 
 
 #: Where an imported run's times start, by import format (older imports lack ``time_base``).

@@ -28,7 +28,7 @@ import os
 from .engine import TIMELINE_DETAILS
 from .files import open_regular
 from .picture import WAIT_REASONS
-from .vllm_explain import VLLM_STEP_FIELDS, vllm_case_story, vllm_costs
+from .vllm_explain import VLLM_STEP_FIELDS, StepClock, check_step_times, vllm_case_story, vllm_costs
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
@@ -154,7 +154,10 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}; its cases are "
                                f"{', '.join(row['case'] for row in all_rows)}")
 
-    makespans = _makespans(directory)
+    # A run with --step-model (vllm-engine.md §6): the tick fields are µs of the step model's clock,
+    # summary.json is in ms; the story is told in ms (sched.vllm_explain).
+    step_clock = manifest.get("time_unit") == "ms"
+    makespans = _makespans(directory, 1000 if step_clock else 1)
     for row in rows:
         _check_times(row, requests_path, makespans.get(row["case"]))
     detail = _timeline_detail(manifest, directory)
@@ -167,7 +170,11 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         for record in _lines_with(timeline_path, quoted, VLLM_STEP_FIELDS if vllm else _TICK_FIELDS):
             if record.get("case") in wanted:
                 ticks[record["case"]][record["tick"]] = record
-        for row in rows:  # every tick a request waits is a walked tick, so it has a record
+        for row in rows:
+            if step_clock:
+                check_step_times(row, ticks[row["case"]], requests_path, timeline_path)
+                continue
+            # every tick a request waits is a walked tick, so it has a record
             end = row["admitted_at"] if row["admitted_at"] is not None else row["done_at"]
             if end is not None and end - row["arrival"] > len(ticks[row["case"]]):
                 raise ExplainError(f"{requests_path} (request {name!r}, case {row['case']!r}): waits "
@@ -182,15 +189,17 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         costs = vllm_costs(manifest)
 
     first = rows[0]
-    out = [f"{name}: arrives at tick {first['arrival']}, prompt {first.get('prompt_tokens', '?')} tokens, "
+    clock = StepClock() if step_clock else None
+    units = ("Times are ms of the step model's clock (each engine step lasts "
+             f"{_formula(manifest)} ms; a prediction, not a measurement), work is tokens; read from requests.jsonl"
+             if step_clock else
+             "Times are ticks (one engine step each), work is tokens; read from requests.jsonl" if vllm else
+             "Times are ticks (abstract), work is budget units; read from requests.jsonl")
+    arrives = f"at {clock.at(first['arrival'])}" if clock else f"at tick {first['arrival']}"
+    out = [f"{name}: arrives {arrives}, prompt {first.get('prompt_tokens', '?')} tokens, "
            f"{first.get('output_tokens', '?')} output tokens ({directory})",
-           ("Times are ticks (one engine step each), work is tokens; read from requests.jsonl" if vllm else
-            "Times are ticks (abstract), work is budget units; read from requests.jsonl")
-           + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
-              ". timeline.jsonl is not present: no per-tick detail.") + costs]
-    if manifest.get("time_unit") == "ms":   # a run with --step-model (vllm-engine.md §6)
-        out.append("This run kept time with a step model: here a tick is 1 microsecond of the engine's clock, not a "
-                   "step (a step lasts a + b*prompt + c*decode ms); requests.jsonl also gives every time in ms.")
+           units + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
+                    ". timeline.jsonl is not present: no per-tick detail.") + costs]
     if detail != "full":
         out.append(f"This run's timeline is {detail!r} (manifest.json): per-tick detail (prefill ticks, who held "
                    "the slots) needs a run with --timeline full.")
@@ -198,7 +207,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         out.append("")
         out.append(f"== {row['case']} ==")
         case_ticks = None if ticks is None else ticks[row["case"]]
-        out += (vllm_case_story(row, case_ticks) if vllm
+        out += (vllm_case_story(row, case_ticks, clock) if vllm
                 else _case_story(row, case_ticks, budget, row["case"] in static))
     return "\n".join(out) + "\n"
 
@@ -229,17 +238,31 @@ def _check_times(row: dict, path: str, makespan: int | None) -> None:
                                    "impossible in this run")
 
 
-def _makespans(directory: str) -> dict:
-    """Case name -> makespan in ticks from ``summary.json``; ``{}`` when it is absent or unreadable
-    (the timeline, when read, still bounds the work)."""
+def _formula(manifest: dict) -> str:
+    """``a + b*prompt + c*decode`` with the run's coefficients (``manifest.json`` ``step_model.step_ms``)."""
+    model = manifest.get("step_model") if isinstance(manifest.get("step_model"), dict) else {}
+    step = model.get("step_ms") if isinstance(model.get("step_ms"), dict) else {}
+    if all(isinstance(step.get(k), (int, float)) and not isinstance(step.get(k), bool) for k in "abc"):
+        return f"{step['a']:g} + {step['b']:g}*prompt + {step['c']:g}*decode"
+    return "a + b*prompt + c*decode"
+
+
+def _makespans(directory: str, ticks_per_unit: int = 1) -> dict:
+    """Case name -> makespan in ticks from ``summary.json`` (whose makespan is ticks, or ms on a
+    step-model run: ``ticks_per_unit`` 1000 turns it into the µs ticks of requests.jsonl); ``{}`` when
+    it is absent or unreadable (the timeline, when read, still bounds the work)."""
     try:
         with open_regular(os.path.join(directory, "summary.json")) as handle:
             summary = json.load(handle)
     except (OSError, ValueError, RecursionError):
         return {}
     cases = summary.get("cases") if isinstance(summary, dict) else None
-    return {c["case"]: c["makespan"] for c in cases or () if isinstance(c, dict) and isinstance(c.get("case"), str)
-            and _is_tick(c.get("makespan"))} if isinstance(cases, list) else {}
+    if ticks_per_unit == 1:
+        return {c["case"]: c["makespan"] for c in cases or () if isinstance(c, dict)
+                and isinstance(c.get("case"), str) and _is_tick(c.get("makespan"))} if isinstance(cases, list) else {}
+    return {c["case"]: round(c["makespan"] * ticks_per_unit) for c in cases or () if isinstance(c, dict)
+            and isinstance(c.get("case"), str) and type(c.get("makespan")) in (int, float)
+            and 0 <= c["makespan"] < 1e15} if isinstance(cases, list) else {}
 
 
 def _manifest(directory: str) -> dict:

@@ -12,7 +12,10 @@ Reads each run's ``manifest.json``, ``workload.json``, ``summary.json`` and ``re
    end, TTFT, E2E, queue wait, hit tokens or status differs, largest change first: a status change
    (e.g. ``ok -> timeout``) ranks first, then the largest absolute change in ticks or tokens.
 
-Every delta is B − A in ticks (tokens for hits): ``+`` means later or slower in B. Exit code of
+Every delta is B − A in ticks (tokens for hits): ``+`` means later or slower in B. Two
+``--step-model`` runs (``manifest.json`` ``time_unit: ms``, vllm-engine.md §6) are compared in ms
+throughout: the request times come from the ``*_ms`` fields of ``requests.jsonl`` (its tick fields
+are µs), like their summaries; a step-model run and a tick run are refused (two clocks). Exit code of
 the command: 0 when nothing differs, 1 when something does, 2 for unusable input (one line naming
 the file, the line, the request and the field).
 """
@@ -32,6 +35,9 @@ EXIT_DIFFERENT = 1
 #: Per-request fields compared: requests.jsonl field -> label in the report (ticks, tokens for hits).
 REQUEST_FIELDS = {"admitted_at": "admission", "first_token_at": "first token", "done_at": "end",
                   "ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "hit_tokens": "hits"}
+#: The ms fields of a step-model run's request line, by tick field (sched.msrun).
+MS_REQUEST_FIELDS = {"admitted_at": "admitted_ms", "first_token_at": "first_token_ms", "done_at": "done_ms",
+                     "ttft": "ttft_ms", "e2e": "e2e_ms", "queue_wait": "queue_wait_ms", "hit_tokens": "hit_tokens"}
 #: Summary columns shown side by side (summary.json field -> header), as in table.txt (lab.md §6).
 SUMMARY_COLUMNS = {"p95_ttft": "P95 TTFT", "p95_itl": "P95 ITL", "p95_tpot": "P95 TPOT",
                    "throughput": "output/tick", "hit_tokens": "hit tokens", "succeeded": "ok",
@@ -56,6 +62,7 @@ class RunDiff:
         self.summaries: list[tuple[str, dict, dict]] = []
         self.cases_only: tuple[list[str], list[str]] = ([], [])
         self.requests: dict[str, list] = {}
+        self.unit = "ticks"   # "ms" for two --step-model runs
 
     @property
     def any(self) -> bool:
@@ -102,10 +109,21 @@ def _is_count(value) -> bool:
     return value is None or (type(value) is int and value >= 0)
 
 
-def _requests(directory: str) -> dict[tuple[str, str], tuple]:
+def _is_ms(value) -> bool:
+    return value is None or (type(value) in (int, float) and value >= 0)
+
+
+def _unit(directory: str, manifest: dict) -> str:
+    """``"ms"`` for a ``--step-model`` run (``time_unit: ms``), else ``"ticks"``."""
+    return "ms" if manifest.get("time_unit") == "ms" else "ticks"
+
+
+def _requests(directory: str, unit: str = "ticks") -> dict[tuple[str, str], tuple]:
     """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
-    (a tuple, not the parsed line: a large run holds millions of lines)."""
+    (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
+    times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`)."""
     path = os.path.join(directory, "requests.jsonl")
+    keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
     rows = {}
     try:
         with open_regular(path) as handle:
@@ -115,12 +133,12 @@ def _requests(directory: str) -> dict[tuple[str, str], tuple]:
                 if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
                         or not isinstance(record.get("name"), str):
                     raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
-                for field in REQUEST_FIELDS:
-                    if not _is_count(record.get(field)):
-                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be a "
-                                         f"whole number >= 0 or null, got {json.dumps(record.get(field))}")
-                rows[record["case"], record["name"]] = (str(record.get("status")),
-                                                        *(record.get(f) for f in REQUEST_FIELDS))
+                for field in keys:
+                    if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
+                        what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
+                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be "
+                                         f"{what} or null, got {json.dumps(record.get(field))}")
+                rows[record["case"], record["name"]] = (str(record.get("status")), *(record.get(f) for f in keys))
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
@@ -181,7 +199,13 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     message lists the cases they share).
     """
     manifests = [_manifest(d) for d in (dir_a, dir_b)]
+    units = [_unit(d, m) for d, m in zip((dir_a, dir_b), manifests)]
+    if units[0] != units[1]:
+        ms_dir, tick_dir = (dir_a, dir_b) if units[0] == "ms" else (dir_b, dir_a)
+        raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
+                         "engine steps); diff compares two runs on the same clock")
     result = RunDiff(dir_a, dir_b)
+    result.unit = units[0]
     result.workload = _workload_lines(dir_a, dir_b)
     result.config = _config_lines(*manifests)
     summaries = []
@@ -196,7 +220,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = _requests(dir_a), _requests(dir_b)
+    rows_a, rows_b = _requests(dir_a, result.unit), _requests(dir_b, result.unit)
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
@@ -212,23 +236,29 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     return result
 
 
-def _delta(a, b) -> str:
+def _delta(a, b, digits: int = 2) -> str:
     if a is None or b is None or a == b:
         return ""
     difference = b - a
-    text = f"{difference:+.2f}" if isinstance(difference, float) else f"{difference:+d}"
+    text = f"{difference:+.{digits}f}" if isinstance(difference, float) else f"{difference:+d}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _cell(value) -> str:
+def _cell(value, digits: int = 2) -> str:
     if value is None:
         return "NA"
+    if isinstance(value, float) and digits > 2:   # ms of a step-model run: whole µs, trailing zeros dropped
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
     return f"{value:.2f}" if isinstance(value, float) else str(value)
 
 
 def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
-    """The report text of :func:`diff_runs` (deltas B − A; ticks, tokens for hits)."""
-    out = [f"diff A {result.a}  ->  B {result.b}   (B − A in ticks, hits in tokens; + is later or slower in B)"]
+    """The report text of :func:`diff_runs` (deltas B − A; ticks, or ms for two step-model runs;
+    tokens for hits)."""
+    out = [f"diff A {result.a}  ->  B {result.b}   (B − A in {result.unit}, hits in tokens; + is later or slower in B)"]
+    if result.unit == "ms":
+        out.append("clock: two --step-model runs; every time is ms of the step model's clock (requests.jsonl's *_ms "
+                   "fields, summary.json), a prediction, not a measurement")
     out.append("workload: " + ("same requests" if not result.workload else
                                f"{len(result.workload)} difference{'s' if len(result.workload) != 1 else ''}"))
     out += [f"  {line}" for line in result.workload]
@@ -238,7 +268,8 @@ def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
             out.append(f"cases only in {label}: {', '.join(cases)}")
     if result.summaries:
         out.append("")
-        out += _summary_table(result.summaries)
+        out += _summary_table(result.summaries, result.unit)
+    digits = 3 if result.unit == "ms" else 2
     for case, rows in result.requests.items():
         out.append("")
         if not rows:
@@ -248,23 +279,24 @@ def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
         width = max(len(name) for name, *_ in rows[:max_rows])
         for name, status_a, status_b, fields in rows[:max_rows]:
             parts = [f"status {status_a} -> {status_b}"] if status_a != status_b else []
-            parts += [f"{REQUEST_FIELDS[f]} {_cell(a)} -> {_cell(b)}" + (f" ({_delta(a, b)})" if _delta(a, b) else "")
-                      for f, (a, b) in fields.items()]
+            parts += [f"{REQUEST_FIELDS[f]} {_cell(a, digits)} -> {_cell(b, digits)}"
+                      + (f" ({_delta(a, b, digits)})" if _delta(a, b, digits) else "") for f, (a, b) in fields.items()]
             out.append(f"  {name:<{width}}  " + ", ".join(parts))
         if len(rows) > max_rows:
             out.append(f"  ... and {len(rows) - max_rows} more changed requests")
     return "\n".join(out) + "\n"
 
 
-def _summary_table(summaries: list[tuple[str, dict, dict]]) -> list[str]:
-    """The lab.md §6 columns of each case: a row for A, a row for B, a row for B − A."""
-    header = ["summary", "run", *SUMMARY_COLUMNS.values()]
-    rows = [header]
+def _summary_table(summaries: list[tuple[str, dict, dict]], unit: str = "ticks") -> list[str]:
+    """The lab.md §6 columns of each case: a row for A, a row for B, a row for B − A (a step-model
+    run's throughput is output tokens per second)."""
+    header = ["summary", "run", *(("output tok/s" if f == "throughput" and unit == "ms" else title)
+                                  for f, title in SUMMARY_COLUMNS.items())]
+    rows, digits = [header], 3 if unit == "ms" else 2
     for case, a, b in summaries:
-        rows.append([case, "A", *(_cell(a.get(f)) for f in SUMMARY_COLUMNS)])
-        rows.append(["", "B", *(_cell(b.get(f)) for f in SUMMARY_COLUMNS)])
-        rows.append(["", "B − A", *(_delta(a.get(f), b.get(f)) if _delta(a.get(f), b.get(f)) else "·"
-                                    for f in SUMMARY_COLUMNS)])
+        rows.append([case, "A", *(_cell(a.get(f), digits) for f in SUMMARY_COLUMNS)])
+        rows.append(["", "B", *(_cell(b.get(f), digits) for f in SUMMARY_COLUMNS)])
+        rows.append(["", "B − A", *(_delta(a.get(f), b.get(f), digits) or "·" for f in SUMMARY_COLUMNS)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1])]
                       + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i > 1]).rstrip() for row in rows]

@@ -145,15 +145,20 @@ def case_rows(path: str, case: str):
         raise InputError(f"{path}: cannot read ({exc})") from None
 
 
-def read_trace(path: str, case: str, priorities: dict | None = None) -> Trace:
+def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str = "") -> Trace:
     """The :class:`Trace` of ``case`` in ``requests.jsonl`` at ``path``, in one streaming pass.
 
     ``priorities`` (id → priority, from the workload) classes each successful line's E2E; without
-    it a line's own ``priority`` field is used. Raises :class:`InputError` for a bad line.
+    it a line's own ``priority`` field is used. ``suffix`` ``"_ms"`` reads the latencies from
+    ``ttft_ms``, ``e2e_ms`` and ``queue_wait_ms`` (a ``--step-model`` run, whose ``ttft`` ... are
+    µs ticks while its summary is in ms). Raises :class:`InputError` for a bad line.
     """
     trace = Trace()
     counts, samples = trace.counts, trace.samples
-    for _, row in case_rows(path, case):
+    for number, row in case_rows(path, case):
+        if suffix:
+            for key in _PERCENTILES:
+                number_or_none(row.get(key + suffix), f"{path}: line {number}: field {key + suffix!r}", low=0)
         name, status = row["name"], row.get("status")
         counts[name] = counts.get(name, 0) + 1
         trace.num_rows += 1
@@ -170,11 +175,11 @@ def read_trace(path: str, case: str, priorities: dict | None = None) -> Trace:
             continue
         trace.num_ok += 1
         for key, histogram in samples.items():
-            if row.get(key) is not None:
-                histogram[row[key]] += 1
-        if row.get("e2e") is not None:
+            if row.get(key + suffix) is not None:
+                histogram[row[key + suffix]] += 1
+        if row.get("e2e" + suffix) is not None:
             priority = priorities.get(name) if priorities is not None else own
-            trace.e2e_by_priority.setdefault(priority, Counter())[row["e2e"]] += 1
+            trace.e2e_by_priority.setdefault(priority, Counter())[row["e2e" + suffix]] += 1
     return trace
 
 
