@@ -201,8 +201,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
            units + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else
                     ". timeline.jsonl is not present: no per-tick detail.") + costs]
     if detail != "full":
-        out.append(f"This run's timeline is {detail!r} (manifest.json): per-tick detail (prefill ticks, who held "
-                   "the slots) needs a run with --timeline full.")
+        out.append(f"This run's timeline is {detail!r} (manifest.json): "
+                   + ("per-step detail (prefill steps, who needed the blocks)" if step_clock else
+                      "per-tick detail (prefill ticks, who held the slots)") + " needs a run with --timeline full.")
     for row in rows:
         out.append("")
         out.append(f"== {row['case']} ==")

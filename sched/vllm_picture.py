@@ -16,9 +16,9 @@ end, is made of:
 - ``stalled`` / ``skipped``: running, but the step's budget ran out before its turn.
 
 A vermillion triangle marks each preemption (``data-mark="preemption"``). Without per-step
-records (timeline ``counts`` or ``off``) prefill is one segment from admission to the first token,
-and each preemption window up to the next token (queue wait and recompute together) is one
-``preempted`` segment.
+records (timeline ``counts`` or ``off``) prefill is one segment from admission to the first token
+(or to a preemption before it), and each preemption window up to the next token (queue wait and
+recompute together) is one ``preempted`` segment.
 """
 
 from __future__ import annotations
@@ -103,7 +103,9 @@ class VllmLaneView:
     def _coarse(lane: _Lane, request, admitted, end, stamps) -> list[Segment]:
         """Segments from the request record alone (no per-step records)."""
         first = stamps[0] if stamps else end
-        lane.add("prefill", admitted, first)
+        early = [t for t in request.preempted_at if t < first]   # preempted before its first token
+        lane.add("prefill", admitted, min(early, default=first))
+        lane.add("preempted", min(early, default=first), first)   # waited and recomputed (not told apart)
         windows = sorted(t for t in request.preempted_at if t >= first)
         cursor, i = first, 0
         for stamp in stamps[1:]:

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import unittest
 
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
@@ -83,6 +84,31 @@ class RunTest(unittest.TestCase):
         self.assertIn("recomputed 17 tokens", story)
         code, story, _ = run_cli(["explain", "S4", "--artifacts", counts])
         self.assertIn("preemptions  1 (at tick 19)", story)
+
+    def test_counts_picture_draws_a_preemption_before_the_first_token(self):
+        """S5 (admitted at 18 with a cache hit, preempted at 19 before its first token at 31, as
+        requests.jsonl says): with --timeline counts its lane is prefill [18, 19), then one pink
+        preempted segment [19, 31) (queue wait and recompute together, vllm_picture's docstring),
+        never 13 ticks of plain prefill; the full picture covers the same window with preempted
+        + recompute."""
+        directory = temp_dir(self)
+        lanes = {}
+        for detail in ("counts", "full"):
+            target = os.path.join(directory, detail)
+            self.assertEqual(run_cli(TIGHT + ["--timeline", detail, "--artifacts", target])[0], 0)
+            svg = read(os.path.join(target, "timeline.svg"))
+            lane = svg[svg.index('<g data-request="S5">'):]
+            lane = lane[:lane.index("</g>")]
+            lanes[detail] = re.findall(r'data-phase="(\w+)" data-from="(\d+)" data-to="(\d+)"', lane)
+        s5 = next(json.loads(line) for line in read(os.path.join(directory, "counts", "requests.jsonl")).splitlines()
+                  if json.loads(line)["name"] == "S5")
+        admitted, (preempted,), first = s5["admitted_at"], s5["preempted_at"], s5["first_token_at"]
+        self.assertLess(preempted, first)
+        self.assertIn(("prefill", str(admitted), str(preempted)), lanes["counts"])
+        self.assertIn(("preempted", str(preempted), str(first)), lanes["counts"])
+        window = [(phase, int(a), int(b)) for phase, a, b in lanes["full"] if preempted <= int(a) < first]
+        self.assertEqual({phase for phase, *_ in window}, {"preempted", "recompute"})
+        self.assertEqual((window[0][1], window[-1][2]), (preempted, first))
 
     def test_first_token_one_tick_earlier_than_the_lab(self):
         """Ample KV, budget 64, 4 seqs, no cap, no APC: L0's first token at 8, the lab's at 9
