@@ -47,9 +47,12 @@ UNITS_NOTE_MS = ("Times are milliseconds from a step model fitted to a real run 
                  "A prediction, not a measurement.")
 #: Summary fields in time units (ticks of 1 µs -> ms) and in tokens per time (per µs -> per second).
 _TIME_FIELDS = ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait", "makespan",
-                "p50_queue_wait", "p99_queue_wait", "mean_queue_wait")
+                "p50_queue_wait", "p99_queue_wait", "mean_queue_wait",
+                # summary.json's detail columns (mean, median, P90, P99 of each latency)
+                *(f"{stat}_{metric}" for metric in ("ttft", "tpot", "itl", "e2e") for stat in ("mean", "median", "p90", "p99")),
+                "median_queue_wait", "p90_queue_wait")
 _RATE_FIELDS = ("throughput", "completed_output_tps")
-MS_FIELDS = {**{f: "ms" for f in _TIME_FIELDS}, "p95_tpot": "ms per output token",
+MS_FIELDS = {**{f: "ms per output token" if f.endswith("_tpot") else "ms" for f in _TIME_FIELDS},
              "throughput": "output tokens per second (all emitted tokens / makespan)",
              "completed_output_tps": "output tokens per second (successful requests only / makespan)",
              "busy_fraction": "fraction of the makespan spent in steps",
@@ -105,7 +108,7 @@ def _summary_ms(run: LabRun) -> list[dict]:
     for result in run.results:
         row = dict(summarize(result))
         for key in _TIME_FIELDS:
-            if row[key] is not None:
+            if row.get(key) is not None:
                 row[key] = Fraction(row[key]) / 1000
         for key in _RATE_FIELDS:
             if row[key] is not None:

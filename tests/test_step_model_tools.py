@@ -71,6 +71,24 @@ class StepModelToolsTest(unittest.TestCase):
         shutil.copytree(source, target)
         return target
 
+    def test_summary_detail_columns_are_in_ms(self):
+        """summary.json says time_unit ms: its mean/median/P90/P99 columns are ms too (the ok lines'
+        ttft_ms, e2e_ms, queue_wait_ms; nearest rank), never the µs of the engine's clock."""
+        summary = json.loads(read(os.path.join(self.full, "summary.json")))
+        self.assertEqual(summary["time_unit"], "ms")
+        row = summary["cases"][0]
+        ok = [r for r in lines_of(os.path.join(self.full, "requests.jsonl")) if r["status"] == "ok"]
+        for metric in ("ttft", "e2e", "queue_wait"):
+            values = [r[metric + "_ms"] for r in ok]
+            with self.subTest(metric=metric):
+                self.assertAlmostEqual(row[f"mean_{metric}"], sum(values) / len(values), places=3)
+                self.assertAlmostEqual(row[f"p90_{metric}"], nearest_rank(values, 90), places=3)
+                self.assertAlmostEqual(row[f"p99_{metric}"], nearest_rank(values, 99), places=3)
+                self.assertEqual(summary["field_units"][f"p90_{metric}"], "ms")
+        self.assertEqual(summary["field_units"]["mean_tpot"], "ms per output token")
+        self.assertLess(row["mean_tpot"], row["p99_tpot"] + 1e-9)
+        self.assertLess(row["p99_itl"], row["p95_e2e"])   # one gap between tokens, in ms
+
     # --- explain -------------------------------------------------------------------------------
 
     def test_explain_tells_a_full_step_model_run_in_ms(self):
