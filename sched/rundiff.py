@@ -134,6 +134,9 @@ def _requests(directory: str, unit: str = "ticks") -> dict[tuple[str, str], tupl
                         or not isinstance(record.get("name"), str):
                     raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
                 for field in keys:
+                    if unit == "ms" and field not in record:
+                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' is missing "
+                                         "(manifest.json says the run's times are ms)")
                     if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
                         what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
                         raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be "

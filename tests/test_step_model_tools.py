@@ -218,6 +218,13 @@ class StepModelToolsTest(unittest.TestCase):
                               text)
                 self.assertNotIn(str(a[name]["done_at"]), text)   # no µs tick value
 
+    def test_diff_refuses_a_step_model_run_without_its_ms_fields(self):
+        run = self.copy(self.full)
+        rows = lines_of(os.path.join(run, "requests.jsonl"))
+        with open(os.path.join(run, "requests.jsonl"), "w", encoding="utf-8") as out:
+            out.writelines(json.dumps({k: v for k, v in r.items() if k != "done_ms"}) + "\n" for r in rows)
+        assert_bad_input(self, ["diff", run, self.wide], "field 'done_ms' is missing")
+
     def test_diff_refuses_a_step_model_run_against_a_tick_run(self):
         ticks = os.path.join(temp_dir(self), "ticks")
         self.assertEqual(run_cli(TIGHT + ["--artifacts", ticks])[0], 0)
