@@ -4,7 +4,8 @@ A step has a duration here, so the lab's one-cell-per-tick picture (:mod:`sched.
 not apply; each lane shows the phases of a request's life as spans of time:
 
 - ``waiting``: arrival to admission (first scheduled step), and again from each preemption to
-  the next step that schedules it (read from the step records when the timeline is ``full``);
+  the next step that schedules it (read from the step records when the timeline is ``full``;
+  with ``counts`` or ``off`` the window up to its next token, queue wait and recompute together);
 - ``prefill``: admission to the first token (the end of the step completing the prompt);
 - ``decode``: first token to the last.
 
@@ -92,20 +93,21 @@ def render_ms_timeline_svg(result, note: str, summary: dict) -> str:
         tick += step
     resumed = _resumptions(result)
     for row, request in enumerate(lanes):
-        out.extend(_lane(request, _TOP + row * (_LANE_H + _GAP), x, resumed.get(request.name, [])))
+        out.extend(_lane(request, _TOP + row * (_LANE_H + _GAP), x,
+                         None if resumed is None else resumed.get(request.name, [])))
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
 
 def _resumptions(result) -> dict:
     """name -> start times (µs) of the steps that schedule a request again after a preemption
-    (``full`` step records only; otherwise empty)."""
+    (``full`` step records only; ``None`` without them)."""
     found: dict = {}
     pending: set = set()
     for record in result.ticks:
         scheduled = getattr(record, "scheduled", None)
         if scheduled is None:
-            return {}
+            return None
         for name, _ in scheduled:
             if name in pending:
                 pending.discard(name)
@@ -114,7 +116,7 @@ def _resumptions(result) -> dict:
     return found
 
 
-def _lane(request, top: int, x, resumed: list) -> list[str]:
+def _lane(request, top: int, x, resumed: list | None) -> list[str]:
     name, arrival = request.name, request.spec.arrival
     mid = top + _LANE_H / 2
     lines = [f"<g data-request={quoteattr(name)}>",
@@ -134,8 +136,16 @@ def _lane(request, top: int, x, resumed: list) -> list[str]:
                                      f"at {_ms_text(first)} (TTFT {_ms_text(None if first is None else first - arrival)})")
     span("decode", first, done, f"{name}: decode {_ms_text(first)} to {_ms_text(done)}, "
                                 f"{request.num_tokens} tokens")
-    for at, back in zip(request.preempted_at, resumed + [None] * len(request.preempted_at)):
-        span("waiting", at, back, f"{name}: preempted at {_ms_text(at)}, waiting to be recomputed")
+    if resumed is None:   # no step records: the window up to the next token (queue wait and recompute)
+        stamps = request.token_times
+        windows = [(at, min([t for t in stamps if t > at] + [done if done is not None else at]),
+                    "back in the queue and recomputed until its next token (per-step detail needs --timeline full)")
+                   for at in request.preempted_at]
+    else:
+        windows = [(at, back, "waiting to be recomputed")
+                   for at, back in zip(request.preempted_at, resumed + [None] * len(request.preempted_at))]
+    for at, back, what in windows:
+        span("waiting", at, back, f"{name}: preempted at {_ms_text(at)}, {what}")
         lines.append(f'<path data-mark="preemption" d="M{_num(float(x(at / 1000)) - 4)} {top}l8 {_LANE_H}m0 '
                      f'-{_LANE_H}l-8 {_LANE_H}" stroke="#d55e00" stroke-width="2"><title>{escape(name)}: '
                      f'preempted at {_ms_text(at)}</title></path>')

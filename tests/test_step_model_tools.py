@@ -89,6 +89,25 @@ class StepModelToolsTest(unittest.TestCase):
         self.assertLess(row["mean_tpot"], row["p99_tpot"] + 1e-9)
         self.assertLess(row["p99_itl"], row["p95_e2e"])   # one gap between tokens, in ms
 
+    def test_counts_picture_draws_each_preemption_window(self):
+        """timeline.svg of a counts run: each preempted request's lane has a waiting span from its
+        preemption up to its next token (queue wait and recompute together), besides its first wait;
+        the full run draws the wait up to the step that schedules it again."""
+        counts = os.path.join(temp_dir(self), "counts")
+        self.assertEqual(run_cli(["--engine", "vllm", "--step-model", self.model, "--timeline", "counts",
+                                  "--artifacts", counts])[0], 0)
+        preempted = [r["name"] for r in lines_of(os.path.join(counts, "requests.jsonl")) if r["preempted_at"]]
+        self.assertTrue(preempted)
+        for directory, what in ((counts, "back in the queue and recomputed until its next token"),
+                                (self.full, "waiting to be recomputed")):
+            svg = read(os.path.join(directory, "timeline.svg"))
+            for name in preempted:
+                with self.subTest(run=os.path.basename(directory), request=name):
+                    lane = svg[svg.index(f'<g data-request="{name}">'):]
+                    lane = lane[:lane.index("</g>")]
+                    self.assertEqual(lane.count('data-phase="waiting"'), 2)
+                    self.assertIn(what, lane)
+
     # --- explain -------------------------------------------------------------------------------
 
     def test_explain_tells_a_full_step_model_run_in_ms(self):
