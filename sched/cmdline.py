@@ -151,6 +151,18 @@ class LineParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)}\n")
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops a write error silently; --help into a closed pipe or a full disk must not
+        # exit 0 as if it had been shown (the CLI's main turns the error into 141 or one line).
+        file = file or sys.stderr
+        if not message:
+            return
+        try:
+            file.write(message)
+        except (AttributeError, OSError):
+            if file is sys.stdout:  # stderr stays best effort (2>&-), as argparse has it
+                raise
+
 
 def fraction_arg(text: str) -> float:
     """A non-negative number given on the command line (e.g. a gate threshold such as 0.15)."""
@@ -164,10 +176,13 @@ def fraction_arg(text: str) -> float:
 
 
 def run_command(prog: str, body, argv: list[str]) -> int:
-    """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2."""
+    """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2.
+
+    Trouble with standard output is not the command's: a closed pipe (``BrokenPipeError``, exit 141
+    without a message) and a stream error (exit 2 saying what was written) go on to the CLI's ``main``."""
     try:
         return body(argv)
-    except StreamError:
+    except (BrokenPipeError, StreamError):
         raise  # the CLI's main reports it (with what was written) and silences the stream
     except (InputError, OSError) as exc:
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
