@@ -102,10 +102,18 @@ VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-s
               "--long-prefill-token-threshold": "long_prefill_token_threshold",
               "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
               "--num-gpu-blocks": "num_gpu_blocks"}
-#: The lab engine's own flags -> their vLLM counterpart (named in the error when mixed up).
-LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens",
-             "--decode-cost": "(a decode is 1 token)", "--max-active": "--max-num-seqs",
-             "--chunk-tokens": "--long-prefill-token-threshold"}
+#: The lab engine's own flags -> what to do instead with ``--engine vllm`` (the error's second half).
+LAB_FLAGS = {"--profile": "drop it: the vllm engine starts from vLLM's own defaults (2048 tokens, 256 seqs)",
+             "--budget": "use --max-num-batched-tokens",
+             "--decode-cost": "drop it: a decode there costs 1 token of --max-num-batched-tokens",
+             "--max-active": "use --max-num-seqs", "--chunk-tokens": "use --long-prefill-token-threshold"}
+#: The vllm engine's flags -> the lab engine's nearest knob, or why it has none.
+VLLM_FLAG_IN_LAB = {"--max-num-batched-tokens": "the lab engine's is --budget",
+                    "--max-num-seqs": "the lab engine's is --max-active",
+                    "--long-prefill-token-threshold": "the lab engine's is --chunk-tokens",
+                    "--enable-prefix-caching": "the lab engine always runs an APC case of its own",
+                    "--block-size": "the lab engine has no KV blocks",
+                    "--num-gpu-blocks": "the lab engine has no KV-cache capacity"}
 
 
 def _non_negative_int(text: str) -> int:
@@ -146,7 +154,7 @@ def vllm_knobs_from_args(args) -> VllmKnobs:
     Raises :class:`ConfigError` with one line naming the flag."""
     for flag, instead in LAB_FLAGS.items():
         if getattr(args, flag[2:].replace("-", "_")) is not None:
-            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm use {instead}")
+            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm {instead}")
     if args.policy not in VLLM_POLICIES:
         raise ConfigError(f"--policy {args.policy}: the vllm engine orders its queue by {' or '.join(VLLM_POLICIES)}")
     given = {field: getattr(args, field) for field in VLLM_FLAGS.values() if getattr(args, field) is not None}
@@ -156,8 +164,7 @@ def vllm_knobs_from_args(args) -> VllmKnobs:
 def _refuse_vllm_flags(args) -> None:
     for flag, field in VLLM_FLAGS.items():
         if getattr(args, field) is not None:
-            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm (the lab engine has no "
-                              "KV-cache capacity)")
+            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm ({VLLM_FLAG_IN_LAB[flag]})")
 
 
 def _run_parser() -> argparse.ArgumentParser:
