@@ -504,10 +504,12 @@ def _main_zip(argv: list[str]) -> int:
 
 
 def _main_help(argv: list[str]) -> int:
-    """``help [COMMAND]``: the overview, or one command's own ``--help``."""
+    """``help [COMMAND [SUBCOMMAND]]``: the overview, or one command's own ``--help``
+    (``help serving-bench run`` shows ``serving-bench run --help``)."""
     if not argv or argv[0].startswith("-") or argv[0] == "help":
         return _main_run(["--help"])
-    return _dispatch(argv[0], ["--help"])
+    words = [word for word in argv[1:2] if not word.startswith("-")]
+    return _dispatch(argv[0], [*words, "--help"])
 
 
 #: Sub-command name -> (handler(argv) -> exit code, one-line summary shown by ``--help``), in the
