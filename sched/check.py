@@ -200,8 +200,9 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]
     if kinds[0] != kinds[1]:
-        raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run: check compares two runs "
-                         "of the same kind; a simulated run (ticks) and an imported real run (ms) cannot be diffed")
+        raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run; check accepts two "
+                         "simulated runs or two imported real runs, never one of each (ticks against ms); "
+                         "compare reads both kinds")
     identity = _field_diffs("manifest", {k: got.get(k) for k in _IDENTITY}, {k: expected.get(k) for k in _IDENTITY})
     if got.get("workload_sha256") != expected.get("workload_sha256"):
         identity += _workload_diffs(run_dir, ref_dir)

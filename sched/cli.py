@@ -451,7 +451,7 @@ def _main_sweep(argv: list[str]) -> int:
     config = config_from_args(args)
     warning = long_run_warning(workload, config, points=len(loads))
     if warning:
-        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+        print(f"infer_sched_lab.py sweep: warning: {warning}", file=sys.stderr)
     rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
              "sweep.svg": render_sweep_svg(rows),
@@ -570,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    # A sub-command's own error lines name it, as its argparse usage errors and run_command do
+    # ("infer_sched_lab.py check: error: ..."); signals and stdout trouble concern the process.
+    prog = f"infer_sched_lab.py {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "infer_sched_lab.py"
     try:
         _require_current_directory()
         with guarded_stream("stdout"):  # a full or closed stdout is one line naming it, not a traceback
@@ -577,10 +580,10 @@ def _main(argv: list[str]) -> int:
                 return _dispatch(argv[0], argv[1:])
             return _main_run(argv)
     except WorkloadError as exc:
-        _report(exc.problems)
+        _report(exc.problems, prog)
         return EXIT_BAD_INPUT
     except (ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
-        _report([str(exc)])
+        _report([str(exc)], prog)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
@@ -600,14 +603,14 @@ def _main(argv: list[str]) -> int:
         _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
         return EXIT_BAD_INPUT
     except SimulationError as exc:
-        _report([f"internal error: {exc}"])
+        _report([f"internal error: {exc}"], prog)
         return EXIT_INTERNAL
     except OSError as exc:  # the environment (a vanished file, an I/O error), not a simulator bug
         _report([f"{exc.filename + ': ' if isinstance(exc.filename, str) else ''}"
-                 f"{exc.strerror or exc}"])
+                 f"{exc.strerror or exc}"], prog)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
-        _report([f"internal error: {type(exc).__name__}: {exc}"])
+        _report([f"internal error: {type(exc).__name__}: {exc}"], prog)
         return EXIT_INTERNAL
 
 
@@ -629,10 +632,10 @@ def _silence_stdout() -> None:
         pass
 
 
-def _report(problems: list[str]) -> None:
-    """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
+def _report(problems: list[str], prog: str = "infer_sched_lab.py") -> None:
+    """One stderr line per problem (``PROG: error: ...``), at most :data:`MAX_REPORTED_PROBLEMS`, then a
+    count of the rest."""
     for problem in problems[:MAX_REPORTED_PROBLEMS]:  # escaped: a name cannot forge a second line
-        print(f"infer_sched_lab.py: error: {one_line(problem)}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(problem)}", file=sys.stderr)
     if len(problems) > MAX_REPORTED_PROBLEMS:
-        print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
-              file=sys.stderr)
+        print(f"{prog}: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems", file=sys.stderr)
