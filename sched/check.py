@@ -187,7 +187,8 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     manifests = []
     for directory in (run_dir, ref_dir):
         if not os.path.isdir(directory):
-            raise CheckError(f"{directory}: no such directory")
+            raise CheckError(f"{directory}: {'is not a directory' if os.path.lexists(directory) else 'no such directory'}"
+                             "; check compares two run directories (--artifacts or import-results)")
         path = os.path.join(directory, "manifest.json")
         if not os.path.isfile(path):
             raise CheckError(f"{path}: missing (is {directory} a run's --artifacts directory?)")

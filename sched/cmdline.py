@@ -24,7 +24,7 @@ from .files import note_written, refuse_non_regular, staging_prefix
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
            "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
-           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: 128 + the signal's number, as a shell reports a process ended by it: Ctrl-C (SIGINT), SIGTERM.
@@ -187,6 +187,13 @@ def run_command(prog: str, body, argv: list[str]) -> int:
     except (InputError, OSError) as exc:
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def read_failure(exc: Exception) -> str:
+    """Why a file could not be read, without repeating its path: ``is a directory, not a file``
+    rather than ``[Errno 21] is a directory, not a file: '/abs/path'`` (the caller names the file
+    as the user gave it)."""
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or str(exc)
 
 
 #: A number as people write it: digits, one optional decimal point, an optional exponent. Python
