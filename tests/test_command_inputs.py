@@ -54,6 +54,8 @@ class BreakerInputsTest(unittest.TestCase):
         self.assertEqual((code, out), (2, ""), err)
         self.assertEqual(len(err.splitlines()), 1, err)
         word = argv[0] if not argv[0].startswith("-") else None
+        if word == "serving-bench":
+            word = f"serving-bench {argv[1]}"   # as argparse names its own usage errors
         self.assertTrue(err.startswith(f"infer_sched_lab.py {word}: error: " if word else "infer_sched_lab.py: error: "), err)
         self.assertIn(given, err)
         self.assertNotIn("Errno", err)   # the reason, not the OSError's repr with the path again
