@@ -26,6 +26,7 @@ a run writing every artifact), which the CLI hands in: this module never imports
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import random
@@ -112,9 +113,11 @@ def _trace(lab_main, fmt: str, path: str, run_flags: list[str]) -> dict:
         workload = os.path.join(work, "trace.json")
         start = time.perf_counter()
         with open(os.devnull, "w") as sink:
-            stdout, stderr, sys.stdout, sys.stderr = sys.stdout, sys.stderr, sink, sink
+            problems = io.StringIO()
+            stdout, stderr, sys.stdout, sys.stderr = sys.stdout, sys.stderr, sink, problems
             try:
-                lab_main(["import", fmt, path, "-o", workload])
+                if lab_main(["import", fmt, path, "-o", workload]) != EXIT_OK:  # an unusable trace file
+                    raise InputError(f"--{fmt} {_after_error(problems.getvalue())}")
                 imported = time.perf_counter()
                 code = lab_main(["--workload", workload, *run_flags, "--artifacts", os.path.join(work, "run")])
             finally:
@@ -129,11 +132,21 @@ def _trace(lab_main, fmt: str, path: str, run_flags: list[str]) -> dict:
 
 def _child(what: str, azure: str, mooncake: str, engine: str) -> dict:
     """One figure measured in a fresh process (peak memory only grows within a process)."""
-    argv = [sys.executable, "-c", "import sys; from sched.cli import main; sys.exit(main(sys.argv[1:]))",
-            "bench", "--child", what, "--azure", azure, "--mooncake", mooncake,
-            "--engine", engine]
-    out = subprocess.run(argv, cwd=_PROJECT, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.splitlines()[-1])
+    # Run where the user is (a relative --azure path stays valid), with the project importable.
+    argv = [sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv.pop(1)); from sched.cli import main; "
+            "sys.exit(main(sys.argv[1:]))", _PROJECT, "bench", "--child", what, "--azure", azure,
+            "--mooncake", mooncake, "--engine", engine]
+    child = subprocess.run(argv, capture_output=True, text=True)
+    if child.returncode == EXIT_BAD_INPUT:  # bad input (e.g. an empty trace file): its one line, as ours
+        raise InputError(_after_error(child.stderr))
+    child.check_returncode()  # anything else is a bug: exit 3
+    return json.loads(child.stdout.splitlines()[-1])
+
+
+def _after_error(stderr: str) -> str:
+    """The last error line of a nested command without its ``infer_sched_lab.py ...: error:`` prefix."""
+    lines = stderr.strip().splitlines() or ["failed without a message"]
+    return lines[-1].split(": error: ", 1)[-1]
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from . import realrun
 from .artifacts import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, parse_json, read_failure, run_command
 from .files import read_regular_text
 from .fit import fit_coefficients
 from .replay import replay as replay_run
@@ -73,7 +73,7 @@ def _read(path: str, what: str) -> str:
     except FileNotFoundError:
         raise InputError(f"{path}: no such {what}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read {what} ({exc})") from None
+        raise InputError(f"{path}: cannot read {what} ({read_failure(exc)})") from None
 
 
 def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
@@ -84,7 +84,9 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
     """
     text = _read(path, "result file")
     fmt = realrun._detect(text, path)
-    directory = os.path.dirname(os.path.abspath(path))
+    directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
+    if meta_path is not None and not os.path.lexists(meta_path):
+        raise InputError(f"{meta_path}: no such meta file (--meta)")
     meta_path = meta_path or os.path.join(directory, "meta.json")
     if fmt == "request-jsonl":
         if not os.path.exists(meta_path):

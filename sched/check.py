@@ -187,7 +187,8 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     manifests = []
     for directory in (run_dir, ref_dir):
         if not os.path.isdir(directory):
-            raise CheckError(f"{directory}: no such directory")
+            raise CheckError(f"{directory}: {'is not a directory' if os.path.lexists(directory) else 'no such directory'}"
+                             "; check compares two run directories (--artifacts or import-results)")
         path = os.path.join(directory, "manifest.json")
         if not os.path.isfile(path):
             raise CheckError(f"{path}: missing (is {directory} a run's --artifacts directory?)")
@@ -200,8 +201,9 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]
     if kinds[0] != kinds[1]:
-        raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run: check compares two runs "
-                         "of the same kind; a simulated run (ticks) and an imported real run (ms) cannot be diffed")
+        raise CheckError(f"{run_dir} is {kinds[0]} run and {ref_dir} is {kinds[1]} run; check accepts two "
+                         "simulated runs or two imported real runs, never one of each (ticks against ms); "
+                         "compare reads both kinds")
     identity = _field_diffs("manifest", {k: got.get(k) for k in _IDENTITY}, {k: expected.get(k) for k in _IDENTITY})
     if got.get("workload_sha256") != expected.get("workload_sha256"):
         identity += _workload_diffs(run_dir, ref_dir)

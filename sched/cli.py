@@ -102,10 +102,18 @@ VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-s
               "--long-prefill-token-threshold": "long_prefill_token_threshold",
               "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
               "--num-gpu-blocks": "num_gpu_blocks"}
-#: The lab engine's own flags -> their vLLM counterpart (named in the error when mixed up).
-LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens",
-             "--decode-cost": "(a decode is 1 token)", "--max-active": "--max-num-seqs",
-             "--chunk-tokens": "--long-prefill-token-threshold"}
+#: The lab engine's own flags -> what to do instead with ``--engine vllm`` (the error's second half).
+LAB_FLAGS = {"--profile": "drop it: the vllm engine starts from vLLM's own defaults (2048 tokens, 256 seqs)",
+             "--budget": "use --max-num-batched-tokens",
+             "--decode-cost": "drop it: a decode there costs 1 token of --max-num-batched-tokens",
+             "--max-active": "use --max-num-seqs", "--chunk-tokens": "use --long-prefill-token-threshold"}
+#: The vllm engine's flags -> the lab engine's nearest knob, or why it has none.
+VLLM_FLAG_IN_LAB = {"--max-num-batched-tokens": "the lab engine's is --budget",
+                    "--max-num-seqs": "the lab engine's is --max-active",
+                    "--long-prefill-token-threshold": "the lab engine's is --chunk-tokens",
+                    "--enable-prefix-caching": "the lab engine always runs an APC case of its own",
+                    "--block-size": "the lab engine has no KV blocks",
+                    "--num-gpu-blocks": "the lab engine has no KV-cache capacity"}
 
 
 def _non_negative_int(text: str) -> int:
@@ -146,7 +154,7 @@ def vllm_knobs_from_args(args) -> VllmKnobs:
     Raises :class:`ConfigError` with one line naming the flag."""
     for flag, instead in LAB_FLAGS.items():
         if getattr(args, flag[2:].replace("-", "_")) is not None:
-            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm use {instead}")
+            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm {instead}")
     if args.policy not in VLLM_POLICIES:
         raise ConfigError(f"--policy {args.policy}: the vllm engine orders its queue by {' or '.join(VLLM_POLICIES)}")
     given = {field: getattr(args, field) for field in VLLM_FLAGS.values() if getattr(args, field) is not None}
@@ -156,8 +164,7 @@ def vllm_knobs_from_args(args) -> VllmKnobs:
 def _refuse_vllm_flags(args) -> None:
     for flag, field in VLLM_FLAGS.items():
         if getattr(args, field) is not None:
-            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm (the lab engine has no "
-                              "KV-cache capacity)")
+            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm ({VLLM_FLAG_IN_LAB[flag]})")
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -444,7 +451,7 @@ def _main_sweep(argv: list[str]) -> int:
     config = config_from_args(args)
     warning = long_run_warning(workload, config, points=len(loads))
     if warning:
-        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+        print(f"infer_sched_lab.py sweep: warning: {warning}", file=sys.stderr)
     rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
              "sweep.svg": render_sweep_svg(rows),
@@ -497,10 +504,12 @@ def _main_zip(argv: list[str]) -> int:
 
 
 def _main_help(argv: list[str]) -> int:
-    """``help [COMMAND]``: the overview, or one command's own ``--help``."""
+    """``help [COMMAND [SUBCOMMAND]]``: the overview, or one command's own ``--help``
+    (``help serving-bench run`` shows ``serving-bench run --help``)."""
     if not argv or argv[0].startswith("-") or argv[0] == "help":
         return _main_run(["--help"])
-    return _dispatch(argv[0], ["--help"])
+    words = [word for word in argv[1:2] if not word.startswith("-")]
+    return _dispatch(argv[0], [*words, "--help"])
 
 
 #: Sub-command name -> (handler(argv) -> exit code, one-line summary shown by ``--help``), in the
@@ -561,6 +570,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    # A sub-command's own error lines name it, as its argparse usage errors and run_command do
+    # ("infer_sched_lab.py check: error: ..."); signals and stdout trouble concern the process.
+    prog = f"infer_sched_lab.py {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "infer_sched_lab.py"
     try:
         _require_current_directory()
         with guarded_stream("stdout"):  # a full or closed stdout is one line naming it, not a traceback
@@ -568,10 +580,10 @@ def _main(argv: list[str]) -> int:
                 return _dispatch(argv[0], argv[1:])
             return _main_run(argv)
     except WorkloadError as exc:
-        _report(exc.problems)
+        _report(exc.problems, prog)
         return EXIT_BAD_INPUT
     except (ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
-        _report([str(exc)])
+        _report([str(exc)], prog)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
@@ -591,14 +603,14 @@ def _main(argv: list[str]) -> int:
         _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
         return EXIT_BAD_INPUT
     except SimulationError as exc:
-        _report([f"internal error: {exc}"])
+        _report([f"internal error: {exc}"], prog)
         return EXIT_INTERNAL
     except OSError as exc:  # the environment (a vanished file, an I/O error), not a simulator bug
         _report([f"{exc.filename + ': ' if isinstance(exc.filename, str) else ''}"
-                 f"{exc.strerror or exc}"])
+                 f"{exc.strerror or exc}"], prog)
         return EXIT_BAD_INPUT
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
-        _report([f"internal error: {type(exc).__name__}: {exc}"])
+        _report([f"internal error: {type(exc).__name__}: {exc}"], prog)
         return EXIT_INTERNAL
 
 
@@ -620,10 +632,10 @@ def _silence_stdout() -> None:
         pass
 
 
-def _report(problems: list[str]) -> None:
-    """One stderr line per problem, at most :data:`MAX_REPORTED_PROBLEMS`, then a count of the rest."""
+def _report(problems: list[str], prog: str = "infer_sched_lab.py") -> None:
+    """One stderr line per problem (``PROG: error: ...``), at most :data:`MAX_REPORTED_PROBLEMS`, then a
+    count of the rest."""
     for problem in problems[:MAX_REPORTED_PROBLEMS]:  # escaped: a name cannot forge a second line
-        print(f"infer_sched_lab.py: error: {one_line(problem)}", file=sys.stderr)
+        print(f"{prog}: error: {one_line(problem)}", file=sys.stderr)
     if len(problems) > MAX_REPORTED_PROBLEMS:
-        print(f"infer_sched_lab.py: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems",
-              file=sys.stderr)
+        print(f"{prog}: error: ... and {len(problems) - MAX_REPORTED_PROBLEMS} more problems", file=sys.stderr)

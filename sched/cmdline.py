@@ -24,7 +24,7 @@ from .files import note_written, refuse_non_regular, staging_prefix
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
            "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
-           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE"]
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: 128 + the signal's number, as a shell reports a process ended by it: Ctrl-C (SIGINT), SIGTERM.
@@ -151,6 +151,18 @@ class LineParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)}\n")
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops a write error silently; --help into a closed pipe or a full disk must not
+        # exit 0 as if it had been shown (the CLI's main turns the error into 141 or one line).
+        file = file or sys.stderr
+        if not message:
+            return
+        try:
+            file.write(message)
+        except (AttributeError, OSError):
+            if file is sys.stdout:  # stderr stays best effort (2>&-), as argparse has it
+                raise
+
 
 def fraction_arg(text: str) -> float:
     """A non-negative number given on the command line (e.g. a gate threshold such as 0.15)."""
@@ -164,14 +176,24 @@ def fraction_arg(text: str) -> float:
 
 
 def run_command(prog: str, body, argv: list[str]) -> int:
-    """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2."""
+    """Run ``body(argv) -> int``; an :class:`InputError` or ``OSError`` becomes one stderr line and exit 2.
+
+    Trouble with standard output is not the command's: a closed pipe (``BrokenPipeError``, exit 141
+    without a message) and a stream error (exit 2 saying what was written) go on to the CLI's ``main``."""
     try:
         return body(argv)
-    except StreamError:
+    except (BrokenPipeError, StreamError):
         raise  # the CLI's main reports it (with what was written) and silences the stream
     except (InputError, OSError) as exc:
         print(f"{prog}: error: {one_line(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+
+
+def read_failure(exc: Exception) -> str:
+    """Why a file could not be read, without repeating its path: ``is a directory, not a file``
+    rather than ``[Errno 21] is a directory, not a file: '/abs/path'`` (the caller names the file
+    as the user gave it)."""
+    return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or str(exc)
 
 
 #: A number as people write it: digits, one optional decimal point, an optional exponent. Python

@@ -77,7 +77,7 @@ from . import __version__
 from .artifacts import write_artifacts
 from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
-                      run_command)
+                      read_failure, run_command)
 from .metrics import fairness, mean, order_score, percentile
 from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_tick_ms, workload_to_json
 
@@ -780,20 +780,20 @@ def _import(argv: list[str]) -> int:
     except FileNotFoundError:
         raise InputError(f"{args.file}: no such result file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{args.file}: cannot read ({exc})") from None
+        raise InputError(f"{args.file}: cannot read ({read_failure(exc)})") from None
     fmt = args.format if args.format != "auto" else _detect(text, args.file)
     workload = _workload_arg(args.workload)
     if fmt == "vllm-bench":
         result = import_vllm_bench(text, args.file, args.label, workload, args.policy, args.run_index)
     else:
-        meta_path = args.meta or os.path.join(os.path.dirname(os.path.abspath(args.file)), "meta.json")
+        meta_path = args.meta or os.path.join(os.path.dirname(args.file), "meta.json")
         meta = None
         if args.meta or os.path.exists(meta_path):
             try:
                 with open_regular(meta_path, encoding="utf-8-sig") as handle:
                     meta = parse_json(handle.read(), meta_path, non_finite_as_none=True)
             except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"{meta_path}: cannot read meta.json ({exc})") from None
+                raise InputError(f"{meta_path}: cannot read meta.json ({read_failure(exc)})") from None
         result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
     _refuse_other_kind(args.artifacts, "real", "import-results")

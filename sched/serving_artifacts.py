@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from . import __version__
-from .cmdline import MAX_COUNT, InputError, need, parse_json
+from .cmdline import MAX_COUNT, InputError, need, parse_json, read_failure
 from .files import open_regular
 from .serving_bench import normalize_requests, simulate_serving_scheduler
 
@@ -93,7 +93,7 @@ def load_requests(path: str) -> list[dict]:
     except FileNotFoundError:
         raise InputError(f"{path}: no such requests file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+        raise InputError(f"{path}: cannot read ({read_failure(exc)})") from None
     stripped = text.lstrip()
     if stripped.startswith("{") and "\n{" in stripped.rstrip():   # JSON lines: one object per line
         data = [parse_json(line, f"{path}: line {n}", non_finite_as_none=True)

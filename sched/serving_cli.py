@@ -153,4 +153,5 @@ def _command(argv: list[str]) -> int:
 
 def command(argv: list[str]) -> int:
     """The ``serving-bench`` subcommand: exit 0 (any decision), 2 for unusable input or usage."""
-    return run_command(PROG, _command, argv)
+    action = argv[0] if argv and argv[0] in ("run", "decide") else None  # named like argparse's own lines
+    return run_command(f"{PROG} {action}" if action else PROG, _command, argv)

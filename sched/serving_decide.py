@@ -26,7 +26,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from .cmdline import InputError, need, number_or_none, parse_json
+from .cmdline import InputError, need, number_or_none, parse_json, read_failure
 from .files import open_regular
 from .metrics import percentile
 
@@ -77,7 +77,7 @@ def _load(path: str):
     except FileNotFoundError:
         raise InputError(f"{path}: no such result file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+        raise InputError(f"{path}: cannot read ({read_failure(exc)})") from None
     return need(parse_json(text, path, non_finite_as_none=True), dict, path, "a JSON object (one group's result)")
 
 

@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass
 
-from .cmdline import InputError, need, number_or_none, parse_json
+from .cmdline import InputError, need, number_or_none, parse_json, read_failure
 from .files import read_regular_text
 
 __all__ = ["StepModel", "SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
@@ -104,7 +104,7 @@ def load_step_model(path: str) -> StepModel:
     except FileNotFoundError:
         raise InputError(f"{path}: no such step model file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
+        raise InputError(f"{path}: cannot read ({read_failure(exc)})") from None
     return parse_step_model(text, path)
 
 

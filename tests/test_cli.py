@@ -150,6 +150,19 @@ class CommandsTest(unittest.TestCase):
         self.assertIn("commands (", out)
         assert_bad_input(self, ["help", "expalin"], "did you mean 'explain'?")
 
+    def test_help_of_a_sub_sub_command_is_its_own(self):
+        """`help serving-bench run` once printed the serving-bench group's help, ignoring `run`."""
+        for action, marker in (("run", "--batch-sizes"), ("decide", "--min-order-gain")):
+            with self.subTest(action):
+                code, out, err = run_cli(["help", "serving-bench", action])
+                self.assertEqual((code, err), (0, ""))
+                self.assertTrue(out.startswith(f"usage: infer_sched_lab.py serving-bench {action} "), out[:80])
+                self.assertIn(marker, out)
+                self.assertEqual(run_cli(["serving-bench", action, "--help"]), (code, out, err))
+        code, out, _ = run_cli(["help", "serving-bench"])
+        self.assertTrue(out.startswith("usage: infer_sched_lab.py serving-bench [-h] {run,decide}"), out[:80])
+        assert_bad_input(self, ["help", "serving-bench", "rnu"], "invalid choice: 'rnu'")
+
     def test_bench_bad_sizes_are_one_line_exit_2(self):
         for sizes in ("abc", "0", "1000,", "-5", "1e3", "10000001"):
             with self.subTest(sizes):

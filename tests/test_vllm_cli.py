@@ -35,6 +35,38 @@ class BadInputTest(unittest.TestCase):
             with self.subTest(argv=argv):
                 assert_bad_input(self, argv, mention)
 
+    def test_mixed_engine_flags_say_what_to_do_instead(self):
+        """Each refusal names the flag and a different, real remedy: never "with --engine vllm use
+        --engine vllm" (the --profile line once said so), never the KV-capacity reason for a flag
+        that has nothing to do with capacity."""
+        cases = {  # argv -> the whole stderr line after "infer_sched_lab.py: error: "
+            ("--engine", "vllm", "--profile", "vllm"): "--profile is a knob of the lab engine; with --engine vllm "
+                "drop it: the vllm engine starts from vLLM's own defaults (2048 tokens, 256 seqs)",
+            ("--engine", "vllm", "--budget", "64"): "--budget is a knob of the lab engine; with --engine vllm use "
+                "--max-num-batched-tokens",
+            ("--engine", "vllm", "--decode-cost", "2"): "--decode-cost is a knob of the lab engine; with --engine "
+                "vllm drop it: a decode there costs 1 token of --max-num-batched-tokens",
+            ("--engine", "vllm", "--max-active", "2"): "--max-active is a knob of the lab engine; with --engine vllm "
+                "use --max-num-seqs",
+            ("--engine", "vllm", "--chunk-tokens", "8"): "--chunk-tokens is a knob of the lab engine; with --engine "
+                "vllm use --long-prefill-token-threshold",
+            ("--max-num-batched-tokens", "64"): "--max-num-batched-tokens is a knob of the vllm engine; add --engine "
+                "vllm (the lab engine's is --budget)",
+            ("--max-num-seqs", "4"): "--max-num-seqs is a knob of the vllm engine; add --engine vllm (the lab "
+                "engine's is --max-active)",
+            ("--long-prefill-token-threshold", "8"): "--long-prefill-token-threshold is a knob of the vllm engine; "
+                "add --engine vllm (the lab engine's is --chunk-tokens)",
+            ("--enable-prefix-caching",): "--enable-prefix-caching is a knob of the vllm engine; add --engine vllm "
+                "(the lab engine always runs an APC case of its own)",
+            ("--block-size", "4"): "--block-size is a knob of the vllm engine; add --engine vllm (the lab engine "
+                "has no KV blocks)",
+            ("--engine", "lab", "--num-gpu-blocks", "100"): "--num-gpu-blocks is a knob of the vllm engine; add "
+                "--engine vllm (the lab engine has no KV-cache capacity)",
+        }
+        for argv, line in cases.items():
+            with self.subTest(argv=argv):
+                self.assertEqual(run_cli(list(argv)), (2, "", f"infer_sched_lab.py: error: {line}\n"))
+
     def test_nothing_is_written_when_the_kv_cache_is_too_small(self):
         target = os.path.join(temp_dir(self), "run")
         assert_bad_input(self, ["--engine", "vllm", "--num-gpu-blocks", "20", "--artifacts", target], "L0")
