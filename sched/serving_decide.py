@@ -177,7 +177,10 @@ def read_group(path: str, role: str) -> dict:
     ``tpot_p95_ms``, ``low_priority`` (the least urgent priority value, the largest),
     ``low_priority_e2e_p95_ms`` (mean over repeats of the linear-interpolation P95),
     ``low_priority_e2e_p95_ms_nearest_rank`` and ``low_priority_e2e_p95_by_repeat``.
-    Raises :class:`~sched.cmdline.InputError` naming the file and field for unusable input.
+    Raises :class:`~sched.cmdline.InputError` naming the file and field for unusable input: among
+    others NaN/Infinity where a number is read, an ok request without a finite ``e2e_ms``, a
+    ``status`` other than ``ok``/``success``/``failed``, a declared request count that is not a
+    whole number 1..10^9, and overall counts beyond every request the repeats can hold.
     """
     data = _load(path)
     identity = need(data.get("scheduler_identity"), dict, f"{path}: field 'scheduler_identity'", "an object")
@@ -277,12 +280,15 @@ def decide_pair(baseline: dict, candidate: dict, gates: Gates = Gates()) -> dict
 
     In this order: ``reject`` if either group failed or is missing; ``reject`` if the workloads
     differ (or cannot be shown equal); ``reject`` if a group has fewer successful requests than
-    the workload per repeat, any failed request, or an ok request with empty output; ``tune`` if
-    a first-token order score, throughput, P95 TTFT or low-priority E2E P95 is missing; else the
+    the workload per repeat, any failed request, an ok request with empty output, repeats of
+    different sizes or request ids that are not the workload's, each once (see
+    :func:`_settle_counts`, which also fills each view's ``expected``); ``tune`` if the repeat
+    counts differ (``unpaired_repeats``) or a first-token order score, throughput, P95 TTFT or
+    low-priority E2E P95 is missing; else the
     four gates (order gain >= 0.15, throughput ratio >= 0.90, P95 TTFT ratio <= 1.25,
     low-priority E2E P95 ratio <= 1.50; gains and ratios rounded to 4 decimals): ``accept`` when
     all pass, else ``tune``. Returns ``{"decision", "reasons", "order_gain", "paired_gains",
-    "ratios", "gates"}``.
+    "unpaired_repeats", "ratios", "gates"}``.
     """
     groups = (("baseline", baseline), ("candidate", candidate))
     reasons = [f"{role} group missing" for role, g in groups if g is None]
@@ -361,7 +367,7 @@ def _settle_counts(baseline: dict, candidate: dict) -> list[str]:
     reference = next((ids for ids in baseline["repeat_ids"] if ids is not None), None)
     reasons = []
     for g in (baseline, candidate):
-        role = g["role"]
+        role, before = g["role"], len(reasons)
         if count is not None:
             g["workload_count"], g["expected"] = count, count * g["repeats"]
             g["complete_repeats"] = sum(1 for n in g["repeat_successful"] if n == count)
@@ -378,4 +384,5 @@ def _settle_counts(baseline: dict, candidate: dict) -> list[str]:
                          (("more than once:", twice), ("missing:", lost), ("not in the workload:", extra)) if found]
                 reasons.append(f"{role}: runs[{k}]: request ids are not the workload's, each once ({'; '.join(parts)})")
                 break
+        g["trace_complete"] = len(reasons) == before
     return reasons

@@ -39,7 +39,7 @@ def evidence_record(baseline: dict, candidate: dict, decision: dict, project: st
     failed = [v for v in (baseline, candidate) if v["status"] == "failed"]
     unpaired = decision.get("unpaired_repeats", 0)
     complete = not unpaired and all(v["status"] == "ok" and v["successful"] == v["expected"] and not v["failed"]
-                                    and v["outputs_complete"] for v in (baseline, candidate))
+                                    and v["outputs_complete"] and v.get("trace_complete", True) for v in (baseline, candidate))
     failure = None
     if failed:
         f = failed[0]
