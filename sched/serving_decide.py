@@ -223,6 +223,8 @@ def _cross_check(overall: dict, numbers: dict, config, identity: dict, path: str
     the repeats it holds or declares (``repeats`` in its config). A file whose ``runs`` keep fewer
     repeats than it ran is not a contradiction (the decision reports the unpaired repeats)."""
     sizes = [n for n in numbers["repeat_sizes"] if n is not None] + [numbers["workload_count"] or 0]
+    if not any(sizes):
+        return   # nothing says how many requests ran: nothing to contradict
     declared = [v for v in ((config or {}).get("repeats"), identity.get("repeats"))
                 if isinstance(v, int) and not isinstance(v, bool)]
     most = max(sizes) * max([numbers["repeats"]] + declared)
