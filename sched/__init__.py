@@ -16,7 +16,7 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``serving_bench`` (the CPU window model and the chapter's helpers) → ``serving_artifacts`` (runs on
   a requests file, artifacts, the windows picture); ``serving_decide`` (the real-engine result files,
   the chapter's decision) → ``serving_evidence`` (the evidence record, the printed view);
-  ``serving_cli`` (``serving-bench run|decide``);
+  ``serving_cli`` (``serving-bench run|decide``); ``serving_json`` reads both commands' JSON files;
 - the vLLM engine (``--engine vllm``, vllm-engine.md): ``vllm_config`` (knobs under vLLM's names)
   → ``kv_cache`` (KV block pool, block-level prefix cache) → ``vllm_queue`` (requests as the
   scheduler sees them, waiting queue, arrivals) → ``vllm_records`` (per-step records) →

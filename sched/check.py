@@ -197,6 +197,9 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
             raise CheckError(f"{path}: not a manifest object")
         if not isinstance(manifest.get("kind"), (str, type(None))):
             raise CheckError(f"{path}: field 'kind': must be a string, got {_kind_of(manifest['kind'])}")
+        if manifest.get("kind") == "serving-bench":
+            raise CheckError(f"{directory} holds a serving-bench run (the chapter's window model), not a lab run: "
+                             "check does not compare those; replay its manifest's command and compare with diff -r")
         manifests.append(manifest)
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]

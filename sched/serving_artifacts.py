@@ -18,6 +18,7 @@ tokens per second. Rendering is pure; the engine never writes files.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import html
 import json
@@ -25,9 +26,9 @@ import math
 from dataclasses import dataclass
 
 from . import __version__
-from .cmdline import MAX_COUNT, InputError, need, parse_json, read_failure
-from .files import open_regular
+from .cmdline import InputError, need, one_line
 from .serving_bench import normalize_requests, simulate_serving_scheduler
+from .serving_json import decode, read_text
 
 __all__ = ["Setting", "load_requests", "parse_pattern", "run_settings", "render_table", "render_files", "requests_text",
            "render_windows_svg", "urgent_wait",
@@ -37,9 +38,8 @@ SERVING_FILES = ("manifest.json", "requests.json", "summary.json", "table.txt", 
                  "batch_trace.jsonl", "windows.svg")
 UNITS_NOTE = ("The chapter's CPU window model (serving-bench.md §1), not the lab's tick engine: times in "
               "milliseconds, throughput in output tokens per second; ttft_ms is the admission wait.")
-#: Largest time (ms) accepted from a requests file: about 31 years, far beyond any benchmark; larger
-#: values could overflow the clock. Largest ``spaced:MS`` gap: 11.6 days between two requests.
-MAX_MS, MAX_GAP_MS = 1e12, 1e9
+#: Largest ``spaced:MS`` gap: 11.6 days between two requests (request times: serving_bench's bounds).
+MAX_GAP_MS = 1e9
 _SUMMARY_KEYS = ("request_count", "completed_count", "makespan_ms", "throughput_tps", "utilization",
                  "avg_queue_wait_ms", "fairness")
 
@@ -55,7 +55,14 @@ class Setting:
 
     @property
     def label(self) -> str:
-        return f"{self.arrivals}/{self.policy}/b{self.batch_size}/x{self.batch_speedup:g}"
+        return f"{self.arrivals}/{self.policy}/b{self.batch_size}/x{exact(self.batch_speedup)}"
+
+
+def exact(value: float) -> str:
+    """``value`` as short as ``:g`` writes it when that reads back exactly, else its full ``repr``
+    (labels and the replay command must tell 1.0000001 from 1.0000002)."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(value)
 
 
 def parse_pattern(text: str) -> str:
@@ -68,7 +75,7 @@ def parse_pattern(text: str) -> str:
         except ValueError:
             gap = float("nan")
         if 0 <= gap <= MAX_GAP_MS:
-            return f"spaced:{gap:g}"
+            return f"spaced:{exact(gap)}"
     raise ValueError(f"unknown arrival pattern {text!r}; use given, burst or spaced:MS (0 <= MS <= {MAX_GAP_MS:g})")
 
 
@@ -79,47 +86,61 @@ def _with_pattern(requests: list[dict], pattern: str) -> list[dict]:
     return [dict(r, arrival_ms=0 if pattern == "burst" else round(i * gap, 4)) for i, r in enumerate(requests)]
 
 
+#: Fields a request of a requests file may have (serving-bench.md §1); anything else is refused.
+REQUEST_FIELDS = ("request_id", "arrival_ms", "service_ms", "output_tokens", "priority")
+
+
+def _unknown(keys, known, where: str) -> None:
+    for key in keys:
+        if key not in known:
+            close = difflib.get_close_matches(str(key).lower(), known, n=1, cutoff=0.6)
+            hint = f"did you mean {close[0]!r}?" if close else "valid fields are " + ", ".join(known)
+            raise InputError(f"{where}: field {key!r}: unknown field; {hint}")
+
+
 def load_requests(path: str) -> list[dict]:
     """The requests of ``path`` in the chapter's shape, checked and with defaults filled in.
 
     The file is a JSON list, a JSON object with a ``requests`` list, or JSON lines (one request
-    each). Every request is checked by :func:`sched.serving_bench.normalize_requests`; ids must be
-    unique (the trace names requests by id). Raises :class:`~sched.cmdline.InputError` naming the
-    file, the request and the field.
+    each; a ``.jsonl`` file always is, even with one line). A leading BOM is accepted; a key given
+    twice, a field not in :data:`REQUEST_FIELDS` (with the closest valid name), NaN or Infinity
+    are refused. Every request is checked by :func:`sched.serving_bench.normalize_requests`; ids
+    must be unique and printable (the trace and the picture name requests by id). Raises
+    :class:`~sched.cmdline.InputError` naming the file, the request and the field.
     """
-    try:
-        with open_regular(path) as handle:
-            text = handle.read()
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such requests file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({read_failure(exc)})") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{") and "\n{" in stripped.rstrip():   # JSON lines: one object per line
-        data = [parse_json(line, f"{path}: line {n}", non_finite_as_none=True)
-                for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    text = read_text(path, "requests file")
+    stripped = text.strip()
+    if not stripped:
+        raise InputError(f"{path}: is empty; expected a JSON list of requests, {{\"requests\": [...]}} or JSON lines")
+    if path.endswith(".jsonl") or (stripped.startswith("{") and "\n{" in stripped):   # JSON lines
+        data = [decode(line, f"{path}: line {n}") for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     else:
-        data = parse_json(text, path, non_finite_as_none=True)
-    if isinstance(data, dict):
-        data = need(data.get("requests"), list, f"{path}: field 'requests'", "a list of requests")
+        data = decode(text, path)
+        if isinstance(data, dict):
+            _unknown(data, ("requests",), path)
+            data = need(data.get("requests"), list, f"{path}: field 'requests'", "a list of requests")
     need(data, list, path, "a list of requests (or an object with a 'requests' list, or JSON lines)")
+    for index, raw in enumerate(data):
+        if isinstance(raw, dict):
+            _unknown(raw, REQUEST_FIELDS, f"{path}: request {index}")
     try:
         requests = normalize_requests(data)
     except (TypeError, ValueError) as exc:
         raise InputError(f"{path}: {exc}") from None
     seen = set()
     for r in requests:
+        where = f"{path}: request {r['position']}"
         try:
             r["request_id"].encode("utf-8")
         except UnicodeEncodeError:
-            raise InputError(f"{path}: request {r['position']}: field 'request_id': not valid text (a lone "
+            raise InputError(f"{where}: field 'request_id': not valid text (a lone "
                              f"surrogate such as {r['request_id']!a})") from None
-        where = f"{path}: request {r['position']} ({r['request_id']})"
-        for key, most in (("arrival_ms", MAX_MS), ("service_ms", MAX_MS), ("output_tokens", MAX_COUNT)):
-            if r[key] > most:
-                raise InputError(f"{where}: field {key!r}: must be at most {most:g}, got {r[key]!r}")
+        if not r["request_id"].isprintable():
+            raise InputError(f"{where}: field 'request_id': must be printable (no tabs, line breaks or control "
+                             f"characters), got {one_line(r['request_id'])}")
         if r["request_id"] in seen:
-            raise InputError(f"{where}: field 'request_id': duplicated; every request needs its own id")
+            raise InputError(f"{where} ({r['request_id']}): field 'request_id': duplicated; every request needs "
+                             "its own id")
         seen.add(r["request_id"])
     return [{k: v for k, v in r.items() if k != "position"} for r in requests]
 
@@ -141,16 +162,21 @@ def urgent_wait(result: dict):
     return round(sum(waits) / len(waits), 4)
 
 
+def _cell(value: float, decimals: int) -> str:
+    """A table number: fixed decimals, or 4 significant digits beyond a billion (no 300-digit cells)."""
+    return f"{value:.{decimals}f}" if abs(value) < 1e9 else f"{value:.4g}"
+
+
 def render_table(runs: list[tuple[Setting, dict]]) -> str:
     """One row per setting: windows, completed/requests, the chapter's run metrics and :func:`urgent_wait`."""
     header = ("arrivals", "policy", "batch", "speedup", "windows", "done/req", "makespan ms", "tok/s",
               "util", "avg wait ms", "urgent wait ms", "fairness")
     rows = [header]
     for s, r in runs:
-        rows.append((s.arrivals, s.policy, str(s.batch_size), f"{s.batch_speedup:g}", str(len(r["batch_trace"])),
-                     f"{r['completed_count']}/{r['request_count']}", f"{r['makespan_ms']:.1f}",
-                     f"{r['throughput_tps']:.1f}", f"{r['utilization']:.3f}", f"{r['avg_queue_wait_ms']:.2f}",
-                     "NA" if urgent_wait(r) is None else f"{urgent_wait(r):.2f}", f"{r['fairness']:.3f}"))
+        rows.append((s.arrivals, s.policy, str(s.batch_size), exact(s.batch_speedup), str(len(r["batch_trace"])),
+                     f"{r['completed_count']}/{r['request_count']}", _cell(r['makespan_ms'], 1),
+                     _cell(r['throughput_tps'], 1), f"{r['utilization']:.3f}", _cell(r['avg_queue_wait_ms'], 2),
+                     "NA" if urgent_wait(r) is None else _cell(urgent_wait(r), 2), f"{r['fairness']:.3f}"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(row))
              for row in rows]
@@ -172,7 +198,7 @@ def render_files(requests: list[dict], runs: list[tuple[Setting, dict]], grid: d
     ``grid``: the flags as lists (``policies``, ``batch_sizes``, ``batch_speedups``, ``arrivals``).
     """
     text = requests_text(requests)
-    flags = " ".join(f"--{key.replace('_', '-')} {','.join(f'{v:g}' if isinstance(v, float) else str(v) for v in values)}"
+    flags = " ".join(f"--{key.replace('_', '-')} {','.join(exact(v) if isinstance(v, float) else str(v) for v in values)}"
                      for key, values in grid.items())
     manifest = {"tool": "infer-sched-lab", "version": __version__, "kind": "serving-bench",
                 "model": "serving-bench window model (serving-bench.md §1)",
@@ -202,6 +228,11 @@ _PALETTE = ("#c0392b", "#2e86c1", "#27ae60", "#8e44ad", "#d68910", "#7f8c8d")
 _WIDTH, _LEFT, _RIGHT, _BAR, _GAP = 1100, 190, 70, 16, 28
 
 
+def _xml(text: str) -> str:
+    """``text`` safe inside SVG: markup escaped, control characters written as escapes (XML forbids them)."""
+    return html.escape(one_line(text))
+
+
 def _tick_step(span: float) -> float:
     """A round axis step (1, 2 or 5 times a power of ten) giving about six ticks over ``span`` ms."""
     raw = span / 6
@@ -220,7 +251,7 @@ def render_windows_svg(runs: list[tuple[Setting, dict]]) -> str:
     out, y = [], 56
     for s, r in runs:
         lane = _BAR * s.batch_size
-        out.append(f'<text x="{_LEFT - 8}" y="{y + lane / 2 + 4:.1f}" text-anchor="end">{html.escape(s.label)}</text>')
+        out.append(f'<text x="{_LEFT - 8}" y="{y + lane / 2 + 4:.1f}" text-anchor="end">{_xml(s.label)}</text>')
         out.append(f'<rect x="{_LEFT}" y="{y}" width="{_WIDTH - _LEFT - _RIGHT}" height="{lane}" fill="#f4f6f7"/>')
         by_id = {row["request_id"]: row for row in r["requests"]}
         for w in r["batch_trace"]:
@@ -228,14 +259,14 @@ def render_windows_svg(runs: list[tuple[Setting, dict]]) -> str:
             for k, rid in enumerate(w["request_ids"]):
                 row = by_id[rid]
                 out.append(f'<rect x="{x:.1f}" y="{y + k * _BAR + 1}" width="{width:.1f}" height="{_BAR - 2}" '
-                           f'fill="{colour[row["priority"]]}" stroke="#fff"><title>{html.escape(rid)}: wait '
+                           f'fill="{colour[row["priority"]]}" stroke="#fff"><title>{_xml(rid)}: wait '
                            f'{row["queue_wait_ms"]:g} ms, e2e {row["e2e_ms"]:g} ms</title></rect>')
                 if width >= 7 * len(rid) + 4:
-                    out.append(f'<text x="{x + 3:.1f}" y="{y + k * _BAR + 12}" fill="#fff">{html.escape(rid)}</text>')
+                    out.append(f'<text x="{x + 3:.1f}" y="{y + k * _BAR + 12}" fill="#fff">{_xml(rid)}</text>')
         for row in r["requests"]:  # an arrival: a small triangle under the lane, in its priority's colour
             x, top = _LEFT + row["arrival_ms"] * scale, y + lane + 1
             out.append(f'<path d="M{x:.1f},{top} l-3.5,7 h7 z" fill="{colour[row["priority"]]}" opacity="0.8">'
-                       f'<title>{html.escape(row["request_id"])} arrives at {row["arrival_ms"]:g} ms</title></path>')
+                       f'<title>{_xml(row["request_id"])} arrives at {row["arrival_ms"]:g} ms</title></path>')
         if r["batch_trace"]:
             last = r["batch_trace"][-1]
             x = _LEFT + (last["start_ms"] + last["duration_ms"]) * scale

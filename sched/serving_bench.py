@@ -42,6 +42,13 @@ POLICIES = {
 CONTRACT_FIELDS = ("model_id", "revision", "backend", "request_stream_id", "measurement_key")
 #: Candidate fields whose absence is missing evidence (``build_scheduler_trace_evidence``).
 EVIDENCE_FIELDS = ("ttft_p95_ms", "tpot_p95_ms", "throughput_tps", "completion_rate", "fairness", "peak_memory_gb")
+#: Bounds of the model's inputs (ms, tokens, factor), so every time and rate stays a finite float:
+#: a service time below the 4-decimal resolution of the reported times (0.0001 ms) would show as an
+#: empty window and divide by almost zero; 1e12 ms is about 31 years; the batching gain is a factor
+#: between 1/1000 and 1000.
+MIN_SERVICE_MS, MAX_MS, MAX_TOKENS = 1e-4, 1e12, 10**12
+MIN_SPEEDUP, MAX_SPEEDUP = 1e-3, 1e3
+_SORT_FIELDS = {"shortest": ("service_ms", "position"), "priority": ("priority", "arrival_ms", "position")}
 _DELTA_KEYS = (("ttft_ms", "ttft_delta_ms"), ("tpot_ms", "tpot_delta_ms"), ("throughput_tps", "throughput_gain_tps"),
                ("fairness", "fairness_delta"), ("utilization", "utilization_delta"))
 
@@ -58,6 +65,8 @@ def _is_number(value) -> bool:
 
 
 def _check_knobs(policy, batch_size, batch_speedup=1.0) -> None:
+    if not isinstance(policy, str):
+        raise TypeError(f"policy: must be a policy name (text), got {policy!r}; choose one of {', '.join(POLICIES)}")
     if policy not in POLICIES:
         raise ValueError(f"policy: unknown {policy!r}; choose one of {', '.join(POLICIES)}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
@@ -68,10 +77,13 @@ def _check_knobs(policy, batch_size, batch_speedup=1.0) -> None:
         raise TypeError(f"batch_speedup: must be a finite number, got {batch_speedup!r}")
     if batch_speedup <= 0:
         raise ValueError(f"batch_speedup: must be > 0, got {batch_speedup!r}")
+    if not MIN_SPEEDUP <= batch_speedup <= MAX_SPEEDUP:
+        raise ValueError(f"batch_speedup: must be between {MIN_SPEEDUP:g} and {MAX_SPEEDUP:g}, got {batch_speedup!r}")
 
 
-def _field(request, index: int, key: str, default, low: float, strict: bool):
-    """``request[key]`` (or ``default``) checked: a finite number >= ``low`` (> ``low`` when ``strict``)."""
+def _field(request, index: int, key: str, default, low: float, strict: bool, high: float, smallest=None):
+    """``request[key]`` (or ``default``) checked: a finite number >= ``low`` (> ``low`` when ``strict``),
+    <= ``high`` and, when given, >= ``smallest``."""
     value = request.get(key, default)
     where = f"request {index} ({request.get('request_id', f'request-{index}')}): field {key!r}"
     if value is None and default is None:
@@ -80,6 +92,9 @@ def _field(request, index: int, key: str, default, low: float, strict: bool):
         raise TypeError(f"{where}: must be a finite number, got {value!r}")
     if value < low or (strict and value == low):
         raise ValueError(f"{where}: must be {'>' if strict else '>='} {low:g}, got {value!r}")
+    if value > high or (smallest is not None and value < smallest):
+        bounds = f"at most {high:g}" if smallest is None else f"between {smallest:g} and {high:g}"
+        raise ValueError(f"{where}: must be {bounds}, got {value!r}")
     return value
 
 
@@ -90,8 +105,9 @@ def normalize_requests(requests) -> list[dict]:
     ``arrival_ms`` (>= 0, default 0), ``service_ms`` (> 0, required), ``output_tokens`` (>= 0,
     default 0), ``priority`` (number, default 0; lower is served earlier). Raises ``TypeError``
     when ``requests`` is not a list or an entry is not a mapping or a field not a number;
-    ``ValueError`` for a missing service time or a value out of range. Messages name the index,
-    the id and the field.
+    ``ValueError`` for a missing service time or a value out of range (``service_ms`` within
+    [:data:`MIN_SERVICE_MS`, :data:`MAX_MS`], ``arrival_ms`` at most ``MAX_MS``, ``output_tokens``
+    at most ``MAX_TOKENS``). Messages name the index, the id and the field.
     """
     if not isinstance(requests, list):
         raise TypeError(f"requests: must be a list of request mappings, got {type(requests).__name__}")
@@ -107,9 +123,9 @@ def normalize_requests(requests) -> list[dict]:
             raise TypeError(f"request {index} ({request_id}): field 'priority': must be a finite number, "
                             f"got {priority!r}")
         out.append({"request_id": request_id,
-                    "arrival_ms": _field(request, index, "arrival_ms", 0, 0, False),
-                    "service_ms": _field(request, index, "service_ms", None, 0, True),
-                    "output_tokens": _field(request, index, "output_tokens", 0, 0, False),
+                    "arrival_ms": _field(request, index, "arrival_ms", 0, 0, False, MAX_MS),
+                    "service_ms": _field(request, index, "service_ms", None, 0, True, MAX_MS, MIN_SERVICE_MS),
+                    "output_tokens": _field(request, index, "output_tokens", 0, 0, False, MAX_TOKENS),
                     "priority": priority, "position": index})
     return out
 
@@ -120,7 +136,8 @@ def select_next_batch(queue, policy: str, batch_size: int):
     ``queue``: queued request mappings, each with ``position`` (its input index; the list order
     when absent). ``fifo`` keeps queue order; ``shortest`` sorts by (``service_ms``, position);
     ``priority`` by (``priority``, ``arrival_ms``, position). The first ``batch_size`` form the
-    batch. Raises ``ValueError`` for an unknown policy or ``batch_size < 1``.
+    batch. Raises ``ValueError`` for an unknown policy or ``batch_size < 1``, ``TypeError`` for a
+    policy that is not text or a field the policy sorts by that is not a number (naming the index).
     """
     _check_knobs(policy, batch_size)
     if not isinstance(queue, list):
@@ -134,6 +151,10 @@ def select_next_batch(queue, policy: str, batch_size: int):
                 raise TypeError(f"queue[{index}]: must be a mapping, got {type(request).__name__}")
             if policy == "shortest" and "service_ms" not in request:
                 raise ValueError(f"queue[{index}]: field 'service_ms': missing (the shortest policy sorts by it)")
+            for field in _SORT_FIELDS[policy]:
+                if field in request and not _is_number(request[field]):
+                    raise TypeError(f"queue[{index}]: field {field!r}: must be a finite number (the {policy} policy "
+                                    f"sorts by it), got {request[field]!r}")
         ordered = [r for _, r in sorted(
             enumerate(queue), key=lambda item: key({"priority": 0, "arrival_ms": 0, "position": item[0], **item[1]}))]
     return ordered[:batch_size], ordered[batch_size:]
@@ -149,8 +170,8 @@ def simulate_serving_scheduler(requests, policy: str = "fifo", batch_size: int =
     ``start_ms``, ``duration_ms``, ``request_ids``) and ``requests`` in completion order, each
     with ``request_id, arrival_ms, service_ms, output_tokens, priority, start_ms, end_ms,
     queue_wait_ms, ttft_ms`` (= the queue wait, the chapter's stand-in) and ``e2e_ms``.
-    Errors: see :func:`normalize_requests` and :func:`select_next_batch`; ``batch_speedup <= 0``
-    is a ``ValueError``. No requests: counts 0, makespan/throughput/utilization 0.0, fairness 1.0.
+    Errors: see :func:`normalize_requests` and :func:`select_next_batch`; ``batch_speedup`` outside
+    [:data:`MIN_SPEEDUP`, :data:`MAX_SPEEDUP`] (e.g. ``<= 0``) is a ``ValueError``. No requests: counts 0, makespan/throughput/utilization 0.0, fairness 1.0.
     """
     _check_knobs(policy, batch_size, batch_speedup)
     pending = sorted(normalize_requests(requests), key=lambda r: (r["arrival_ms"], r["position"]))
@@ -230,16 +251,25 @@ def _mapping(value, name: str) -> Mapping:
     return value
 
 
+def _number(value, where: str):
+    if not _is_number(value):
+        raise TypeError(f"{where}: must be a finite number, got {value!r}")
+    return value
+
+
 def summarize_serving_scheduler_runs(runs) -> dict:
     """``run_count``, ``best_latency_run`` (name of the lowest ``ttft_ms``, first on a tie; ``None``
     when empty) and ``avg_throughput_tps`` (0.0 when empty) over run mappings with ``name``,
     ``ttft_ms`` and ``throughput_tps``. Raises ``TypeError`` when ``runs`` is not a list,
-    ``ValueError`` naming the index of an entry without those keys."""
+    ``ValueError`` naming the index of an entry without those keys, ``TypeError`` naming the index
+    and field of a value that is not a finite number."""
     if not isinstance(runs, list):
         raise TypeError(f"runs: must be a list of run mappings, got {type(runs).__name__}")
     for index, run in enumerate(runs):
         if not isinstance(run, Mapping) or any(key not in run for key in ("name", "ttft_ms", "throughput_tps")):
             raise ValueError(f"runs[{index}]: needs the keys name, ttft_ms and throughput_tps")
+        for key in ("ttft_ms", "throughput_tps"):
+            _number(run[key], f"runs[{index}]: field {key!r}")
     if not runs:
         return {"run_count": 0, "best_latency_run": None, "avg_throughput_tps": 0.0}
     best = min(runs, key=lambda run: run["ttft_ms"])
@@ -250,12 +280,14 @@ def summarize_serving_scheduler_runs(runs) -> dict:
 def compare_scheduler_to_baseline(baseline, candidate) -> dict:
     """Candidate − baseline, rounded to 4 decimals: ``ttft_delta_ms``, ``tpot_delta_ms``,
     ``throughput_gain_tps``, ``fairness_delta``, ``utilization_delta``. Both mappings need
-    ``ttft_ms, tpot_ms, throughput_tps, fairness, utilization``; a missing key is a ``ValueError``."""
+    ``ttft_ms, tpot_ms, throughput_tps, fairness, utilization``; a missing key is a ``ValueError``,
+    a value that is not a finite number a ``TypeError`` naming the record and field."""
     for name, record in (("baseline", baseline), ("candidate", candidate)):
         _mapping(record, name)
         for key, _ in _DELTA_KEYS:
             if key not in record:
                 raise ValueError(f"{name}: missing key {key!r}")
+            _number(record[key], f"{name}: field {key!r}")
     return {delta: _round(candidate[key] - baseline[key]) for key, delta in _DELTA_KEYS}
 
 

@@ -9,20 +9,22 @@ Exit codes: 0 (any decision), 2 bad input or usage (one line naming the file and
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 from itertools import product
 
 from .artifacts import check_target, write_artifacts
-from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, run_command, write_text_atomically
+from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, one_line, run_command, write_text_atomically
 from .serving_artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings
-from .serving_bench import POLICIES
+from .serving_bench import MAX_SPEEDUP, MIN_SPEEDUP, POLICIES
 from .serving_decide import Gates, decide_pair, read_group
 from .serving_evidence import evidence_record, render_view
 
 __all__ = ["command"]
 
 PROG = "infer_sched_lab.py serving-bench"
+ACTIONS = ("run", "decide")
 
 
 def _listed(convert):
@@ -61,8 +63,8 @@ def _speedup(text: str) -> float:
         value = float(text)
     except ValueError:
         value = float("nan")
-    if not 0 < value < float("inf"):
-        raise ValueError(f"batch speed-up must be a finite number > 0, got {text!r}")
+    if not MIN_SPEEDUP <= value <= MAX_SPEEDUP:
+        raise ValueError(f"batch speed-up must be a number between {MIN_SPEEDUP:g} and {MAX_SPEEDUP:g}, got {text!r}")
     return value
 
 
@@ -147,6 +149,10 @@ def _decide(args) -> int:
 
 
 def _command(argv: list[str]) -> int:
+    if argv and not argv[0].startswith("-") and argv[0] not in ACTIONS:
+        close = difflib.get_close_matches(argv[0], ACTIONS, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"choose one of {', '.join(ACTIONS)}"
+        raise InputError(f"unknown action {one_line(argv[0])!r}; {hint}")
     args = _parser().parse_args(argv)
     return _run(args) if args.action == "run" else _decide(args)
 

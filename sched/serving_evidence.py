@@ -37,8 +37,9 @@ def evidence_record(baseline: dict, candidate: dict, decision: dict, project: st
     """
     views = (candidate, baseline)
     failed = [v for v in (baseline, candidate) if v["status"] == "failed"]
-    complete = all(v["status"] == "ok" and v["successful"] == v["expected"] and not v["failed"]
-                   and v["outputs_complete"] for v in (baseline, candidate))
+    unpaired = decision.get("unpaired_repeats", 0)
+    complete = not unpaired and all(v["status"] == "ok" and v["successful"] == v["expected"] and not v["failed"]
+                                    and v["outputs_complete"] and v.get("trace_complete", True) for v in (baseline, candidate))
     failure = None
     if failed:
         f = failed[0]
@@ -62,7 +63,7 @@ def evidence_record(baseline: dict, candidate: dict, decision: dict, project: st
         "metrics": {key: candidate.get(key) for key in _VIEW_METRICS},
         "quality": {"status": "passed" if complete else "incomplete",
                     "outputs_complete": bool(complete and candidate["outputs_complete"]),
-                    "paired_repeats": len(decision["paired_gains"])},
+                    "paired_repeats": len(decision["paired_gains"]), "unpaired_repeats": unpaired},
         "status": "failed" if failed else "measured",
         "evidence_level": "backend_failure_record" if failed else "real_backend_scheduler_pair",
         "failure": failure,
@@ -112,7 +113,10 @@ def render_view(baseline: dict, candidate: dict, decision: dict) -> str:
     lines.extend(f"  because: {reason}" for reason in decision["reasons"])
     paired = ", ".join(_show(g) for g in decision["paired_gains"]) or "none"
     ratios = ", ".join(f"{k} {_show(v)}" for k, v in decision["ratios"].items()) or "not computed"
-    lines.append(f"order gain {_show(decision['order_gain'])}; paired per-repeat gains: {paired}")
+    unpaired = decision.get("unpaired_repeats", 0)
+    lines.append(f"order gain {_show(decision['order_gain'])}; paired per-repeat gains: {paired}"
+                 + (f"; UNPAIRED repeats: {unpaired} (baseline {baseline.get('repeats')}, candidate "
+                    f"{candidate.get('repeats')})" if unpaired else ""))
     lines.append(f"ratios (candidate / baseline): {ratios}")
     for g in decision["gates"]:
         status = {True: "pass", False: "FAIL", None: "MISSING"}[g["passed"]]
