@@ -274,7 +274,7 @@ def _calibrate(argv: list[str]) -> int:
     run = load_real_run(args.run, args.meta)
     training_split(run, args.train_first, args.run)  # refuse a bad N before replaying anything
     names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json")
-    check_target(args.out, force=args.force, names=names)
+    check_target(args.out, force=args.force, names=names, kind="calibrate")
     result = calibrate(run, args.train_first, args.run, replay_run)
     files = render_files(result, run_workload(run))
     write_artifacts(files, args.out, force=args.force)

@@ -15,8 +15,8 @@ import textwrap
 import time
 
 from . import __version__, bench, calibrate, compare, msrun, realrun, rundiff, serving_cli
-from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
-                        write_text_file)
+from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, render_artifacts, stream_artifacts,
+                        write_artifacts, write_text_file)
 from .check import CheckError, compare_runs, format_report
 from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
                       interrupts_raise, one_line)
@@ -405,6 +405,7 @@ def _main_import(argv: list[str]) -> int:
     args = _import_parser().parse_args(argv)
     if os.path.exists(args.output) and not args.force:
         raise WorkloadError(f"{args.output}: already exists; choose another file or pass --force")
+    refuse_kind_file(args.output)   # before importing: --force never replaces a run's or export's file
     options = ImportOptions(tick_ms=args.tick_ms, limit=args.limit, start=args.start, duration=args.duration,
                             rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
     result = import_trace(args.format, args.file, options)

@@ -688,32 +688,6 @@ def _directory_arg(text: str) -> str:
     return text
 
 
-def _kind_of(directory: str) -> str | None:
-    """What ``directory`` already holds: ``"real"`` (an import), ``"simulated"`` (a lab run),
-    ``"export"``, ``"unknown run"`` (an unreadable manifest.json) or ``None`` (none of those)."""
-    manifest, export = os.path.join(directory, "manifest.json"), os.path.join(directory, "export.json")
-    if os.path.isfile(manifest):
-        try:
-            with open_regular(manifest) as handle:
-                data = _json_or_none(handle.read())
-        except (OSError, UnicodeDecodeError):
-            data = None
-        if not isinstance(data, dict):
-            return "unknown run"
-        return "real" if data.get("kind") == "real" else "simulated"
-    return "export" if os.path.isfile(export) else None
-
-
-def _refuse_other_kind(directory: str, kind: str, flag: str) -> None:
-    """Refuse to write a ``kind`` directory over one holding another kind of run, even with --force:
-    replacing only some files would leave a mixed directory that no command can read correctly."""
-    found = _kind_of(directory) if os.path.isdir(directory) else None
-    if found not in (None, kind):
-        own = {"real": "an earlier import", "export": "an earlier export"}[kind]
-        raise InputError(f"{directory}: already holds files of another kind ({found}); {flag} writes only into "
-                         f"a new or empty directory or, with --force, {own} (--force does not change that)")
-
-
 def _check_text_fields(specs: list[RequestSpec], source: str) -> None:
     """Names and prefix keys must be writable text (UTF-8): a lone surrogate such as ``\\udc80`` is refused."""
     for index, spec in enumerate(specs):
@@ -748,7 +722,6 @@ def _export(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         specs, origin = scenario(name), f"scenario:{name}"
     _check_text_fields(specs, args.workload or origin)
-    _refuse_other_kind(args.out, "export", "export")
     files = render_export(specs, origin, args.tick_ms)
     write_artifacts(files, args.out, force=args.force)
     tick_ms, tick_ms_from = _settle_tick_ms(specs, args.tick_ms)
@@ -796,7 +769,6 @@ def _import(argv: list[str]) -> int:
                 raise InputError(f"{meta_path}: cannot read meta.json ({exc})") from None
         result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
-    _refuse_other_kind(args.artifacts, "real", "import-results")
     write_artifacts(render_import(*result), args.artifacts, force=args.force)
     print(f"imported {len(records)} requests ({row['succeeded']} ok of {row['arrived']} arrived) from "
           f"{os.path.basename(args.file)} as {fmt} into {args.artifacts}/")
