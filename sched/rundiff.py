@@ -24,6 +24,7 @@ import os
 
 from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
 from .files import open_regular, read_regular_text
+from .trace import check_summary_row
 
 __all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
 
@@ -102,9 +103,25 @@ def _is_count(value) -> bool:
     return value is None or (type(value) is int and value >= 0)
 
 
-def _requests(directory: str) -> dict[tuple[str, str], tuple]:
+def _summary_rows(directory: str) -> dict[str, dict]:
+    """case -> row of ``summary.json``, each row checked by the validator ``compare`` uses
+    (:func:`sched.trace.check_summary_row`): a string ``"56"`` or a negative P95 is refused here."""
+    path = os.path.join(directory, "summary.json")
+    rows = {}
+    for row in _object_list(_read_json(path), path, "cases"):
+        case = row.get("case")
+        if not isinstance(case, str) or case in rows:
+            raise InputError(f"{path}: field 'case': must be a distinct string, got {json.dumps(case)}")
+        check_summary_row(row, f"{path}: case {case!r}")
+        rows[case] = row
+    return rows
+
+
+def _requests(directory: str, cases, names) -> dict[tuple[str, str], tuple]:
     """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
-    (a tuple, not the parsed line: a large run holds millions of lines)."""
+    (a tuple, not the parsed line: a large run holds millions of lines). A simulated run has
+    exactly one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json):
+    a line of another case or request, a second line or a missing one is refused."""
     path = os.path.join(directory, "requests.jsonl")
     rows = {}
     try:
@@ -115,30 +132,43 @@ def _requests(directory: str) -> dict[tuple[str, str], tuple]:
                 if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
                         or not isinstance(record.get("name"), str):
                     raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
+                where = f"{where} (request {record['name']!r})"
+                if record["case"] not in cases:
+                    raise InputError(f"{where}: field 'case': {record['case']!r} is not a case of summary.json")
+                if record["name"] not in names:
+                    raise InputError(f"{where}: field 'name': not a request of workload.json")
                 for field in REQUEST_FIELDS:
                     if not _is_count(record.get(field)):
-                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be a "
+                        raise InputError(f"{where}: field '{field}' must be a "
                                          f"whole number >= 0 or null, got {json.dumps(record.get(field))}")
+                if (record["case"], record["name"]) in rows:
+                    raise InputError(f"{where}: field 'name': a second line for this request in case "
+                                     f"{record['case']!r}")
                 rows[record["case"], record["name"]] = (str(record.get("status")),
                                                         *(record.get(f) for f in REQUEST_FIELDS))
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+    if len(rows) != len(cases) * len(names):
+        case, name = next((c, n) for c in cases for n in names if (c, n) not in rows)
+        raise InputError(f"{path}: case {case!r} (request {name!r}): no line for this request of workload.json")
     return rows
+
+
+def _workload(directory: str) -> dict[str, dict]:
+    """name -> request of ``workload.json``."""
+    path = os.path.join(directory, "workload.json")
+    return {str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")}
 
 
 def _show(value) -> str:
     return "none" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _workload_lines(dir_a: str, dir_b: str) -> list[str]:
-    """Requests only in one run, then every differing field of requests with the same name."""
-    specs = []
-    for directory in (dir_a, dir_b):
-        path = os.path.join(directory, "workload.json")
-        specs.append({str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")})
-    a, b = specs
+def _workload_lines(a: dict, b: dict) -> list[str]:
+    """Requests only in one run (``a``, ``b``: :func:`_workload`), then every differing field of
+    requests with the same name."""
     lines = []
     only_a, only_b = [n for n in a if n not in b], [n for n in b if n not in a]
     if only_a:
@@ -181,14 +211,11 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     message lists the cases they share).
     """
     manifests = [_manifest(d) for d in (dir_a, dir_b)]
+    workloads = [_workload(d) for d in (dir_a, dir_b)]
+    sum_a, sum_b = [_summary_rows(d) for d in (dir_a, dir_b)]
     result = RunDiff(dir_a, dir_b)
-    result.workload = _workload_lines(dir_a, dir_b)
+    result.workload = _workload_lines(*workloads)
     result.config = _config_lines(*manifests)
-    summaries = []
-    for directory in (dir_a, dir_b):
-        path = os.path.join(directory, "summary.json")
-        summaries.append({str(c.get("case")): c for c in _object_list(_read_json(path), path, "cases")})
-    sum_a, sum_b = summaries
     shared = [c for c in sum_a if c in sum_b]
     if case is not None and case not in shared:
         raise InputError(f"--case {case!r}: not a case of both runs; the cases they share are "
@@ -196,7 +223,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = _requests(dir_a), _requests(dir_b)
+    rows_a, rows_b = _requests(dir_a, sum_a, workloads[0]), _requests(dir_b, sum_b, workloads[1])
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
