@@ -106,6 +106,7 @@ class _GuardedStream:
 
     def __init__(self, stream, name: str) -> None:
         self._stream, self._name = stream, name
+        self._failed = None   # the first StreamError, raised again by flush: argparse swallows OSError
 
     def _guard(self, action, *args):
         try:
@@ -113,7 +114,8 @@ class _GuardedStream:
         except BrokenPipeError:
             raise  # the reader went away: the documented exit 141, not an error line
         except OSError as exc:
-            raise StreamError(f"{self._name}: cannot write ({exc.strerror or exc})") from None
+            self._failed = StreamError(f"{self._name}: cannot write ({exc.strerror or exc})")
+            raise self._failed from None
 
     def write(self, text: str):
         try:
@@ -124,6 +126,8 @@ class _GuardedStream:
 
     def flush(self) -> None:
         self._guard(self._stream.flush)
+        if self._failed is not None:   # e.g. --help text argparse wrote and lost (it ignores OSError)
+            raise self._failed
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -141,6 +145,9 @@ def guarded_stream(name: str = "stdout"):
     try:
         yield
         getattr(sys, name).flush()
+    except SystemExit:   # argparse's --help exits: its text is flushed (and checked) like any output
+        getattr(sys, name).flush()
+        raise
     finally:
         setattr(sys, name, stream)
 

@@ -12,6 +12,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import unittest
 
 from sched.cli import main
@@ -294,6 +296,25 @@ class StreamsTest(unittest.TestCase):
         self.assertEqual(err, f"infer_sched_lab.py: error: stdout: cannot write (No space left on device); {out} "
                               "was written completely\n")
         self.assertTrue(os.path.isfile(os.path.join(out, "report.html")))
+
+    def test_help_on_a_full_stdout_is_not_lost_silently(self):
+        """argparse ignores OSError while printing help: the guarded stream still reports it."""
+        for argv in (["--help"], ["help"], ["help", "serving-bench"], ["serving-bench", "run", "--help"],
+                     ["diff", "--help"], ["help", "diff"]):
+            with self.subTest(argv=argv):
+                code, err = self.run_with_stdout(_Full(), argv)
+                self.assertEqual((code, err), (2, "infer_sched_lab.py: error: stdout: cannot write "
+                                                  "(No space left on device)\n"))
+
+    def test_help_to_dev_full_exits_2(self):
+        """The real device: the help text sits in the buffer until the last flush fails."""
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, os.path.join(PROJECT, "infer_sched_lab.py"), "--help"],
+                                  stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual((done.returncode, done.stderr),
+                         (2, "infer_sched_lab.py: error: stdout: cannot write (No space left on device)\n"))
 
     def test_interrupt_after_the_write_does_not_claim_nothing_was_written(self):
         out = os.path.join(self.base, "run")
