@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from . import realrun
 from .artifacts import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .files import read_regular_text
 from .fit import fit_coefficients
 from .replay import replay as replay_run
@@ -251,7 +251,7 @@ def render_files(result: dict, specs) -> dict[str, str]:
 
 def _positive(text: str) -> int:
     try:
-        return int(text)
+        return integer(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number of requests, got {text!r}") from None
 

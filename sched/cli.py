@@ -20,6 +20,7 @@ from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, r
 from .check import CheckError, compare_runs, format_report
 from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
                       interrupts_raise, one_line)
+from .cmdline import decimal, integer
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
@@ -110,7 +111,7 @@ LAB_FLAGS = {"--profile": "--engine vllm", "--budget": "--max-num-batched-tokens
 
 def _non_negative_int(text: str) -> int:
     try:
-        value = int(text)
+        value = integer(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
     if value < 0:
@@ -385,19 +386,19 @@ def _import_parser() -> argparse.ArgumentParser:
     parser.add_argument("file", help="the trace file")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="workload JSON to write")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
-    parser.add_argument("--tick-ms", type=float, default=DEFAULT_TICK_MS, metavar="MS",
+    parser.add_argument("--tick-ms", type=decimal, default=DEFAULT_TICK_MS, metavar="MS",
                         help=f"milliseconds one tick stands for (default {DEFAULT_TICK_MS:g}: one "
                              "vLLM-like engine step, see README)")
     parser.add_argument("--limit", type=_positive_int, metavar="N", help="keep at most N requests")
-    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--start", type=decimal, default=0.0, metavar="SECONDS",
                         help="window start, seconds after the first row (default 0)")
-    parser.add_argument("--duration", type=float, metavar="SECONDS", help="window length in seconds")
-    parser.add_argument("--rate", type=float, metavar="REQ_PER_S", help="lengths: arrival rate (requests/s)")
+    parser.add_argument("--duration", type=decimal, metavar="SECONDS", help="window length in seconds")
+    parser.add_argument("--rate", type=decimal, metavar="REQ_PER_S", help="lengths: arrival rate (requests/s)")
     parser.add_argument("--process", choices=("poisson", "gamma"), default="poisson",
                         help="lengths: arrival process (default poisson)")
-    parser.add_argument("--cv", type=float, default=1.0,
+    parser.add_argument("--cv", type=decimal, default=1.0,
                         help="lengths, gamma: coefficient of variation of the gaps (shape 1/cv²; default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="lengths: seed of the arrival process (default 0)")
+    parser.add_argument("--seed", type=integer, default=0, help="lengths: seed of the arrival process (default 0)")
     return parser
 
 

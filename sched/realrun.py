@@ -78,6 +78,7 @@ from .artifacts import write_artifacts
 from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       run_command)
+from .cmdline import decimal, integer
 from .metrics import fairness, mean, order_score, percentile
 from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_tick_ms, workload_to_json
 
@@ -673,7 +674,7 @@ def _workload_arg(path: str | None):
 
 def _tick_ms(text: str) -> float:
     try:
-        value = float(text)
+        value = decimal(text)
     except ValueError:
         value = float("nan")
     if not 0 < value <= MAX_TICK_MS:
@@ -743,7 +744,7 @@ def _import(argv: list[str]) -> int:
                         help="the exported workload.json: names, priorities and workload sha256 by position")
     parser.add_argument("--policy", help="the server's scheduling policy when the file does not say (e.g. fcfs)")
     parser.add_argument("--meta", metavar="FILE", help="request-jsonl: the engine's meta.json (default: beside FILE)")
-    parser.add_argument("--run-index", type=int, metavar="N", help="vllm-bench with --append-result: which run")
+    parser.add_argument("--run-index", type=integer, metavar="N", help="vllm-bench with --append-result: which run")
     parser.add_argument("--label", default="real", help="case name of the imported run (default real)")
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import os
 
-from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .files import open_regular, read_regular_text
 from .trace import check_summary_row
 
@@ -308,7 +308,7 @@ def _diff(argv: list[str]) -> int:
     parser.add_argument("run_a", metavar="RUN_A", help="the first run's --artifacts directory, e.g. runs/baseline")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run's, e.g. runs/u6-640")
     parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous")
-    parser.add_argument("--top", type=int, default=MAX_ROWS, metavar="N",
+    parser.add_argument("--top", type=integer, default=MAX_ROWS, metavar="N",
                         help=f"most changed requests listed per case (default {MAX_ROWS})")
     args = parser.parse_args(argv)
     if args.top < 1:

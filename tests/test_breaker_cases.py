@@ -270,6 +270,44 @@ def temp_dir_in(test, parent):
     return path
 
 
+class AsciiDigitsTest(unittest.TestCase):
+    """Numbers on the command line are ASCII digits: int() and float() also read Arabic-Indic
+    (١٠) and full-width (１０) digits, and str.isdigit() accepts them; each is exit 2, one line."""
+
+    def test_other_scripts_digits_are_refused(self):
+        base = temp_dir(self)
+        requests = os.path.join(PROJECT, "tests", "data", "serving-bench", "requests.json")
+        lengths = os.path.join(PROJECT, "tests", "data", "sharegpt_lengths_head.csv")
+        real = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run", "requests.jsonl")
+        cases = {
+            "bench --sizes": (["bench", "--sizes", "١٠"], "--sizes"),
+            "bench --sizes full-width": (["bench", "--sizes", "１０"], "--sizes"),
+            "--budget": (["--budget", "٦٤"], "--budget"),
+            "diff --top": (["diff", BASELINE, BASELINE, "--top", "١٠"], "--top"),
+            "sweep --loads": (["sweep", "--loads", "١"], "--loads"),
+            "import --tick-ms": (["import", "lengths", lengths, "-o", os.path.join(base, "w.json"), "--rate", "1",
+                                  "--tick-ms", "١٠"], "--tick-ms"),
+            "import --seed": (["import", "lengths", lengths, "-o", os.path.join(base, "w.json"), "--rate", "1",
+                               "--seed", "١"], "--seed"),
+            "export --tick-ms": (["export", "--out", os.path.join(base, "e"), "--tick-ms", "١٠٠"], "--tick-ms"),
+            "calibrate --train-first": (["calibrate", real, "--train-first", "١٥٠", "--out",
+                                         os.path.join(base, "c")], "--train-first"),
+            "serving-bench --batch-sizes": (["serving-bench", "run", requests, "--batch-sizes", "٢"], "--batch-sizes"),
+            "serving-bench --batch-speedups": (["serving-bench", "run", requests, "--batch-speedups", "١.٥"],
+                                               "--batch-speedups"),
+            "compare threshold": (["compare", BASELINE, "--baseline-case", "static", "--candidate-case", "continuous",
+                                   "--max-ttft-growth", "٠.١", "--out", os.path.join(base, "d.json")],
+                                  "--max-ttft-growth"),
+        }
+        for label, (argv, mention) in cases.items():
+            with self.subTest(label):
+                code, out, err = run_cli(argv)
+                self.assertEqual((code, out), (2, ""), err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(mention, err)
+        self.assertEqual(os.listdir(base), [])
+
+
 class StreamsTest(unittest.TestCase):
     """A closed or full stdout is one line naming the stream, exit 2 (was exit 3)."""
 
