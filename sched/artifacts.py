@@ -30,7 +30,7 @@ from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table
 from .workload import RequestSpec, workload_sha256, workload_tick_ms, workload_to_json
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
-           "check_target", "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
+           "check_target", "directory_kind", "files_kind", "refuse_kind_file", "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
 
 #: Every file a run directory holds; ``--force`` replaces these and nothing else.
 ARTIFACT_FILES = ("manifest.json", "workload.json", "summary.json", "summary.csv",
@@ -344,33 +344,76 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     }
 
 
-def manifest_kind(directory: str) -> str | None:
-    """What kind of directory ``directory``'s ``manifest.json`` describes: ``"simulated"`` (a lab
-    run), ``"sweep"``, ``"export"``, ``"real"`` (an import), ``"serving-bench"``, ``"unknown"`` (unreadable or foreign),
-    or ``None`` when there is no manifest.json."""
-    path = os.path.join(directory, "manifest.json")
-    if not os.path.lexists(path):
-        return None
+#: The file that says what kind of directory holds it (:func:`directory_kind`); every writer's files carry one.
+KIND_MARKERS = ("manifest.json", "export.json", "calibration.json")
+
+
+def _marker_kind(name: str, text) -> str:
+    """The kind one marker file's text names (see :func:`directory_kind`)."""
     try:
-        with open_regular(path) as handle:
-            data = json.loads(handle.read())
-    except (OSError, ValueError, RecursionError):
+        data = json.loads(text) if isinstance(text, str) else None
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
         return "unknown"
-    if not isinstance(data, dict) or not str(data.get("tool", "")).startswith("infer-sched-lab"):
+    if name == "calibration.json":   # calibrate's numbers (no tool field of their own)
+        return "calibrate" if isinstance(data.get("step_ms"), dict) else "unknown"
+    if not str(data.get("tool", "")).startswith("infer-sched-lab"):
         return "unknown"
+    if name == "export.json":
+        return "export" if data.get("kind") == "export" else "unknown"
     if data.get("tool") == "infer-sched-lab sweep":
         return "sweep"
-    return data.get("kind") if data.get("kind") in ("export", "real", "serving-bench") else "simulated"
+    kind = data.get("kind")
+    return "simulated" if kind is None else kind if isinstance(kind, str) and kind else "unknown"
+
+
+def _kind_of_markers(found: dict) -> str | None:
+    kinds = sorted(set(found.values()))
+    return None if not kinds else kinds[0] if len(kinds) == 1 else "+".join(kinds)
+
+
+def files_kind(files: dict) -> str | None:
+    """The kind of directory ``files`` (name → text) make, by the same rule as :func:`directory_kind`."""
+    return _kind_of_markers({name: _marker_kind(name, files[name]) for name in KIND_MARKERS if name in files})
+
+
+def directory_kind(directory: str) -> str | None:
+    """What kind of directory ``directory`` is, by its marker files (:data:`KIND_MARKERS`):
+    ``"simulated"`` (a lab run, manifest.json), ``"sweep"``, ``"real"`` (import-results),
+    ``"serving-bench"``, another manifest ``kind``, ``"export"`` (export.json), ``"calibrate"``
+    (calibration.json), ``"unknown"`` (an unreadable or foreign marker), ``"A+B"`` (markers of two
+    kinds), or ``None`` when there is no marker."""
+    found = {}
+    for name in KIND_MARKERS:
+        path = os.path.join(directory, name)
+        if os.path.lexists(path):
+            try:
+                with open_regular(path) as handle:
+                    found[name] = _marker_kind(name, handle.read())
+            except (OSError, ValueError):
+                found[name] = "unknown"
+    return _kind_of_markers(found)
+
+
+def refuse_kind_file(path: str) -> None:
+    """Refuse to replace an existing ``path`` inside a directory another command wrote (one with a
+    kind, :func:`directory_kind`), even with --force: that file belongs to that directory (e.g. an
+    export's frozen workload.json). Raises :class:`ArtifactError`."""
+    found = directory_kind(os.path.dirname(path) or ".") if os.path.lexists(path) else None
+    if found is not None:
+        raise ArtifactError(f"{path}: belongs to a directory of another kind ({found}); --force replaces only "
+                            "a lone file, never one of a run's, export's or other output's files: choose another path")
 
 
 def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES, kind: str | None = None) -> None:
     """Refuse an artifacts directory that cannot be used, before anything is simulated or written.
 
     ``directory`` must be new, empty, or (with ``force``) an existing directory where each of
-    ``names`` (the files to replace) is absent or a regular file and, when ``kind`` is given, whose
-    ``manifest.json`` (if any) describes the same kind of directory (:func:`manifest_kind`): a
-    sweep never replaces a run's manifest, nor a run a sweep's. A path whose parent is a file is
-    refused too. Raises :class:`ArtifactError` with one readable line.
+    ``names`` (the files to replace) is absent or a regular file and whose marker files (if any) say
+    it is the same ``kind`` of directory as the one to write (:func:`directory_kind`; ``None`` for
+    files without a marker): a sweep never replaces a run's files, a run never an export's. A path
+    whose parent is a file is refused too. Raises :class:`ArtifactError` with one readable line.
     """
     if not directory:
         raise ArtifactError("--artifacts: needs a directory name, got an empty string")
@@ -384,12 +427,12 @@ def check_target(directory: str, force: bool = False, names=ARTIFACT_FILES, kind
     if occupied and not force:
         raise ArtifactError(f"{directory}: already holds files; choose another directory or pass --force "
                             "to replace the lab's files there")
-    if occupied and kind is not None:
-        found = manifest_kind(target)
-        if found not in (None, kind):
-            raise ArtifactError(f"{directory}: holds {'an unknown' if found == 'unknown' else 'a ' + found} "
-                                f"directory's manifest.json; --force replaces only files of the same kind "
-                                f"({kind}): choose another directory")
+    found = directory_kind(target) if occupied else None
+    if found not in (None, kind):
+        markers = ", ".join(name for name in KIND_MARKERS if os.path.lexists(os.path.join(target, name)))
+        raise ArtifactError(f"{directory}: already holds files of another kind ({found}) according to its "
+                            f"{markers}; --force replaces only a directory of the same kind ({kind or 'unmarked'}): "
+                            "choose another directory")
     if occupied:
         for name in names:
             path = os.path.join(target, name)
@@ -411,19 +454,21 @@ def write_artifacts(files: dict[str, str], directory: str, force: bool = False) 
     lock on the parent directory (:func:`sched.files.exclusive_lock`: a second writer waits, then
     finds the first one's run); on any failure (read-only place, full disk, Ctrl-C, SIGTERM) the temporary
     directory and any parent directories created for it are removed again, so nothing is left
-    half-written. An existing non-empty target is refused unless ``force``; with ``force`` only
+    half-written. An existing non-empty target is refused unless ``force``, and with ``force``
+    unless it is the same kind of directory (:func:`files_kind`, :func:`check_target`); only
     the named files are replaced, all or none (:func:`_swap_in`), and anything else there is left
     alone. New directories and files get the usual permissions (0777/0666 minus the umask).
     Raises :class:`ArtifactError` with one readable line naming ``directory``.
     """
-    check_target(directory, force, files)
+    kind = files_kind(files)   # the kind rule needs no caller's help: the files name their kind
+    check_target(directory, force, files, kind)
     target = os.path.normpath(directory)
     parent = os.path.dirname(os.path.abspath(target))
     created = _missing_ancestors(parent)
     try:
         os.makedirs(parent, exist_ok=True)
         with exclusive_lock(parent):  # two writers of one place take turns, never mix their files
-            check_target(directory, force, files)  # again: another writer may have finished meanwhile
+            check_target(directory, force, files, kind)  # again: another writer may have finished meanwhile
             _write_staged(files, target, parent)
         note_written(directory)
     except BaseException as exc:  # Ctrl-C and SIGTERM included: nothing half-written stays behind
@@ -511,12 +556,14 @@ def write_text_file(text: str, path: str) -> None:
     """Write one text file atomically (temporary file beside it, then renamed into place).
 
     The caller decides whether an existing file may be replaced; only a regular file ever is (a
-    device node, FIFO or directory at ``path`` is refused). The file gets the usual
+    device node, FIFO or directory at ``path`` is refused), and never one inside a directory of a
+    kind (:func:`refuse_kind_file`). The file gets the usual
     permissions (0666 minus the umask); on any failure, Ctrl-C included, the temporary file is
     removed. Raises :class:`ArtifactError`.
     """
     parent = os.path.dirname(os.path.abspath(path))
     refuse_non_regular(path, ArtifactError)
+    refuse_kind_file(path)
     staging = None
     try:
         os.makedirs(parent, exist_ok=True)

@@ -82,7 +82,7 @@ def parse_sizes(text: str) -> list[int]:
     sizes = []
     for part in text.split(","):
         part = part.strip()
-        if not part.isdigit() or not 1 <= int(part) <= MAX_SIZE:
+        if not (part.isascii() and part.isdigit()) or not 1 <= int(part) <= MAX_SIZE:   # not "١٠"
             raise InputError(f"--sizes: each size must be a whole number of requests from 1 to {MAX_SIZE:,}, "
                              f"got {part!r}")
         sizes.append(int(part))

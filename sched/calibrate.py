@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from . import realrun
 from .artifacts import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from .cmdline import EXIT_OK, InputError, LineParser, parse_json, read_failure, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, read_failure, run_command
 from .files import read_regular_text
 from .fit import fit_coefficients
 from .replay import replay as replay_run
@@ -253,7 +253,7 @@ def render_files(result: dict, specs) -> dict[str, str]:
 
 def _positive(text: str) -> int:
     try:
-        return int(text)
+        return integer(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be a whole number of requests, got {text!r}") from None
 
@@ -276,7 +276,7 @@ def _calibrate(argv: list[str]) -> int:
     run = load_real_run(args.run, args.meta)
     training_split(run, args.train_first, args.run)  # refuse a bad N before replaying anything
     names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json")
-    check_target(args.out, force=args.force, names=names)
+    check_target(args.out, force=args.force, names=names, kind="calibrate")
     result = calibrate(run, args.train_first, args.run, replay_run)
     files = render_files(result, run_workload(run))
     write_artifacts(files, args.out, force=args.force)

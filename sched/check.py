@@ -22,7 +22,7 @@ import difflib
 import json
 import os
 
-from .artifacts import ARTIFACT_FILES
+from .artifacts import ARTIFACT_FILES, directory_kind
 from .files import read_regular_text
 
 __all__ = ["CheckError", "compare_runs", "format_report", "MAX_PER_FILE"]
@@ -189,6 +189,9 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
         if not os.path.isdir(directory):
             raise CheckError(f"{directory}: {'is not a directory' if os.path.lexists(directory) else 'no such directory'}"
                              "; check compares two run directories (--artifacts or import-results)")
+        if (kind := directory_kind(directory)) not in (None, "simulated", "real", "unknown"):  # the writers' kinds
+            raise CheckError(f"{directory}: holds {kind} output, not a run; check compares "
+                             "a run's --artifacts directory (or an import-results one) with a reference run")
         path = os.path.join(directory, "manifest.json")
         if not os.path.isfile(path):
             raise CheckError(f"{path}: missing (is {directory} a run's --artifacts directory?)")

@@ -15,11 +15,12 @@ import textwrap
 import time
 
 from . import __version__, bench, calibrate, compare, msrun, realrun, rundiff, serving_cli
-from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
-                        write_text_file)
+from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, render_artifacts, stream_artifacts,
+                        write_artifacts, write_text_file)
 from .check import CheckError, compare_runs, format_report
 from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
                       interrupts_raise, one_line)
+from .cmdline import decimal, integer
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
@@ -118,7 +119,7 @@ VLLM_FLAG_IN_LAB = {"--max-num-batched-tokens": "the lab engine's is --budget",
 
 def _non_negative_int(text: str) -> int:
     try:
-        value = int(text)
+        value = integer(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
     if value < 0:
@@ -392,19 +393,19 @@ def _import_parser() -> argparse.ArgumentParser:
     parser.add_argument("file", help="the trace file")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="workload JSON to write")
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
-    parser.add_argument("--tick-ms", type=float, default=DEFAULT_TICK_MS, metavar="MS",
+    parser.add_argument("--tick-ms", type=decimal, default=DEFAULT_TICK_MS, metavar="MS",
                         help=f"milliseconds one tick stands for (default {DEFAULT_TICK_MS:g}: one "
                              "vLLM-like engine step, see README)")
     parser.add_argument("--limit", type=_positive_int, metavar="N", help="keep at most N requests")
-    parser.add_argument("--start", type=float, default=0.0, metavar="SECONDS",
+    parser.add_argument("--start", type=decimal, default=0.0, metavar="SECONDS",
                         help="window start, seconds after the first row (default 0)")
-    parser.add_argument("--duration", type=float, metavar="SECONDS", help="window length in seconds")
-    parser.add_argument("--rate", type=float, metavar="REQ_PER_S", help="lengths: arrival rate (requests/s)")
+    parser.add_argument("--duration", type=decimal, metavar="SECONDS", help="window length in seconds")
+    parser.add_argument("--rate", type=decimal, metavar="REQ_PER_S", help="lengths: arrival rate (requests/s)")
     parser.add_argument("--process", choices=("poisson", "gamma"), default="poisson",
                         help="lengths: arrival process (default poisson)")
-    parser.add_argument("--cv", type=float, default=1.0,
+    parser.add_argument("--cv", type=decimal, default=1.0,
                         help="lengths, gamma: coefficient of variation of the gaps (shape 1/cv²; default 1)")
-    parser.add_argument("--seed", type=int, default=0, help="lengths: seed of the arrival process (default 0)")
+    parser.add_argument("--seed", type=integer, default=0, help="lengths: seed of the arrival process (default 0)")
     return parser
 
 
@@ -412,6 +413,7 @@ def _main_import(argv: list[str]) -> int:
     args = _import_parser().parse_args(argv)
     if os.path.exists(args.output) and not args.force:
         raise WorkloadError(f"{args.output}: already exists; choose another file or pass --force")
+    refuse_kind_file(args.output)   # before importing: --force never replaces a run's or export's file
     options = ImportOptions(tick_ms=args.tick_ms, limit=args.limit, start=args.start, duration=args.duration,
                             rate=args.rate, process=args.process, cv=args.cv, seed=args.seed)
     result = import_trace(args.format, args.file, options)

@@ -22,7 +22,7 @@ import threading
 from .files import note_written, refuse_non_regular, staging_prefix
 
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
-           "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal",
+           "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal", "integer", "decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
            "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure"]
 
@@ -106,6 +106,7 @@ class _GuardedStream:
 
     def __init__(self, stream, name: str) -> None:
         self._stream, self._name = stream, name
+        self._failed = None   # the first StreamError, raised again by flush: argparse swallows OSError
 
     def _guard(self, action, *args):
         try:
@@ -113,7 +114,8 @@ class _GuardedStream:
         except BrokenPipeError:
             raise  # the reader went away: the documented exit 141, not an error line
         except OSError as exc:
-            raise StreamError(f"{self._name}: cannot write ({exc.strerror or exc})") from None
+            self._failed = StreamError(f"{self._name}: cannot write ({exc.strerror or exc})")
+            raise self._failed from None
 
     def write(self, text: str):
         try:
@@ -124,6 +126,8 @@ class _GuardedStream:
 
     def flush(self) -> None:
         self._guard(self._stream.flush)
+        if self._failed is not None:   # e.g. --help text argparse wrote and lost (it ignores OSError)
+            raise self._failed
 
     def __getattr__(self, name):
         return getattr(self._stream, name)
@@ -141,6 +145,9 @@ def guarded_stream(name: str = "stdout"):
     try:
         yield
         getattr(sys, name).flush()
+    except SystemExit:   # argparse's --help exits: its text is flushed (and checked) like any output
+        getattr(sys, name).flush()
+        raise
     finally:
         setattr(sys, name, stream)
 
@@ -196,14 +203,32 @@ def read_failure(exc: Exception) -> str:
     return (exc.strerror if isinstance(exc, OSError) and exc.strerror else None) or str(exc)
 
 
-#: A number as people write it: digits, one optional decimal point, an optional exponent. Python
-#: also reads ``1_0`` (ten), ``nan`` and ``infinity``; on a command line those are typos.
-_PLAIN_DECIMAL = re.compile(r"\s*[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?\s*")
+#: A number as people write it: ASCII digits, one optional decimal point, an optional exponent.
+#: Python also reads ``1_0`` (ten), ``nan``, ``infinity`` and other scripts' digits (``١٠``, ``１０``:
+#: ``str.isdigit`` and ``\d`` accept them too); on a command line those are typos.
+_PLAIN_DECIMAL = re.compile(r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*")
+_PLAIN_INTEGER = re.compile(r"\s*[+-]?[0-9]+\s*")
 
 
 def plain_decimal(text: str) -> bool:
-    """Whether ``text`` is a plain decimal number (``2``, ``0.5``, ``1e3``; not ``1_0``, ``0x1``, ``nan``)."""
+    """Whether ``text`` is a plain decimal number (``2``, ``0.5``, ``1e3``; not ``1_0``, ``0x1``, ``nan``, ``١٠``)."""
     return _PLAIN_DECIMAL.fullmatch(text) is not None
+
+
+def integer(text: str) -> int:
+    """A command-line integer in ASCII digits (``10``, ``-3``); raises ``ValueError`` for ``1_0``,
+    ``0x10``, ``١٠`` (Arabic-Indic digits) and the like, which ``int()`` would read. Usable as an
+    argparse ``type``."""
+    if _PLAIN_INTEGER.fullmatch(text) is None:
+        raise ValueError(f"not an integer in ASCII digits: {text!r}")
+    return int(text)
+
+
+def decimal(text: str) -> float:
+    """A command-line number that is :func:`plain_decimal`; raises ``ValueError`` otherwise (argparse ``type``)."""
+    if not plain_decimal(text):
+        raise ValueError(f"not a plain decimal number: {text!r}")
+    return float(text)
 
 
 # --- boundary checks -----------------------------------------------------------------------------

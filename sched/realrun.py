@@ -78,6 +78,7 @@ from .artifacts import write_artifacts
 from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       read_failure, run_command)
+from .cmdline import decimal, integer
 from .metrics import fairness, mean, order_score, percentile
 from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_sha256, workload_tick_ms, workload_to_json
 
@@ -673,7 +674,7 @@ def _workload_arg(path: str | None):
 
 def _tick_ms(text: str) -> float:
     try:
-        value = float(text)
+        value = decimal(text)
     except ValueError:
         value = float("nan")
     if not 0 < value <= MAX_TICK_MS:
@@ -686,32 +687,6 @@ def _directory_arg(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError("must name a directory, got an empty path")
     return text
-
-
-def _kind_of(directory: str) -> str | None:
-    """What ``directory`` already holds: ``"real"`` (an import), ``"simulated"`` (a lab run),
-    ``"export"``, ``"unknown run"`` (an unreadable manifest.json) or ``None`` (none of those)."""
-    manifest, export = os.path.join(directory, "manifest.json"), os.path.join(directory, "export.json")
-    if os.path.isfile(manifest):
-        try:
-            with open_regular(manifest) as handle:
-                data = _json_or_none(handle.read())
-        except (OSError, UnicodeDecodeError):
-            data = None
-        if not isinstance(data, dict):
-            return "unknown run"
-        return "real" if data.get("kind") == "real" else "simulated"
-    return "export" if os.path.isfile(export) else None
-
-
-def _refuse_other_kind(directory: str, kind: str, flag: str) -> None:
-    """Refuse to write a ``kind`` directory over one holding another kind of run, even with --force:
-    replacing only some files would leave a mixed directory that no command can read correctly."""
-    found = _kind_of(directory) if os.path.isdir(directory) else None
-    if found not in (None, kind):
-        own = {"real": "an earlier import", "export": "an earlier export"}[kind]
-        raise InputError(f"{directory}: already holds files of another kind ({found}); {flag} writes only into "
-                         f"a new or empty directory or, with --force, {own} (--force does not change that)")
 
 
 def _check_text_fields(specs: list[RequestSpec], source: str) -> None:
@@ -748,7 +723,6 @@ def _export(argv: list[str]) -> int:
         name = args.scenario or "baseline"
         specs, origin = scenario(name), f"scenario:{name}"
     _check_text_fields(specs, args.workload or origin)
-    _refuse_other_kind(args.out, "export", "export")
     files = render_export(specs, origin, args.tick_ms)
     write_artifacts(files, args.out, force=args.force)
     tick_ms, tick_ms_from = _settle_tick_ms(specs, args.tick_ms)
@@ -770,7 +744,7 @@ def _import(argv: list[str]) -> int:
                         help="the exported workload.json: names, priorities and workload sha256 by position")
     parser.add_argument("--policy", help="the server's scheduling policy when the file does not say (e.g. fcfs)")
     parser.add_argument("--meta", metavar="FILE", help="request-jsonl: the engine's meta.json (default: beside FILE)")
-    parser.add_argument("--run-index", type=int, metavar="N", help="vllm-bench with --append-result: which run")
+    parser.add_argument("--run-index", type=integer, metavar="N", help="vllm-bench with --append-result: which run")
     parser.add_argument("--label", default="real", help="case name of the imported run (default real)")
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)
@@ -796,7 +770,6 @@ def _import(argv: list[str]) -> int:
                 raise InputError(f"{meta_path}: cannot read meta.json ({read_failure(exc)})") from None
         result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
-    _refuse_other_kind(args.artifacts, "real", "import-results")
     write_artifacts(render_import(*result), args.artifacts, force=args.force)
     print(f"imported {len(records)} requests ({row['succeeded']} ok of {row['arrived']} arrived) from "
           f"{os.path.basename(args.file)} as {fmt} into {args.artifacts}/")

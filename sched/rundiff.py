@@ -25,8 +25,9 @@ from __future__ import annotations
 import json
 import os
 
-from .cmdline import EXIT_OK, InputError, LineParser, parse_json, run_command
+from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .files import open_regular, read_regular_text
+from .trace import check_summary_row
 
 __all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
 
@@ -118,10 +119,26 @@ def _unit(directory: str, manifest: dict) -> str:
     return "ms" if manifest.get("time_unit") == "ms" else "ticks"
 
 
-def _requests(directory: str, unit: str = "ticks") -> dict[tuple[str, str], tuple]:
+def _summary_rows(directory: str) -> dict[str, dict]:
+    """case -> row of ``summary.json``, each row checked by the validator ``compare`` uses
+    (:func:`sched.trace.check_summary_row`): a string ``"56"`` or a negative P95 is refused here."""
+    path = os.path.join(directory, "summary.json")
+    rows = {}
+    for row in _object_list(_read_json(path), path, "cases"):
+        case = row.get("case")
+        if not isinstance(case, str) or case in rows:
+            raise InputError(f"{path}: field 'case': must be a distinct string, got {json.dumps(case)}")
+        check_summary_row(row, f"{path}: case {case!r}")
+        rows[case] = row
+    return rows
+
+
+def _requests(directory: str, cases, names, unit: str = "ticks") -> dict[tuple[str, str], tuple]:
     """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
     (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
-    times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`)."""
+    times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`). A simulated run has exactly
+    one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json): a line
+    of another case or request, a second line or a missing one is refused."""
     path = os.path.join(directory, "requests.jsonl")
     keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
     rows = {}
@@ -133,33 +150,46 @@ def _requests(directory: str, unit: str = "ticks") -> dict[tuple[str, str], tupl
                 if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
                         or not isinstance(record.get("name"), str):
                     raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
+                where = f"{where} (request {record['name']!r})"
+                if record["case"] not in cases:
+                    raise InputError(f"{where}: field 'case': {record['case']!r} is not a case of summary.json")
+                if record["name"] not in names:
+                    raise InputError(f"{where}: field 'name': not a request of workload.json")
                 for field in keys:
                     if unit == "ms" and field not in record:
-                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' is missing "
+                        raise InputError(f"{where}: field '{field}' is missing "
                                          "(manifest.json says the run's times are ms)")
                     if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
                         what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
-                        raise InputError(f"{where} (request {record['name']!r}): field '{field}' must be "
+                        raise InputError(f"{where}: field '{field}' must be "
                                          f"{what} or null, got {json.dumps(record.get(field))}")
+                if (record["case"], record["name"]) in rows:
+                    raise InputError(f"{where}: field 'name': a second line for this request in case "
+                                     f"{record['case']!r}")
                 rows[record["case"], record["name"]] = (str(record.get("status")), *(record.get(f) for f in keys))
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+    if len(rows) != len(cases) * len(names):
+        case, name = next((c, n) for c in cases for n in names if (c, n) not in rows)
+        raise InputError(f"{path}: case {case!r} (request {name!r}): no line for this request of workload.json")
     return rows
+
+
+def _workload(directory: str) -> dict[str, dict]:
+    """name -> request of ``workload.json``."""
+    path = os.path.join(directory, "workload.json")
+    return {str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")}
 
 
 def _show(value) -> str:
     return "none" if value is None else json.dumps(value, ensure_ascii=False)
 
 
-def _workload_lines(dir_a: str, dir_b: str) -> list[str]:
-    """Requests only in one run, then every differing field of requests with the same name."""
-    specs = []
-    for directory in (dir_a, dir_b):
-        path = os.path.join(directory, "workload.json")
-        specs.append({str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")})
-    a, b = specs
+def _workload_lines(a: dict, b: dict) -> list[str]:
+    """Requests only in one run (``a``, ``b``: :func:`_workload`), then every differing field of
+    requests with the same name."""
     lines = []
     only_a, only_b = [n for n in a if n not in b], [n for n in b if n not in a]
     if only_a:
@@ -207,15 +237,12 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
         ms_dir, tick_dir = (dir_a, dir_b) if units[0] == "ms" else (dir_b, dir_a)
         raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
                          "engine steps); diff compares two runs on the same clock")
+    workloads = [_workload(d) for d in (dir_a, dir_b)]
+    sum_a, sum_b = [_summary_rows(d) for d in (dir_a, dir_b)]
     result = RunDiff(dir_a, dir_b)
     result.unit = units[0]
-    result.workload = _workload_lines(dir_a, dir_b)
+    result.workload = _workload_lines(*workloads)
     result.config = _config_lines(*manifests)
-    summaries = []
-    for directory in (dir_a, dir_b):
-        path = os.path.join(directory, "summary.json")
-        summaries.append({str(c.get("case")): c for c in _object_list(_read_json(path), path, "cases")})
-    sum_a, sum_b = summaries
     shared = [c for c in sum_a if c in sum_b]
     if case is not None and case not in shared:
         raise InputError(f"--case {case!r}: not a case of both runs; the cases they share are "
@@ -223,7 +250,8 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = _requests(dir_a, result.unit), _requests(dir_b, result.unit)
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit),
+                      _requests(dir_b, sum_b, workloads[1], result.unit))
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
@@ -316,7 +344,7 @@ def _diff(argv: list[str]) -> int:
     parser.add_argument("run_a", metavar="RUN_A", help="the first run's --artifacts directory, e.g. runs/baseline")
     parser.add_argument("run_b", metavar="RUN_B", help="the second run's, e.g. runs/u6-640")
     parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous")
-    parser.add_argument("--top", type=int, default=MAX_ROWS, metavar="N",
+    parser.add_argument("--top", type=integer, default=MAX_ROWS, metavar="N",
                         help=f"most changed requests listed per case (default {MAX_ROWS})")
     args = parser.parse_args(argv)
     if args.top < 1:

@@ -16,6 +16,7 @@ from itertools import product
 
 from .artifacts import check_target, write_artifacts
 from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, one_line, run_command, write_text_atomically
+from .cmdline import decimal, integer
 from .serving_artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings
 from .serving_bench import MAX_SPEEDUP, MIN_SPEEDUP, POLICIES
 from .serving_decide import Gates, decide_pair, read_group
@@ -50,7 +51,7 @@ def _policy(text: str) -> str:
 
 def _batch_size(text: str) -> int:
     try:
-        value = int(text)
+        value = integer(text)
     except ValueError:
         value = 0
     if value < 1:
@@ -60,7 +61,7 @@ def _batch_size(text: str) -> int:
 
 def _speedup(text: str) -> float:
     try:
-        value = float(text)
+        value = decimal(text)
     except ValueError:
         value = float("nan")
     if not MIN_SPEEDUP <= value <= MAX_SPEEDUP:

@@ -12,6 +12,8 @@ import io
 import json
 import os
 import shutil
+import subprocess
+import sys
 import unittest
 
 from sched.cli import main
@@ -268,6 +270,44 @@ def temp_dir_in(test, parent):
     return path
 
 
+class AsciiDigitsTest(unittest.TestCase):
+    """Numbers on the command line are ASCII digits: int() and float() also read Arabic-Indic
+    (١٠) and full-width (１０) digits, and str.isdigit() accepts them; each is exit 2, one line."""
+
+    def test_other_scripts_digits_are_refused(self):
+        base = temp_dir(self)
+        requests = os.path.join(PROJECT, "tests", "data", "serving-bench", "requests.json")
+        lengths = os.path.join(PROJECT, "tests", "data", "sharegpt_lengths_head.csv")
+        real = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run", "requests.jsonl")
+        cases = {
+            "bench --sizes": (["bench", "--sizes", "١٠"], "--sizes"),
+            "bench --sizes full-width": (["bench", "--sizes", "１０"], "--sizes"),
+            "--budget": (["--budget", "٦٤"], "--budget"),
+            "diff --top": (["diff", BASELINE, BASELINE, "--top", "١٠"], "--top"),
+            "sweep --loads": (["sweep", "--loads", "١"], "--loads"),
+            "import --tick-ms": (["import", "lengths", lengths, "-o", os.path.join(base, "w.json"), "--rate", "1",
+                                  "--tick-ms", "١٠"], "--tick-ms"),
+            "import --seed": (["import", "lengths", lengths, "-o", os.path.join(base, "w.json"), "--rate", "1",
+                               "--seed", "١"], "--seed"),
+            "export --tick-ms": (["export", "--out", os.path.join(base, "e"), "--tick-ms", "١٠٠"], "--tick-ms"),
+            "calibrate --train-first": (["calibrate", real, "--train-first", "١٥٠", "--out",
+                                         os.path.join(base, "c")], "--train-first"),
+            "serving-bench --batch-sizes": (["serving-bench", "run", requests, "--batch-sizes", "٢"], "--batch-sizes"),
+            "serving-bench --batch-speedups": (["serving-bench", "run", requests, "--batch-speedups", "١.٥"],
+                                               "--batch-speedups"),
+            "compare threshold": (["compare", BASELINE, "--baseline-case", "static", "--candidate-case", "continuous",
+                                   "--max-ttft-growth", "٠.١", "--out", os.path.join(base, "d.json")],
+                                  "--max-ttft-growth"),
+        }
+        for label, (argv, mention) in cases.items():
+            with self.subTest(label):
+                code, out, err = run_cli(argv)
+                self.assertEqual((code, out), (2, ""), err)
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(mention, err)
+        self.assertEqual(os.listdir(base), [])
+
+
 class StreamsTest(unittest.TestCase):
     """A closed or full stdout is one line naming the stream, exit 2 (was exit 3)."""
 
@@ -294,6 +334,25 @@ class StreamsTest(unittest.TestCase):
         self.assertEqual(err, f"infer_sched_lab.py: error: stdout: cannot write (No space left on device); {out} "
                               "was written completely\n")
         self.assertTrue(os.path.isfile(os.path.join(out, "report.html")))
+
+    def test_help_on_a_full_stdout_is_not_lost_silently(self):
+        """argparse ignores OSError while printing help: the guarded stream still reports it."""
+        for argv in (["--help"], ["help"], ["help", "serving-bench"], ["serving-bench", "run", "--help"],
+                     ["diff", "--help"], ["help", "diff"]):
+            with self.subTest(argv=argv):
+                code, err = self.run_with_stdout(_Full(), argv)
+                self.assertEqual((code, err), (2, "infer_sched_lab.py: error: stdout: cannot write "
+                                                  "(No space left on device)\n"))
+
+    def test_help_to_dev_full_exits_2(self):
+        """The real device: the help text sits in the buffer until the last flush fails."""
+        if not os.path.exists("/dev/full"):
+            self.skipTest("no /dev/full")
+        with open("/dev/full", "w") as full:
+            done = subprocess.run([sys.executable, os.path.join(PROJECT, "infer_sched_lab.py"), "--help"],
+                                  stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        self.assertEqual((done.returncode, done.stderr),
+                         (2, "infer_sched_lab.py: error: stdout: cannot write (No space left on device)\n"))
 
     def test_interrupt_after_the_write_does_not_claim_nothing_was_written(self):
         out = os.path.join(self.base, "run")

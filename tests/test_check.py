@@ -139,6 +139,19 @@ class CheckTest(unittest.TestCase):
                 self.assertIn("simulated", err)
                 self.assertNotIn("policy", err)
 
+    def test_a_directory_that_is_no_run_is_refused(self):
+        """A sweep (its manifest has no kind either) or an export is not a run: exit 2 like diff,
+        never exit 1 "differences"."""
+        base = temp_dir(self)
+        sweep, export = os.path.join(base, "sweep"), os.path.join(base, "export")
+        self.assertEqual(run_cli(["sweep", "--loads", "1", "--workers", "1", "--out", sweep])[0], 0)
+        self.assertEqual(run_cli(["export", "--out", export])[0], 0)
+        for label, argv in {"sweep as run": [sweep, BASELINE], "sweep as reference": [BASELINE, sweep],
+                            "export as run": [export, BASELINE]}.items():
+            with self.subTest(label):
+                assert_bad_input(self, ["check", *argv], f"{argv[0] if argv[0] != BASELINE else argv[1]}: holds "
+                                 f"{'sweep' if 'sweep' in label else 'export'} output, not a run")
+
 
 if __name__ == "__main__":
     unittest.main()

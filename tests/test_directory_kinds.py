@@ -1,10 +1,16 @@
 """--force replaces a directory's files only when it holds the same kind of output (run or sweep),
 and a sweep checks its own file names before simulating."""
 
+import json
 import os
 import unittest
 
-from tests.helpers import read, run_cli, temp_dir
+from tests.helpers import PROJECT, read, run_cli, temp_dir
+from tests.test_realrun import vllm_run
+
+REQUESTS = os.path.join(PROJECT, "tests", "data", "serving-bench", "requests.json")
+CALIBRATION_RUN = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run", "requests.jsonl")
+AZURE = os.path.join(PROJECT, "tests", "data", "azure_conv_2023_head.csv")
 
 
 class DirectoryKindTest(unittest.TestCase):
@@ -54,6 +60,82 @@ class DirectoryKindTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         loads = {line.split()[0] for line in stdout.splitlines()[1:] if line.strip()}
         self.assertEqual(loads, {"0.001", "0.004"})
+
+
+class OneKindRuleTest(unittest.TestCase):
+    """Every writer refuses, even with --force, a directory of another kind (export, run, sweep,
+    import-results, serving-bench, calibrate): the export's requests.jsonl and workload.json are the
+    frozen workload sent to a GPU, and a half-replaced directory is readable by no command."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.base = temp_dir(cls._Holder())
+        cls.source = os.path.join(cls.base, "bench.json")
+        with open(cls.source, "w", encoding="utf-8") as out:
+            json.dump(vllm_run(), out)
+        made = {"export": ["export", "--out", "{dir}"], "simulated": ["--artifacts", "{dir}"],
+                "real": ["import-results", cls.source, "--artifacts", "{dir}"],
+                "serving-bench": ["serving-bench", "run", REQUESTS, "--artifacts", "{dir}"]}
+        cls.dirs = {}
+        for kind, argv in made.items():
+            cls.dirs[kind] = os.path.join(cls.base, kind)
+            code, _, err = run_cli([a.format(dir=cls.dirs[kind]) for a in argv])
+            assert code == 0, err
+        cls.dirs["calibrate"] = os.path.join(cls.base, "calibrate")   # the marker calibrate writes
+        os.mkdir(cls.dirs["calibrate"])
+        with open(os.path.join(cls.dirs["calibrate"], "calibration.json"), "w", encoding="utf-8") as out:
+            json.dump({"step_ms": {"a": 1, "b": 0, "c": 0}}, out)
+
+    @classmethod
+    def tearDownClass(cls):
+        import shutil
+        shutil.rmtree(cls.base, ignore_errors=True)
+
+    class _Holder:
+        def addCleanup(self, *args, **kwargs):
+            pass
+
+    WRITERS = {
+        "export": ["export", "--out", "{dir}", "--force"],
+        "simulated": ["--artifacts", "{dir}", "--force"],
+        "sweep": ["sweep", "--loads", "1", "--workers", "1", "--out", "{dir}", "--force"],
+        "real": ["import-results", "{source}", "--artifacts", "{dir}", "--force"],
+        "serving-bench": ["serving-bench", "run", REQUESTS, "--artifacts", "{dir}", "--force"],
+        "calibrate": ["calibrate", CALIBRATION_RUN, "--train-first", "150", "--out", "{dir}", "--force"],
+    }
+
+    def snapshot(self, directory):
+        return {name: read(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
+
+    def test_force_never_writes_into_another_kind(self):
+        for writer, argv in self.WRITERS.items():
+            for kind, directory in self.dirs.items():
+                if kind == writer:
+                    continue
+                with self.subTest(writer=writer, target=kind):
+                    before = self.snapshot(directory)
+                    code, _, err = run_cli([a.format(dir=directory, source=self.source) for a in argv])
+                    self.assertEqual(code, 2, err)
+                    self.assertIn(f"already holds files of another kind ({kind})", err)
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertEqual(self.snapshot(directory), before)
+
+    def test_force_replaces_the_same_kind(self):
+        for writer in ("export", "real", "serving-bench"):
+            with self.subTest(writer=writer):
+                argv = [a.format(dir=self.dirs[writer], source=self.source) for a in self.WRITERS[writer]]
+                code, _, err = run_cli(argv)
+                self.assertEqual(code, 0, err)
+
+    def test_import_never_replaces_a_file_of_a_kind_directory(self):
+        for kind in ("export", "simulated"):
+            with self.subTest(target=kind):
+                path = os.path.join(self.dirs[kind], "workload.json")
+                before = read(path)
+                code, _, err = run_cli(["import", "azure", AZURE, "-o", path, "--force", "--limit", "3"])
+                self.assertEqual(code, 2, err)
+                self.assertIn(f"belongs to a directory of another kind ({kind})", err)
+                self.assertEqual(read(path), before)
 
 
 class CompareOutTest(unittest.TestCase):

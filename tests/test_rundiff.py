@@ -130,6 +130,51 @@ class DiffTest(unittest.TestCase):
             with self.subTest(label):
                 assert_bad_input(self, ["diff", *argv], mention)
 
+    def test_tampered_runs_are_refused_naming_file_request_and_field(self):
+        """A hand-edited run B: the summary is checked by compare's validator, every request line
+        must be the one line of a workload request in a summary case (lab.md §7)."""
+        def summary(field, value):
+            def edit(run):
+                path = os.path.join(run, "summary.json")
+                data = json.loads(read(path))
+                data["cases"][0][field] = value
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(data, handle)
+            return edit
+
+        def line(number, field=None, value=None, extra=None):
+            def edit(run):
+                path = os.path.join(run, "requests.jsonl")
+                lines = read(path).splitlines(keepends=True)
+                row = json.loads(lines[number - 1])
+                if extra is not None:
+                    lines.append(json.dumps({**row, "name": extra}) + "\n")
+                elif field is None:
+                    del lines[number - 1]
+                else:
+                    lines[number - 1] = json.dumps({**row, field: value}) + "\n"
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.writelines(lines)
+            return edit
+
+        cases = {
+            "P95 TTFT a string": (summary("p95_ttft", "56"), "summary.json: case 'static': field 'p95_ttft'"),
+            "arrived a string": (summary("arrived", "8"), "summary.json: case 'static': field 'arrived'"),
+            "hit tokens a list": (summary("hit_tokens", [1]), "summary.json: case 'static': field 'hit_tokens'"),
+            "negative P95 TTFT": (summary("p95_ttft", -5), "field 'p95_ttft': must be >= 0, got -5"),
+            "unknown case": (line(1, "case", "bogus"), "requests.jsonl: line 1 (request 'L0'): field 'case'"),
+            "two lines of one name": (line(2, "name", "L0"), "requests.jsonl: line 2 (request 'L0'): field 'name'"),
+            "request not in the workload": (line(1, extra="ZZ"), "(request 'ZZ'): field 'name'"),
+            "missing line": (line(1), "requests.jsonl: case 'static' (request 'L0')"),
+        }
+        base = temp_dir(self)
+        for label, (edit, mention) in cases.items():
+            with self.subTest(label):
+                run = os.path.join(base, label.replace(" ", "-"))
+                shutil.copytree(BASELINE, run)
+                edit(run)
+                assert_bad_input(self, ["diff", BASELINE, run], mention)
+
 
 if __name__ == "__main__":
     unittest.main()

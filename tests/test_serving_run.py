@@ -153,8 +153,8 @@ class RunBadInputTest(unittest.TestCase):
         self.assertNotEqual(read(os.path.join(out, "summary.json")), before)
         lab = os.path.join(self.base, "lab")
         self.assertEqual(run_cli(["--artifacts", lab])[0], 0)
-        assert_bad_input(self, ["serving-bench", "run", FACTS, "--artifacts", lab, "--force"], "holds a simulated")
-        assert_bad_input(self, ["--artifacts", out, "--force"], "holds a serving-bench")
+        assert_bad_input(self, ["serving-bench", "run", FACTS, "--artifacts", lab, "--force"], "another kind (simulated)")
+        assert_bad_input(self, ["--artifacts", out, "--force"], "another kind (serving-bench)")
 
 
 if __name__ == "__main__":
