@@ -190,8 +190,10 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
             raise CheckError(f"{directory}: {'is not a directory' if os.path.lexists(directory) else 'no such directory'}"
                              "; check compares two run directories (--artifacts or import-results)")
         if (kind := directory_kind(directory)) not in (None, "simulated", "real", "unknown"):  # the writers' kinds
+            hint = ("; a serving-bench run (the chapter's window model) is checked by replaying its manifest's "
+                    "command and comparing with diff -r") if kind == "serving-bench" else ""
             raise CheckError(f"{directory}: holds {kind} output, not a run; check compares "
-                             "a run's --artifacts directory (or an import-results one) with a reference run")
+                             "a run's --artifacts directory (or an import-results one) with a reference run" + hint)
         path = os.path.join(directory, "manifest.json")
         if not os.path.isfile(path):
             raise CheckError(f"{path}: missing (is {directory} a run's --artifacts directory?)")
@@ -200,9 +202,6 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
             raise CheckError(f"{path}: not a manifest object")
         if not isinstance(manifest.get("kind"), (str, type(None))):
             raise CheckError(f"{path}: field 'kind': must be a string, got {_kind_of(manifest['kind'])}")
-        if manifest.get("kind") == "serving-bench":
-            raise CheckError(f"{directory} holds a serving-bench run (the chapter's window model), not a lab run: "
-                             "check does not compare those; replay its manifest's command and compare with diff -r")
         manifests.append(manifest)
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]

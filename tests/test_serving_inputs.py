@@ -249,7 +249,7 @@ class CommandLineTest(Files):
         runs = [os.path.join(self.base, name) for name in ("a", "b")]
         for out in runs:
             self.assertEqual(run_cli(["serving-bench", "run", REQUESTS, "--artifacts", out])[0], 0)
-        assert_bad_input(self, ["check", *runs], "holds a serving-bench run")
+        assert_bad_input(self, ["check", *runs], "holds serving-bench output, not a run")
 
 
 if __name__ == "__main__":
