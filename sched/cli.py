@@ -22,6 +22,7 @@ from .engine import TIMELINE_DETAILS, SimulationError, run_cases
 from .explain import ExplainError, explain_request
 from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
+from .parallel import run_cases_in_workers, worth_workers
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
@@ -118,9 +119,13 @@ def run_lab(workload, config: EngineConfig, policy: str = "fcfs", source: str = 
     the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
     checked against the model's invariants (:mod:`sched.invariants`); a broken one raises
     :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
-    simulation.
+    simulation. A workload of :data:`sched.parallel.MIN_REQUESTS_FOR_WORKERS` requests or more is
+    simulated in worker processes, one case per core (:mod:`sched.parallel`; same results).
     """
     timeline = timeline or default_timeline(workload)
+    if worth_workers(workload):  # large: the cases side by side, one per core (same results)
+        results, summaries = run_cases_in_workers(workload, config, cases_for(config), policy, progress, timeline)
+        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)

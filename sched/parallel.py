@@ -1,0 +1,177 @@
+"""The four cases of a large run simulated side by side in worker processes (one per core).
+
+The cases of a run never see each other (lab.md §4: each starts cold), so they can be simulated
+at the same time. :func:`run_cases_in_workers` forks one worker process per case, as many at once
+as there are cores; each worker simulates a case (:func:`sched.engine.simulate`), checks its invariants
+(:func:`sched.invariants.check_case`) and summarises it (:func:`sched.metrics.summarize`), then
+sends back the requests' final state and the timeline records as plain lists, which the parent
+turns back into the same :class:`~sched.engine.CaseResult` a sequential run gives: same requests,
+same records, same summary, so every artifact has the same bytes.
+
+Only used where it pays (:func:`worth_workers`: a workload of at least
+:data:`MIN_REQUESTS_FOR_WORKERS` requests, at least two usable cores, and the ``fork`` start
+method, i.e. Linux and the like); small runs, every lab scenario included, stay in one process.
+The longest cases are started first (chunked, APC, continuous, static) so two workers finish
+together. Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
+in the parent with the same type and message. Progress of the running cases is read from shared
+counters, so the terminal display keeps working.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from multiprocessing import connection
+
+from .engine import CaseResult, Request, Simulation, SimulationError, Status, _Clock
+from .invariants import check_case
+from .metrics import summarize
+
+__all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cases_in_workers"]
+
+#: Smallest workload simulated in worker processes: below it, starting processes costs more
+#: (tens of milliseconds) than it saves.
+MIN_REQUESTS_FOR_WORKERS = 2000
+
+_STATUS = {status.value: status for status in Status}
+#: A finished request's state besides its status (its spec, index and clock are the parent's own).
+_REQUEST_STATE = ("admitted_at", "hit_tokens", "prefilled_tokens", "prefill_done_at", "done_at", "_runs",
+                  "_num_closed", "_seq")
+# Worker-side state, inherited through fork (never pickled): the run's inputs and the counters.
+_JOB: dict = {}
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worth_workers(workload) -> bool:
+    """True when :func:`run_cases_in_workers` pays for ``workload``: at least
+    :data:`MIN_REQUESTS_FOR_WORKERS` requests, two usable cores, and ``fork`` available."""
+    return (len(workload) >= MIN_REQUESTS_FOR_WORKERS and usable_cores() >= 2
+            and "fork" in multiprocessing.get_all_start_methods())
+
+
+def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
+                         timeline: str = "full", workers: int | None = None) -> tuple[list[CaseResult], list[dict]]:
+    """Simulate, check and summarise every case in forked worker processes.
+
+    ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
+    :func:`sched.engine.run_cases`; ``progress``: the same display hook, called from this process
+    about four times a second with the least advanced running case; ``workers``: processes running
+    at once (default: usable cores), one process per case. Returns ``(results, summaries)``, one
+    each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
+    ``summarize``. Raises what a worker raised (:class:`sched.engine.SimulationError` and its
+    subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
+    :class:`sched.engine.SimulationError`.
+    """
+    cases = list(cases)
+    workers = max(1, workers or usable_cores())
+    context = multiprocessing.get_context("fork")
+    counters = context.RawArray("q", 2 * len(cases))   # per case: current tick, requests ended
+    _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
+                counters=counters if progress is not None else None)
+    waiting = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
+    running: dict = {}   # the parent's end of each worker's pipe -> (case index, process)
+    results, summaries = [None] * len(cases), [None] * len(cases)
+    collecting = gc.isenabled()
+    gc.disable()   # many long-lived objects, no reference cycles (as in Simulation.run)
+    try:
+        while waiting or running:
+            while waiting and len(running) < workers:
+                index = waiting.pop(0)
+                receiver, sender = context.Pipe(duplex=False)
+                process = context.Process(target=_work, args=(index, sender), daemon=True)
+                process.start()
+                sender.close()
+                running[receiver] = (index, process)
+            for receiver in connection.wait(list(running), timeout=0.25):
+                index, process = running.pop(receiver)
+                try:
+                    kind, payload = receiver.recv()   # read here, in this thread: memory is reused
+                except EOFError:
+                    process.join()
+                    raise SimulationError(f"{cases[index].name}: the worker process ended without a result "
+                                          f"(exit code {process.exitcode})") from None
+                finally:
+                    receiver.close()
+                process.join()
+                if kind == "error":
+                    raise payload
+                summaries[index], results[index] = _unpack(workload, config, cases[index], payload)
+                del payload
+            if progress is not None and running:
+                index = min((i for i, _ in running.values()), key=lambda i: counters[2 * i + 1])
+                progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
+    finally:
+        for receiver, (_, process) in running.items():   # an error or Ctrl-C: stop the others
+            process.terminate()
+            process.join()
+            receiver.close()
+        _JOB.clear()
+        if collecting:
+            gc.enable()
+    return results, summaries
+
+
+def _expected_cost(case) -> int:
+    """Rough relative cost of a case: chunked prefill walks most ticks, APC adds cache look-ups."""
+    return (case.chunk_tokens is not None) * 2 + case.apc + (case.batching.value != "static")
+
+
+def _work(index: int, sender) -> None:
+    """In a worker: simulate case ``index``, check it, summarise it, and send the packed result (or
+    the error) through ``sender``."""
+    try:
+        sender.send(("ok", _packed_case(index)))
+    except BaseException as exc:   # Ctrl-C included: the parent raises it again
+        sender.send(("error", exc))
+    finally:
+        sender.close()
+
+
+def _packed_case(index: int) -> tuple:
+    job = _JOB
+    case = job["cases"][index]
+    counters = job["counters"]
+    hook = None
+    if counters is not None:
+        def hook(_name, now, ended, _total):
+            counters[2 * index] = now
+            counters[2 * index + 1] = ended
+    gc.disable()   # the worker only builds long-lived objects; it ends after the run
+    simulation = Simulation(job["workload"], job["config"], case, job["policy"], timeline=job["timeline"])
+    result = simulation.run(hook)
+    check_case(result)
+    summary = summarize(result)
+    # Column by column (one list per field): the parent's copies of these few large lists are freed
+    # whole once unpacked, where a tuple per request would leave its memory scattered.
+    requests = result.requests
+    columns = [[r.status.value for r in requests]] + [[getattr(r, name) for r in requests] for name in _REQUEST_STATE]
+    ticks = result.ticks
+    fields = type(ticks[0]).__slots__ if ticks else ()
+    records = [[getattr(k, name) for k in ticks] for name in fields]
+    return (summary, columns, type(ticks[0]) if ticks else None, records, result.budget_spent, result.busy_ticks,
+            simulation.now)
+
+
+def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
+    """The summary and the parent's :class:`CaseResult` of a packed worker result (same values)."""
+    summary, columns, record_type, records, budget_spent, busy_ticks, now = state
+    clock = _Clock(now)
+    requests = []
+    new = Request.__new__
+    for index, (spec, status, *values) in enumerate(zip(workload, *columns)):
+        request = new(Request)
+        for name, value in zip(_REQUEST_STATE, values):
+            setattr(request, name, value)
+        request.status = _STATUS[status]
+        request.spec, request.index, request._clock, request._open_from = spec, index, clock, None
+        requests.append(request)
+    ticks = [record_type(*values) for values in zip(*records)] if record_type is not None else []
+    return summary, CaseResult(case, config, requests, ticks, budget_spent, busy_ticks)
