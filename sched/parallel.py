@@ -168,8 +168,8 @@ def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
     new = Request.__new__
     for index, (spec, status, *values) in enumerate(zip(workload, *columns)):
         request = new(Request)
-        for name, value in zip(_REQUEST_STATE, values):
-            setattr(request, name, value)
+        (request.admitted_at, request.hit_tokens, request.prefilled_tokens, request.prefill_done_at,
+         request.done_at, request._runs, request._num_closed, request._seq) = values   # _REQUEST_STATE
         request.status = _STATUS[status]
         request.spec, request.index, request._clock, request._open_from = spec, index, clock, None
         requests.append(request)

@@ -33,7 +33,6 @@ prefill. Output is deterministic: no clock, no random ids, numbers with at most 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 from .config import Batching
 from .engine import CaseResult, Request, Status
@@ -44,6 +43,20 @@ __all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "la
 MAX_LANES = 40
 #: A lane with more segments than this is drawn coarsely (sub-phases folded into their phase).
 MAX_SEGMENTS = 200
+
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as XML entities (what ``xml.sax.saxutils.escape`` gives; that module
+    is not imported because it loads the whole URL library, a visible share of a run's start-up)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(text: str) -> str:
+    """An XML attribute value with its quotes (what ``xml.sax.saxutils.quoteattr`` gives)."""
+    text = escape(text).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' not in text:
+        return f'"{text}"'
+    return f"'{text}'" if "'" not in text else '"' + text.replace('"', "&quot;") + '"'
+
 
 # Okabe–Ito colours (colour-blind safe).
 _GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"

@@ -19,7 +19,7 @@ import difflib
 import hashlib
 import json
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 from .files import read_regular_text
@@ -43,6 +43,7 @@ __all__ = [
     "validate_workload",
     "workload_to_json",
     "workload_sha256",
+    "workload_json_and_sha256",
 ]
 
 #: Request fields in the order they are written (lab.md §7); ``priority`` is optional.
@@ -509,11 +510,8 @@ def workload_tick_ms(specs: list[RequestSpec]) -> float | None:
 def _spec(fields: dict, block_size: int | None, tick_ms: float | None = None) -> RequestSpec:
     """The :class:`RequestSpec` of validated fields; block ids become a tuple."""
     blocks = fields.pop("prefix_blocks", None)
-    spec = RequestSpec(**fields)
-    if blocks is None and block_size is None and tick_ms is None:
-        return spec
-    return replace(spec, prefix_blocks=None if blocks is None else tuple(blocks), block_size=block_size,
-                   tick_ms=tick_ms)
+    return RequestSpec(**fields, prefix_blocks=None if blocks is None else tuple(blocks), block_size=block_size,
+                       tick_ms=tick_ms)
 
 
 #: The note ``workload.json`` carries as its ``units`` field (ignored when read back).
@@ -542,3 +540,11 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
 def workload_sha256(specs: list[RequestSpec]) -> str:
     """sha256 (hex) of the canonical workload text (without the units note)."""
     return hashlib.sha256(workload_to_json(specs).encode("utf-8")).hexdigest()
+
+
+def workload_json_and_sha256(specs: list[RequestSpec]) -> tuple[str, str]:
+    """``(workload_to_json(specs, units=True), workload_sha256(specs))`` with the text built once
+    (the canonical text is the same without its ``units`` line)."""
+    text = workload_to_json(specs, units=True)
+    units = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n"
+    return text, hashlib.sha256(("{\n" + text[2 + len(units):]).encode("utf-8")).hexdigest()
