@@ -16,6 +16,7 @@ from . import __version__, compare, realrun
 from .artifacts import (ArtifactError, LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts,
                         write_text_file)
 from .check import CheckError, compare_runs, format_report
+from .cluster import dask_executor, parse_dask_address
 from .cmdline import EXIT_BAD_INPUT, EXIT_OK, LineParser
 from .config import ConfigError, EngineConfig, cases_for
 from .engine import TIMELINE_DETAILS, SimulationError, run_cases
@@ -295,6 +296,9 @@ def _sweep_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", help="write sweep.txt, sweep.csv and sweep.svg into DIR")
     parser.add_argument("--force", action="store_true", help="replace the sweep's files in an existing DIR")
     parser.add_argument("--workers", type=_positive_int, metavar="N", help="processes (default: all cores)")
+    parser.add_argument("--executor", metavar="dask://HOST:PORT",
+                        help="run the points on an existing Dask cluster, given its scheduler's address "
+                             "(needs the optional dask.distributed package; default: processes here)")
     _add_engine_flags(parser)
     return parser
 
@@ -309,9 +313,17 @@ def _main_sweep(argv: list[str]) -> int:
         raise ConfigError(f"--workers: at most {max_workers_allowed()} (4 x CPU count, at most 64), got {args.workers}")
     if args.out:
         check_target(args.out, force=args.force, names=SWEEP_FILES, kind="sweep")  # refuse before simulating
+    if args.executor is not None and args.workers is not None:
+        raise ConfigError("--workers: counts local processes; with --executor the cluster's workers run the points")
+    if args.executor is not None:
+        parse_dask_address(args.executor)  # refuse a bad address before loading anything
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
     config = config_from_args(args)
-    rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
+    if args.executor is not None:
+        with dask_executor(args.executor) as executor:
+            rows = run_sweep(workload, config, loads, args.policy, executor=executor)
+    else:
+        rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
              "sweep.svg": render_sweep_svg(rows),
              "manifest.json": render_sweep_manifest(workload, config, args.policy, loads)}
