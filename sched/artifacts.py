@@ -295,7 +295,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS),
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload),
     }
 
 

@@ -318,6 +318,8 @@ def _main_sweep(argv: list[str]) -> int:
     if args.executor is not None:
         parse_dask_address(args.executor)  # refuse a bad address before loading anything
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
+    for warning in scale_warnings(workload, args.profile, None):  # as the run warns: lab profile on a trace
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     config = config_from_args(args)
     if args.executor is not None:
         with dask_executor(args.executor) as executor:
@@ -325,7 +327,7 @@ def _main_sweep(argv: list[str]) -> int:
     else:
         rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
-             "sweep.svg": render_sweep_svg(rows),
+             "sweep.svg": render_sweep_svg(rows, config.timeout_ticks),
              "manifest.json": render_sweep_manifest(workload, config, args.policy, loads)}
     sys.stdout.write(files["sweep.txt"])
     if args.out:
