@@ -38,6 +38,7 @@ _STATUS = {status.value: status for status in Status}
 #: A finished request's state besides its status (its spec, index and clock are the parent's own).
 _REQUEST_STATE = ("admitted_at", "hit_tokens", "prefilled_tokens", "prefill_done_at", "done_at", "_runs",
                   "_num_closed", "_seq")
+_SAME_TICKS: dict = {}   # tick value -> the one int object the unpacked requests share (per run)
 # Worker-side state, inherited through fork (never pickled): the run's inputs and the counters.
 _JOB: dict = {}
 
@@ -94,6 +95,12 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
                 index, process = running.pop(receiver)
                 try:
                     kind, payload = receiver.recv()   # read here, in this thread: memory is reused
+                    if kind == "ok":
+                        summary, num_columns, record_type, num_records, *rest = payload
+                        columns = [receiver.recv() for _ in range(num_columns)]
+                        records = [receiver.recv() for _ in range(num_records)]
+                        payload = (summary, columns, record_type, records, *rest)
+                        del columns, records
                 except EOFError:
                     process.join()
                     raise SimulationError(f"{cases[index].name}: the worker process ended without a result "
@@ -114,9 +121,21 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             process.join()
             receiver.close()
         _JOB.clear()
+        _SAME_TICKS.clear()
         if collecting:
             gc.enable()
+    _give_back_free_memory()
     return results, summaries
+
+
+def _give_back_free_memory() -> None:
+    """Return the heap memory freed while unpacking (the received columns) to the system, where
+    the C library can (glibc's ``malloc_trim``), so the run's peak does not grow; else nothing."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).malloc_trim(0)
+    except (ImportError, OSError, AttributeError):
+        pass
 
 
 def _expected_cost(case) -> int:
@@ -128,9 +147,15 @@ def _work(index: int, sender) -> None:
     """In a worker: simulate case ``index``, check it, summarise it, and send the packed result (or
     the error) through ``sender``."""
     try:
-        sender.send(("ok", _packed_case(index)))
+        summary, columns, record_type, records, *rest = _packed_case(index)
     except BaseException as exc:   # Ctrl-C included: the parent raises it again
         sender.send(("error", exc))
+    else:
+        # One message per column: the parent's receive buffers stay small and are reused, where
+        # one large message would leave megabytes of freed memory in the parent's heap.
+        sender.send(("ok", (summary, len(columns), record_type, len(records), *rest)))
+        for column in columns + records:
+            sender.send(column)
     finally:
         sender.close()
 
@@ -163,6 +188,12 @@ def _packed_case(index: int) -> tuple:
 def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
     """The summary and the parent's :class:`CaseResult` of a packed worker result (same values)."""
     summary, columns, record_type, records, budget_spent, busy_ticks, now = state
+    # One int object per tick value for the tick columns, shared across cases (the engine shares
+    # them too): received ints are all distinct objects, 32 bytes each.
+    same = _SAME_TICKS.setdefault
+    for k, name in enumerate(("status",) + _REQUEST_STATE):
+        if name in ("admitted_at", "prefill_done_at", "done_at"):
+            columns[k] = [same(v, v) for v in columns[k]]
     clock = _Clock(now)
     requests = []
     new = Request.__new__
