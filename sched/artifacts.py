@@ -21,8 +21,6 @@ from fractions import Fraction
 from . import __version__
 from .config import EngineConfig
 from .engine import CaseResult, Status
-
-_OK = Status.DONE
 from .files import normal_mode, open_regular
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
@@ -191,6 +189,9 @@ def _request_lines(run: LabRun):
                 "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
                 "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
             }
+
+
+_OK = Status.DONE
 
 
 def _compact_request_lines(run: LabRun):

@@ -371,8 +371,14 @@ def p95_ttft_request(result: CaseResult) -> Request | None:
     """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
     requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
     succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
-    ok = sorted((r for r in result.requests if r.succeeded), key=lambda r: (r.first_token_at - r.spec.arrival, r.index))
-    return ok[max(1, (95 * len(ok) + 99) // 100) - 1] if ok else None
+    ok = [r for r in result.requests if r.succeeded]
+    if not ok:
+        return None
+    ttfts = [r.first_token_at - r.spec.arrival for r in ok]
+    rank = max(1, (95 * len(ok) + 99) // 100)
+    p95 = sorted(ttfts)[rank - 1]
+    tie = rank - sum(1 for t in ttfts if t < p95)   # the tie-th request with that TTFT, in workload order
+    return next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
 
 
 def _p95_band(svg: _Svg, case: str, request: Request, lane_y: int, extra: bool) -> None:
