@@ -19,7 +19,6 @@ import contextlib
 import os
 import shutil
 import tempfile
-import zipfile
 
 from .config import ConfigError
 
@@ -47,6 +46,8 @@ def parse_dask_address(text: str) -> str:
 def lab_code_zip(directory: str) -> str:
     """Write ``infer_sched_lab_code.zip`` (the ``sched`` package's ``.py`` files) into
     ``directory``; returns its path."""
+    import zipfile   # only a sweep on a cluster needs it
+
     package = os.path.dirname(os.path.abspath(__file__))
     path = os.path.join(directory, "infer_sched_lab_code.zip")
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
