@@ -376,7 +376,10 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
             name = raw["name"]
             label += f" ({name})" if name.isprintable() else f" ({_show(name)})"
         where = f"{source}: {label}"
-        found, fields = _field_problems(raw, REQUEST_RULES, f"{where}: field")
+        fields = _plain_fields(raw)   # the common case, checked quickly; anything else: every rule
+        found = [] if fields is not None else None
+        if found is None:
+            found, fields = _field_problems(raw, REQUEST_RULES, f"{where}: field")
         requests.append((label, fields, found + _request_problems(fields, where)))
     _add_workload_problems(requests, source)
     _add_block_problems(requests, header, "block_size" in data, source)
@@ -385,6 +388,33 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
     if problems:
         raise WorkloadError(_summary(problems), source=source, problems=problems)
     return [_spec(fields, header.get("block_size"), header.get("tick_ms")) for _, fields, _ in requests]
+
+
+_PLAIN_KEYS = frozenset(("name", "arrival", "prefix_key", "prefix_tokens", "suffix_tokens", "output_tokens"))
+
+
+def _plain_fields(raw) -> dict | None:
+    """``raw`` as valid fields when it plainly passes every field rule of :data:`REQUEST_RULES`
+    (exactly the six required fields, plus ``priority`` or not, no field given twice, plain
+    integers in range, a printable name, a non-empty key or null); ``None`` otherwise, and the
+    full check (:func:`_field_problems`) decides. A shortcut only: it never accepts what the full
+    check refuses."""
+    if getattr(raw, "repeated", ()) or not _PLAIN_KEYS.issubset(raw) or len(raw) > 7:
+        return None
+    priority = raw.get("priority")
+    if len(raw) == 7 and ("priority" not in raw or priority is not None and (
+            type(priority) is not int or not -MAX_PRIORITY <= priority <= MAX_PRIORITY)):
+        return None
+    name, key, arrival = raw["name"], raw["prefix_key"], raw["arrival"]
+    prefix, suffix, output = raw["prefix_tokens"], raw["suffix_tokens"], raw["output_tokens"]
+    if (type(name) is str and name.strip() and name.isprintable()
+            and (key is None or type(key) is str and key.strip())
+            and type(arrival) is int and 0 <= arrival <= MAX_ARRIVAL
+            and type(prefix) is int and 0 <= prefix <= MAX_TOKENS
+            and type(suffix) is int and 0 <= suffix <= MAX_TOKENS
+            and type(output) is int and 1 <= output <= MAX_TOKENS):
+        return dict(raw)
+    return None
 
 
 def _summary(problems: list[str]) -> str:

@@ -1,9 +1,11 @@
 """The fast writers of large runs give exactly the text of the plain ones (speed, issue 12 item 7)."""
 
 import json
+import random
 import unittest
 from dataclasses import replace
 
+from sched import workload as workload_module
 from sched.artifacts import LabRun, render_artifacts
 from sched.cli import run_lab
 from sched.config import EngineConfig
@@ -38,6 +40,41 @@ class CompactRequestLinesTest(unittest.TestCase):
                     statuses.add((want["status"], want["admitted_at"] is None, bool(times)))
             if label != "priority-mix":
                 self.assertIn(("timeout", False, True), statuses, label)   # timed out mid-decode
+
+
+class PlainRequestShortcutTest(unittest.TestCase):
+    def test_the_shortcut_never_accepts_what_the_full_check_refuses(self):
+        """Seeded random request objects mixing good and bad values: whenever the shortcut accepts
+        one, the full check finds no problem and the same fields; every plain one is accepted."""
+        rng = random.Random(12)
+        values = {"name": ["a", " ", "", "tab\there", 7, None, "é"],
+                  "arrival": [0, 5, -1, 10**9, 10**9 + 1, True, 2.0, "3", None],
+                  "prefix_key": [None, "K", "", " ", 3],
+                  "prefix_tokens": [0, 16, -1, 10**6, 10**6 + 1, False, 1.5],
+                  "suffix_tokens": [0, 8, -2, 10**6 + 1, None],
+                  "output_tokens": [1, 0, 4, 10**6, 10**6 + 1, True],
+                  "priority": [None, 0, -3, 10**9, 10**9 + 1, True, "1"],
+                  "extra": [1]}
+        accepted = 0
+        for _ in range(3000):
+            raw = {field: options[0] if rng.random() < 0.8 else rng.choice(options)   # options[0] is good
+                   for field, options in values.items()
+                   if rng.random() < (0.97 if field in workload_module._PLAIN_KEYS else 0.3)}
+            fast = workload_module._plain_fields(raw)
+            problems, fields = workload_module._field_problems(raw, workload_module.REQUEST_RULES, "f")
+            if fast is not None:
+                accepted += 1
+                self.assertEqual((problems, fields), ([], fast), raw)
+            elif not problems and set(raw) <= workload_module._PLAIN_KEYS | {"priority"}:
+                self.fail(f"a plain request took the long way: {raw}")
+        self.assertGreater(accepted, 50)
+
+    def test_repeated_fields_take_the_full_check(self):
+        text = '{"requests": [{"name": "a", "name": "b", "arrival": 0, "prefix_key": null, "prefix_tokens": 0, ' \
+               '"suffix_tokens": 1, "output_tokens": 1}]}'
+        with self.assertRaises(workload_module.WorkloadError) as raised:
+            workload_module.parse_workload(text)
+        self.assertIn("given more than once", str(raised.exception))
 
 
 class WorkloadTextOnceTest(unittest.TestCase):
