@@ -1,20 +1,22 @@
 """The four cases of a large run simulated side by side in worker processes (one per core).
 
 The cases of a run never see each other (lab.md §4: each starts cold), so they can be simulated
-at the same time. :func:`run_cases_in_workers` forks one worker process per case, as many at once
-as there are cores; each worker simulates a case (:func:`sched.engine.simulate`), checks its invariants
-(:func:`sched.invariants.check_case`) and summarises it (:func:`sched.metrics.summarize`), then
-sends back the requests' final state and the timeline records as plain lists, which the parent
-turns back into the same :class:`~sched.engine.CaseResult` a sequential run gives: same requests,
-same records, same summary, so every artifact has the same bytes.
+at the same time. :func:`run_cases_in_workers` splits the cases into one share per core of about
+equal expected cost; this process simulates the first share itself and forks one worker per
+other share. Each case is simulated (:func:`sched.engine.simulate`), checked
+(:func:`sched.invariants.check_case`) and summarised (:func:`sched.metrics.summarize`); a worker
+then sends back the requests' final state and the timeline records as plain lists, which this
+process turns back into the same :class:`~sched.engine.CaseResult` a sequential run gives: same
+requests, same records, same summary, so every artifact has the same bytes.
 
 Only used where it pays (:func:`worth_workers`: a workload of at least
 :data:`MIN_REQUESTS_FOR_WORKERS` requests, at least two usable cores, and the ``fork`` start
 method, i.e. Linux and the like); small runs, every lab scenario included, stay in one process.
-The longest cases are started first (static, chunked, continuous, APC) so two workers finish
-together. Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
+On two cores this process takes static and continuous+APC, one worker chunked prefill and
+continuous (:func:`_split`). Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
 in the parent with the same type and message. Progress of the running cases is read from shared
-counters, so the terminal display keeps working.
+counters once this process's own cases are done (until then it shows its own), so the terminal
+display keeps working.
 """
 
 from __future__ import annotations
@@ -64,8 +66,9 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
 
     ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
     :func:`sched.engine.run_cases`; ``progress``: the same display hook, called from this process
-    about four times a second with the least advanced running case; ``workers``: processes running
-    at once (default: usable cores), one process per case. Returns ``(results, summaries)``, one
+    (this process's own cases as they run, then about four times a second the least advanced case
+    of a worker); ``workers``: processes at work, this one included (default: usable cores; at
+    most one per case). Returns ``(results, summaries)``, one
     each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
     ``summarize``. Raises what a worker raised (:class:`sched.engine.SimulationError` and its
     subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
@@ -77,35 +80,37 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     counters = context.RawArray("q", 2 * len(cases))   # per case: current tick, requests ended
     _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
                 counters=counters if progress is not None else None)
-    waiting = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
-    running: dict = {}   # the parent's end of each worker's pipe -> (case index, process)
+    shares = _split(cases, workers)   # shares[0] is this process's own; one forked worker per other share
     results, summaries = [None] * len(cases), [None] * len(cases)
+    running: dict = {}   # the parent's end of each worker's pipe -> (case indices, process)
     collecting = gc.isenabled()
     gc.disable()   # many long-lived objects, no reference cycles (as in Simulation.run)
-
-    def start_workers() -> None:
-        while waiting and len(running) < workers:
-            index = waiting.pop(0)
+    try:
+        for share in shares[1:]:
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(index, sender), daemon=True)
+            process = context.Process(target=_work, args=(share, sender), daemon=True)
             process.start()
             sender.close()
-            running[receiver] = (index, process)
-
-    try:
-        while waiting or running:
-            start_workers()
+            running[receiver] = (share, process)
+        for index in shares[0]:   # this process's own cases: nothing to send back
+            result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
+            check_case(result)
+            results[index], summaries[index] = result, summarize(result)
+            gc.disable()   # Simulation.run enables it again on the way out
+        while running:
             for receiver in connection.wait(list(running), timeout=0.25):
-                index, process = running.pop(receiver)
-                start_workers()   # the next case starts before this one's result is read
+                share, process = running.pop(receiver)
                 try:
-                    kind, payload = receiver.recv()   # read here, in this thread: memory is reused
-                    if kind == "ok":
+                    for index in share:   # read here, in this thread: the memory is reused
+                        kind, payload = receiver.recv()
+                        if kind == "error":
+                            raise payload
                         summary, num_columns, record_type, num_records, *rest = payload
                         columns = [receiver.recv() for _ in range(num_columns)]
                         records = [receiver.recv() for _ in range(num_records)]
-                        payload = (summary, columns, record_type, records, *rest)
-                        del columns, records
+                        summaries[index], results[index] = _unpack(workload, config, cases[index],
+                                                                   (summary, columns, record_type, records, *rest))
+                        del columns, records, payload
                 except EOFError:
                     process.join()
                     raise SimulationError(f"{cases[index].name}: the worker process ended without a result "
@@ -113,12 +118,8 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
                 finally:
                     receiver.close()
                 process.join()
-                if kind == "error":
-                    raise payload
-                summaries[index], results[index] = _unpack(workload, config, cases[index], payload)
-                del payload
             if progress is not None and running:
-                index = min((i for i, _ in running.values()), key=lambda i: counters[2 * i + 1])
+                index = min((i for share, _ in running.values() for i in share), key=lambda i: counters[2 * i + 1])
                 progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
     finally:
         for receiver, (_, process) in running.items():   # an error or Ctrl-C: stop the others
@@ -131,6 +132,19 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             gc.enable()
     _give_back_free_memory()
     return results, summaries
+
+
+def _split(cases: list, workers: int) -> list[list[int]]:
+    """Case indices in ``workers`` shares of about equal expected cost (longest first, each to the
+    least loaded share; :func:`_expected_cost`), each share in ``cases`` order; empty shares
+    dropped except the first (this process's own)."""
+    shares = [[] for _ in range(max(1, min(workers, len(cases))))]
+    loads = [0] * len(shares)
+    for index in sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True):
+        least = loads.index(min(loads))
+        shares[least].append(index)
+        loads[least] += _expected_cost(cases[index])
+    return [sorted(shares[0])] + [sorted(share) for share in shares[1:] if share]
 
 
 def _give_back_free_memory() -> None:
@@ -147,25 +161,27 @@ def _expected_cost(case) -> int:
     """Rough relative cost of a case, as measured on the Azure conversation trace (seconds for
     simulation, checks and summary): static 1.0 (its queue holds every waiting request for long),
     chunked prefill 0.9 (the most walked ticks), continuous 0.7, continuous+APC 0.6 (hits shorten
-    prefills). Started longest first, two workers then finish together."""
+    prefills). Split longest first (:func:`_split`), two processes then finish together."""
     if case.batching.value == "static":
         return 4
     return 3 if case.chunk_tokens is not None else (1 if case.apc else 2)
 
 
-def _work(index: int, sender) -> None:
-    """In a worker: simulate case ``index``, check it, summarise it, and send the packed result (or
-    the error) through ``sender``."""
+def _work(share: list[int], sender) -> None:
+    """In a worker: simulate, check and summarise each case of ``share``, then send every packed
+    result (or the first error) through ``sender``. Everything is computed before anything is sent:
+    the parent reads only once its own cases are done, and a full pipe would stall this worker."""
     try:
-        summary, columns, record_type, records, *rest = _packed_case(index)
+        packed = [_packed_case(index) for index in share]
     except BaseException as exc:   # Ctrl-C included: the parent raises it again
         sender.send(("error", exc))
     else:
-        # One message per column: the parent's receive buffers stay small and are reused, where
-        # one large message would leave megabytes of freed memory in the parent's heap.
-        sender.send(("ok", (summary, len(columns), record_type, len(records), *rest)))
-        for column in columns + records:
-            sender.send(column)
+        for summary, columns, record_type, records, *rest in packed:
+            # One message per column: the parent's receive buffers stay small and are reused,
+            # where one large message would leave megabytes of freed memory in its heap.
+            sender.send(("ok", (summary, len(columns), record_type, len(records), *rest)))
+            for column in columns + records:
+                sender.send(column)
     finally:
         sender.close()
 
