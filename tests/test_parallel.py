@@ -68,7 +68,8 @@ class WorkersAgreeTest(unittest.TestCase):
         self.assertIsInstance(raised.exception, SimulationError)
 
     def test_progress_is_reported_from_shared_counters(self):
-        """The hook is called with a case name, a tick, ended requests and the workload size."""
+        """The hook is called with a case name, a tick, ended requests and the workload size: for
+        this process's own cases as they run, then from the worker's shared counters while waiting."""
         calls, first, real_wait = [], [True], connection.wait
 
         def wait(readers, timeout):   # the first wait finds nothing ready: the hook runs at least once
@@ -78,7 +79,7 @@ class WorkersAgreeTest(unittest.TestCase):
 
         with mock.patch("sched.parallel.connection.wait", wait):
             run_cases_in_workers(scenario("baseline"), EngineConfig(), cases_for(EngineConfig()),
-                                 progress=lambda *args: calls.append(args), workers=1)
+                                 progress=lambda *args: calls.append(args), workers=2)
         self.assertTrue(calls)
         for name, tick, ended, total in calls:
             self.assertIn(name, [case.name for case in cases_for(EngineConfig())])
