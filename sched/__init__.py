@@ -5,7 +5,9 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - the model: ``workload`` (records, validation, scenarios) → ``cache`` (prefix cache) →
   ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``engine`` (the tick
   engine) → ``invariants`` and ``metrics`` (the statistics contract);
-- outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep``;
+- outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep`` (and
+  ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
+  (the cases of a large run side by side in worker processes);
 - tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare`` (which reads a run
   through ``trace``: the summary checked, requests.jsonl streamed); ``bench`` (speed and memory,
   through the ``main`` the CLI hands it); real data: ``importers`` (traces → workloads), ``realrun``

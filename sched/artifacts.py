@@ -20,14 +20,14 @@ from fractions import Fraction
 
 from . import __version__
 from .config import EngineConfig
-from .engine import CaseResult
+from .engine import CaseResult, Status
 from .files import exclusive_lock, normal_mode, note_written, open_regular, refuse_non_regular, staging_prefix
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
 from .report import render_report
 from .vllm_picture import VllmLaneView
 from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header, timeline_lines
-from .workload import RequestSpec, workload_sha256, workload_tick_ms, workload_to_json
+from .workload import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
 
 __all__ = ["ArtifactError", "LabRun", "ARTIFACT_FILES", "render_artifacts", "render_table",
            "check_target", "directory_kind", "files_kind", "refuse_kind_file", "stream_artifacts", "write_artifacts", "write_text_file", "UNITS_NOTE"]
@@ -237,8 +237,7 @@ def _request_lines(run: LabRun):
             yield line
 
 
-def _int(value) -> str:
-    return "null" if value is None else str(value)
+_OK = Status.DONE
 
 
 def _compact_request_lines(run: LabRun):
@@ -246,23 +245,29 @@ def _compact_request_lines(run: LabRun):
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
     dumps = json.JSONEncoder(ensure_ascii=False).encode
+    names = [dumps(spec.name) for spec in run.workload]   # encoded once for every case
     vllm = is_vllm_run(run)
     for result in run.results:
         case = dumps(result.case.name)
-        for r in result.requests:
+        for r, name in zip(result.requests, names):
+            spec, admitted, done = r.spec, r.admitted_at, r.done_at
+            arrival, runs = spec.arrival, r.flat_token_runs
+            if r.status is _OK:
+                first = runs[0]
+                latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
+            else:
+                first = runs[0] if runs else None
+                latencies = '"ttft": null, "queue_wait": null, "e2e": null'
             preemptions = (f', "num_preemptions": {r.num_preemptions}, "preempted_at": '
                            f'[{", ".join(map(str, r.preempted_at))}]') if vllm else ""
-            spec, first, ok = r.spec, r.first_token_at, r.succeeded
-            arrival = spec.arrival
-            runs = ", ".join(f"[{start}, {count}]" for start, count in r.token_runs)
-            yield (f'{{"case": {case}, "name": {dumps(spec.name)}, "arrival": {arrival}, '
-                   f'"admitted_at": {_int(r.admitted_at)}, "first_token_at": {_int(first)}, '
-                   f'"done_at": {_int(r.done_at)}, "status": "{r.status.value}", '
-                   f'"prompt_tokens": {spec.prompt_tokens}, "hit_tokens": {r.hit_tokens}, '
-                   f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {r.num_tokens}, '
-                   f'"ttft": {first - arrival if ok else "null"}, '
-                   f'"queue_wait": {r.admitted_at - arrival if ok else "null"}, '
-                   f'"e2e": {r.done_at - arrival if ok else "null"}, "token_runs": [{runs}]{preemptions}}}')
+            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
+            yield (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
+                   f'"admitted_at": {"null" if admitted is None else admitted}, '
+                   f'"first_token_at": {"null" if first is None else first}, '
+                   f'"done_at": {"null" if done is None else done}, "status": "{r.status.value}", '
+                   f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
+                   f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {sum(runs[1::2])}, '
+                   f'{latencies}, "token_runs": [{pairs}]{preemptions}}}')
 
 
 def _timeline_lines(run: LabRun):
@@ -326,12 +331,15 @@ def stream_artifacts(run: LabRun) -> dict:
 def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     """Every artifact's text by file name (:data:`ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
+    workload_text, sha256 = workload_json_and_sha256(run.workload)   # the workload's text built once
+    if not run._sha256:
+        run._sha256.append(sha256)
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
     svg = render_timeline_svg(run.results, units_note(run), raw_summaries, VllmLaneView() if is_vllm_run(run) else None)
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
-        "workload.json": workload_to_json(run.workload, units=True),
+        "workload.json": workload_text,
         "summary.json": json.dumps({"units": units_note(run), "field_units": SUMMARY_UNITS,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
@@ -340,7 +348,7 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
         "timeline.jsonl": jsonl(_timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS),
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload),
     }
 
 

@@ -18,6 +18,7 @@ from . import __version__, bench, calibrate, compare, msrun, realrun, rundiff, s
 from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, render_artifacts, stream_artifacts,
                         write_artifacts, write_text_file)
 from .check import CheckError, compare_runs, format_report
+from .cluster import dask_executor, parse_dask_address
 from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
                       interrupts_raise, one_line)
 from .cmdline import decimal, integer
@@ -27,6 +28,7 @@ from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, ru
 from .explain import ExplainError, explain_request
 from .invariants import check_cases
 from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
+from .parallel import run_cases_in_workers, worth_workers
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
@@ -218,7 +220,8 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
     checked against the model's invariants (:mod:`sched.invariants`); a broken one raises
     :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
-    simulation.
+    simulation. A workload of :data:`sched.parallel.MIN_REQUESTS_FOR_WORKERS` requests or more is
+    simulated in worker processes, one case per core (:mod:`sched.parallel`; same results).
     """
     timeline = timeline or default_timeline(workload)
     if isinstance(config, VllmKnobs):
@@ -226,6 +229,9 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         results = [simulate_vllm(workload, config, progress, timeline=timeline)]
         check_cases(results)
         return LabRun(workload, config, config.policy, source, results, timeline)
+    if worth_workers(workload):  # large: the cases side by side, one per core (same results)
+        results, summaries = run_cases_in_workers(workload, config, cases_for(config), policy, progress, timeline)
+        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)
@@ -435,6 +441,9 @@ def _sweep_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR", help="write sweep.txt, sweep.csv and sweep.svg into DIR")
     parser.add_argument("--force", action="store_true", help="replace the sweep's files in an existing DIR")
     parser.add_argument("--workers", type=_positive_int, metavar="N", help="processes (default: all cores)")
+    parser.add_argument("--executor", metavar="dask://HOST:PORT",
+                        help="run the points on an existing Dask cluster, given its scheduler's address "
+                             "(needs the optional dask.distributed package; default: processes here)")
     _add_engine_flags(parser)
     return parser
 
@@ -449,14 +458,24 @@ def _main_sweep(argv: list[str]) -> int:
         raise ConfigError(f"--workers: at most {max_workers_allowed()} (4 x CPU count, at most 64), got {args.workers}")
     if args.out:
         check_target(args.out, force=args.force, names=SWEEP_FILES, kind="sweep")  # refuse before simulating
+    if args.executor is not None and args.workers is not None:
+        raise ConfigError("--workers: counts local processes; with --executor the cluster's workers run the points")
+    if args.executor is not None:
+        parse_dask_address(args.executor)  # refuse a bad address before loading anything
     workload = load_workload(args.workload) if args.workload is not None else scenario(args.scenario or "baseline")
+    for warning in scale_warnings(workload, args.profile, None):  # as the run warns: lab profile on a trace
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     config = config_from_args(args)
     warning = long_run_warning(workload, config, points=len(loads))
     if warning:
         print(f"infer_sched_lab.py sweep: warning: {warning}", file=sys.stderr)
-    rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
+    if args.executor is not None:
+        with dask_executor(args.executor) as executor:
+            rows = run_sweep(workload, config, loads, args.policy, executor=executor)
+    else:
+        rows = run_sweep(workload, config, loads, args.policy, max_workers=args.workers)
     files = {"sweep.txt": render_sweep_table(rows), "sweep.csv": render_sweep_csv(rows),
-             "sweep.svg": render_sweep_svg(rows),
+             "sweep.svg": render_sweep_svg(rows, config.timeout_ticks),
              "manifest.json": render_sweep_manifest(workload, config, args.policy, loads)}
     sys.stdout.write(files["sweep.txt"])
     if args.out:

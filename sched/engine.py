@@ -156,6 +156,13 @@ class Request:
         return closed + [(self._open_from, count)] if count else closed
 
     @property
+    def flat_token_runs(self) -> list[int]:
+        """:attr:`token_runs` flattened, ``[first stamp, count, first stamp, count, ...]``; for an
+        ended request (no open run) this is the stored list itself, read it, never change it."""
+        count = self._open_count()
+        return self._runs + [self._open_from, count] if count else self._runs
+
+    @property
     def token_times(self) -> list[int]:
         """The tick stamp of each emitted output token, strictly increasing (a new list)."""
         return [start + k for start, count in self.token_runs for k in range(count)]

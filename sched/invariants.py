@@ -70,9 +70,9 @@ def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> No
     where = f"request {r.index} ({r.name})"
     deadline = None if config.timeout_ticks is None else spec.arrival + config.timeout_ticks
     # Token stamps are read as runs of consecutive ticks: O(runs), not O(tokens), per request.
-    runs = r.token_runs
-    num_tokens = sum(count for _, count in runs)
-    first, last = (runs[0][0], runs[-1][0] + runs[-1][1] - 1) if runs else (None, None)
+    runs = r.flat_token_runs   # [first stamp, count, first stamp, count, ...]
+    num_tokens = sum(runs[1::2])
+    first, last = (runs[0], runs[-2] + runs[-1] - 1) if runs else (None, None)
 
     # Ends exactly once, with the end tick its status implies.
     if not r.status.ended or r.done_at is None:
@@ -96,9 +96,9 @@ def _check_request(result: CaseResult, r: Request, prefilled: dict | None) -> No
     # Tokens: strictly increasing, after prefill, before the end.
     if runs and (first < r.admitted_at + 2 or last > r.done_at):
         _fail(result, where, f"token times {first}..{last} outside admission+2 .. end {r.done_at}")
-    if any(count < 1 for _, count in runs) or any(
-            start <= previous + count - 1 for (previous, count), (start, _) in zip(runs, runs[1:])):
-        _fail(result, where, f"token times do not strictly increase: runs {runs}")
+    if min(runs[1::2], default=1) < 1 or (len(runs) > 2 and any(
+            runs[i] <= runs[i - 2] + runs[i - 1] - 1 for i in range(2, len(runs), 2))):
+        _fail(result, where, f"token times do not strictly increase: runs {r.token_runs}")
 
     # Prefix cache hits (block-level prefixes share up to their blocks × block size).
     shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size

@@ -191,16 +191,16 @@ def gap_histogram(requests) -> Counter:
     read from token runs: a run of n tokens holds n − 1 gaps of 1, and each pair of adjacent runs
     one gap. Example: runs [(2, 3), (14, 1)] (times [2, 3, 4, 14]) give {1: 2, 10: 1}."""
     counts = Counter()
+    ones = 0   # gaps of 1 inside runs, the bulk of the sample, summed apart
     for request in requests:
         if not request.succeeded:
             continue
-        end = None
-        for start, count in request.token_runs:
-            if end is not None:
-                counts[start - end] += 1
-            if count > 1:
-                counts[1] += count - 1
-            end = start + count - 1
+        runs = request.flat_token_runs   # [first stamp, count, ...]
+        ones += sum(runs[1::2]) - len(runs) // 2
+        for i in range(2, len(runs), 2):
+            counts[runs[i] - (runs[i - 2] + runs[i - 1] - 1)] += 1
+    if ones:
+        counts[1] += ones
     return counts
 
 

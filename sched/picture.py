@@ -33,21 +33,38 @@ prefill. Output is deterministic: no clock, no random ids, numbers with at most 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from xml.sax.saxutils import escape, quoteattr
 
 from .config import Batching
 from .engine import CaseResult, Request, Status
 
-__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "render_timeline_svg"]
+__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
+           "render_timeline_svg"]
 
 #: Most request lanes drawn per case; the picture names how many were left out.
 MAX_LANES = 40
 #: A lane with more segments than this is drawn coarsely (sub-phases folded into their phase).
 MAX_SEGMENTS = 200
 
+def escape(text: str) -> str:
+    """``&``, ``<`` and ``>`` as XML entities (what ``xml.sax.saxutils.escape`` gives; that module
+    is not imported because it loads the whole URL library, a visible share of a run's start-up)."""
+    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
+
+
+def quoteattr(text: str) -> str:
+    """An XML attribute value with its quotes (what ``xml.sax.saxutils.quoteattr`` gives)."""
+    text = escape(text).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+    if '"' not in text:
+        return f'"{text}"'
+    return f"'{text}'" if "'" not in text else '"' + text.replace('"', "&quot;") + '"'
+
+
 # Okabe–Ito colours (colour-blind safe).
 _GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
 _GREEN, _VERMILLION, _BLACK = "#009e73", "#d55e00", "#000000"
+_P95_FILL, _P95_STROKE = "#fff1b8", "#e6c300"
+#: Narrowest cache-hit strip, in pixels (a hit stays visible however long the axis).
+_HIT_MIN_W = 8
 
 #: Phase -> (fill, legend label).
 PHASES = {
@@ -69,6 +86,7 @@ _COARSE = {"stalled": "prefill", "chunked": "prefill", "skipped": "decode"}
 _LEFT, _PLOT_W, _RIGHT = 64, 860, 120
 _LANE_H, _LANE_GAP = 14, 5
 _HEAD_H, _AXIS_H, _CASE_GAP = 22, 18, 14
+_EXTRA_H = 20 + _LANE_H + _LANE_GAP + _AXIS_H   # the P95 request's own lane below the others
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,24 +269,19 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
     request)``, ``marks(request)``), ``None`` for the lab engine. Returns the whole
     ``timeline.svg`` text; the same inputs give the same bytes.
     """
+    p95s = [p95_ttft_request(result) for result in results]
     shown = [result.requests[:MAX_LANES] for result in results]
+    # A P95 request beyond the drawn lanes gets a lane of its own below them, on its own axis.
+    extras = [p95 if p95 is not None and p95.index >= MAX_LANES else None for p95 in p95s]
     num_requests = len(results[0].requests) if results else 0
-    lives = [(r.spec.arrival, _end_of(r)) for lanes in shown for r in lanes]
-    first = min((a for a, _ in lives), default=0)
-    last = max((e for _, e in lives), default=1)
-    step = _axis_step(max(last - first, 1))
-    axis_start = first // step * step
-    axis_end = max(last, axis_start + 1)
-    scale = _PLOT_W / (axis_end - axis_start)
-
-    def x(tick: float) -> str:
-        return _num(_LEFT + (tick - axis_start) * scale)
+    axis_start, axis_end, step, scale, x = _axis([(r.spec.arrival, _end_of(r)) for lanes in shown for r in lanes])
 
     width = _LEFT + _PLOT_W + _RIGHT
     legend_y = 64 if num_requests > MAX_LANES else 48
     rows = _legend_rows(PHASES if view is None else view.phases)
     header_h = legend_y + 34 + 16 * (len(rows) - 1)
-    heights = [_HEAD_H + len(lanes) * (_LANE_H + _LANE_GAP) + _AXIS_H + _CASE_GAP for lanes in shown]
+    heights = [_HEAD_H + len(lanes) * (_LANE_H + _LANE_GAP) + _AXIS_H + _CASE_GAP
+               + (_EXTRA_H if extra is not None else 0) for lanes, extra in zip(shown, extras)]
     height = header_h + sum(heights)
 
     svg = _Svg()
@@ -287,7 +300,8 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
     svg.element("text", text=note, x=_LEFT, y=34, fill="#444444")
     if num_requests > MAX_LANES:
         svg.element("text", text=f"Showing the first {MAX_LANES} of {num_requests} requests of each case "
-                                 "(workload order); every request is in requests.jsonl.",
+                                 "(workload order), then the case's P95 TTFT request if it is not among them; "
+                                 "every request is in requests.jsonl.",
                     x=_LEFT, y=50, fill=_VERMILLION)
     _legend(svg, legend_y, rows, () if view is None else view.marks_legend)
 
@@ -304,16 +318,51 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         names = {r.name for r in lanes}
         prefill = _prefill_by_request(result, names) if view is None else None
         context = None if view is None else view.case_context(result, names)
+        p95 = p95s[index]
+        static = result.case.batching is Batching.STATIC
         for row, request in enumerate(lanes):
             lane_y = top + row * (_LANE_H + _LANE_GAP)
+            if request is p95:
+                _p95_band(svg, case, request, lane_y, False)
             _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
-                  result.case.chunk_tokens, lane_y, x, result.case.batching is Batching.STATIC,
-                  None if view is None else (view, context))
+                  result.case.chunk_tokens, lane_y, x, static,
+                  None if view is None else (view, context), request is p95)
         svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
+        extra = extras[index]
+        if extra is not None:
+            lane_y = bottom + _AXIS_H + 20
+            svg.element("text", text=f"the P95 TTFT request, request {extra.index + 1} of the workload (its own tick axis):",
+                        x=_LEFT, y=lane_y - 8, fill="#444444")
+            start, end, own_step, own_scale, own_x = _axis([(extra.spec.arrival, _end_of(extra))])
+            _grid(svg, start, end, own_step, own_scale, own_x, lane_y - 4, lane_y + _LANE_H + _LANE_GAP)
+            _p95_band(svg, case, extra, lane_y, True)
+            ticks = _prefill_by_request(result, {extra.name}) if view is None else None
+            viewed = None if view is None else (view, view.case_context(result, {extra.name}))
+            _lane(svg, case, extra, ticks[extra.name] if ticks is not None else None, result.case.chunk_tokens,
+                  lane_y, own_x, static, viewed, True)
+            svg.element("text", text="tick", x=_LEFT - 24, y=lane_y + _LANE_H + _LANE_GAP + 12, text_anchor="end",
+                        fill="#444444")
+            bottom += _EXTRA_H
         svg.lines.append("</g>")
         y = bottom + _AXIS_H + _CASE_GAP
     svg.lines.append("</svg>")
     return "\n".join(svg.lines) + "\n"
+
+
+def _axis(lives: list[tuple[int, int]]):
+    """A tick axis over ``lives`` ((arrival, end) pairs): ``(start, end, step, pixels per tick,
+    x(tick) -> coordinate text)``."""
+    first = min((a for a, _ in lives), default=0)
+    last = max((e for _, e in lives), default=1)
+    step = _axis_step(max(last - first, 1))
+    start = first // step * step
+    end = max(last, start + 1)
+    scale = _PLOT_W / (end - start)
+
+    def x(tick: float) -> str:
+        return _num(_LEFT + (tick - start) * scale)
+
+    return start, end, step, scale, x
 
 
 def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int, bottom: int) -> None:
@@ -327,12 +376,36 @@ def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int,
         svg.element("text", text=str(t), x=x(t), y=bottom + 12, text_anchor="middle", fill="#444444")
 
 
+def p95_ttft_request(result: CaseResult) -> Request | None:
+    """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
+    requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
+    succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
+    ok = [r for r in result.requests if r.succeeded]
+    if not ok:
+        return None
+    ttfts = [r.first_token_at - r.spec.arrival for r in ok]
+    rank = max(1, (95 * len(ok) + 99) // 100)
+    p95 = sorted(ttfts)[rank - 1]
+    tie = rank - sum(1 for t in ttfts if t < p95)   # the tie-th request with that TTFT, in workload order
+    return next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
+
+
+def _p95_band(svg: _Svg, case: str, request: Request, lane_y: int, extra: bool) -> None:
+    """A pale band behind the lane of the case's P95-TTFT request (outside its lane group)."""
+    ttft_value = request.first_token_at - request.spec.arrival
+    where = f" (request {request.index + 1} of the workload, drawn after the first {MAX_LANES})" if extra else ""
+    svg.element("rect", title=f"{request.name} in {case}: the P95 TTFT request, TTFT {ttft_value}{where}",
+                data_p95_request=request.name, x=4, y=lane_y - 2, width=_LEFT + _PLOT_W + _RIGHT - 8,
+                height=_LANE_H + 4, fill=_P95_FILL, stroke=_P95_STROKE, stroke_width=1)
+
+
 def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x,
-          static: bool = False, viewed=None) -> None:
+          static: bool = False, viewed=None, p95: bool = False) -> None:
     name = request.name
     mid = lane_y + _LANE_H / 2
     svg.lines.append(f"<g data-request={quoteattr(name)}>")
-    svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end")
+    svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end",
+                **({"font_weight": "bold"} if p95 else {}))
     view, context = viewed if viewed is not None else (None, None)
     segments = (lane_segments(request, prefill_ticks, chunk_tokens) if view is None
                 else view.segments(context, request))
@@ -348,6 +421,13 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
         svg.element("path", title=title, data_mark="preemption", data_tick=at,
                     d=f"M{_num(float(x(at)) - 5)} {lane_y - 4}h10l-5 8z", fill=_VERMILLION,
                     stroke="#ffffff", stroke_width=0.5)
+    if request.admitted_at is not None and request.hit_tokens > 0:
+        # The hit as a strip in the gap above the lane, at least _HIT_MIN_W pixels wide: visible
+        # at any axis width, never hidden under the admission or first-token marker.
+        at, end = request.admitted_at, request.prefill_done_at
+        left = float(x(at))
+        right = max(float(x(end + 1)) if end is not None else left, left + _HIT_MIN_W)
+        svg.element("rect", x=_num(left), y=lane_y - 4, width=_num(right - left), height=3, fill=_GREEN)
     if request.admitted_at is not None:
         at = request.admitted_at
         hit = request.hit_tokens > 0
@@ -363,7 +443,7 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
                     fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
     if request.done_at is not None:
         at = request.done_at
-        label = _lane_label(request)
+        label = _lane_label(request) + (" · P95 TTFT" if p95 else "")
         if request.status is Status.TIMEOUT:
             svg.element("path", title=f"{name} in {case}: timed out at tick {at} with "
                                       f"{len(request.token_times)} of {request.spec.output_tokens} tokens",
@@ -374,7 +454,8 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
                                       f"{len(request.token_times)} tokens)",
                         data_mark="done", data_tick=at, x=_num(float(x(at)) - 1), y=lane_y - 1,
                         width=2.5, height=_LANE_H + 2, fill=_BLACK)
-        svg.element("text", text=label, x=_num(float(x(at)) + 6), y=_num(mid + 4), fill="#444444", font_size=10)
+        svg.element("text", text=label, x=_num(float(x(at)) + 6), y=_num(mid + 4), fill="#444444", font_size=10,
+                    **({"font_weight": "bold"} if p95 else {}))
     svg.lines.append("</g>")
 
 
@@ -423,13 +504,19 @@ def _legend(svg: _Svg, y: int, rows=None, extra_marks=()) -> None:
             x += 30 + int(len(label) * 5.6)
         y += 16
     x = _LEFT
-    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit"),
+    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit (green strip: hit)"),
                         ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
-                        *extra_marks, (None, "lane label: TTFT · hit tokens")):
+                        ("p95", "the case's P95 TTFT request"), *extra_marks,
+                        (None, "lane label: TTFT · hit tokens")):
         if mark == "preemption":
             svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=_VERMILLION)
         elif mark in ("admission", "cache-hit"):
             svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
+            if mark == "cache-hit":
+                svg.element("rect", x=x, y=y - 4, width=_HIT_MIN_W, height=3, fill=_GREEN)
+        elif mark == "p95":
+            svg.element("rect", x=x - 2, y=y - 1, width=14, height=12, fill=_P95_FILL, stroke=_P95_STROKE,
+                        stroke_width=1)
         elif mark == "first-token":
             svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
         elif mark == "done":

@@ -39,7 +39,8 @@ from .metrics import summarize
 from .workload import RequestSpec, workload_sha256, workload_tick_ms
 
 __all__ = ["SWEEP_FIELDS", "MIN_LOAD", "MAX_LOAD", "parse_loads", "max_workers_allowed", "scale_arrivals",
-           "run_sweep", "render_sweep_table", "render_sweep_csv", "render_sweep_svg", "render_sweep_manifest"]
+           "run_sweep", "render_sweep_table", "render_sweep_csv", "render_sweep_svg", "render_sweep_manifest",
+           "linear_ticks", "log_ticks"]
 
 #: Range of a load factor: 1/1000 stretches a workload a thousandfold, 1000 squeezes it as much.
 MIN_LOAD, MAX_LOAD = 0.001, 1000.0
@@ -205,7 +206,8 @@ def render_sweep_csv(rows: list[dict]) -> str:
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 _DASHES = ("", "7,3", "2,3", "9,3,2,3")  # one dash style per case: overlapping lines stay visible
-_PANEL_WIDTH, _PANEL_HEIGHT, _PAD = 360, 240, 44
+_PANEL_WIDTH, _PANEL_HEIGHT = 600, 270      # one chart of the 2-column grid, pixels
+_PAD_LEFT, _PAD_RIGHT, _PAD_TOP, _PAD_BOTTOM = 64, 24, 34, 46
 
 
 def _marker(kind: int, cx: float, cy: float, colour: str) -> str:
@@ -220,61 +222,112 @@ def _marker(kind: int, cx: float, cy: float, colour: str) -> str:
             f'fill="none" stroke="{colour}" stroke-width="1.5"/>')
 
 
-def _panel(rows: list[dict], metric: str, title: str, left: int, log: bool = False, top: float | None = None) -> list[str]:
-    """One line chart of ``metric`` against load at x offset ``left``: x on a log scale (factors are
-    usually geometric), y linear from 0 or, with ``log``, log10 from 1 (values below 1 drawn at 1)."""
-    width, height, pad = _PANEL_WIDTH, _PANEL_HEIGHT, _PAD
+def linear_ticks(top: float) -> list[float]:
+    """Labelled values of a linear axis from 0: a 1-2-5 step giving 4 to 8 labels, the last at or
+    above ``top`` (so the labels span the data). Example: top 2.62 → 0, 0.5, 1, 1.5, 2, 2.5, 3."""
+    if top <= 0:
+        return [0.0, 1.0]
+    step = 10.0 ** math.floor(math.log10(top / 4))
+    for factor in (1, 2, 5, 10):
+        if top / (step * factor) <= 7:
+            step *= factor
+            break
+    count = math.ceil(top / step - 1e-9)
+    return [round(k * step, 10) for k in range(count + 1)]
+
+
+def log_ticks(top: float) -> list[float]:
+    """Labelled values of a log axis from 1: every decade up to one at or above ``top``, with 2
+    and 5 in between while there are at most two decades. Example: top 56 → 1, 2, 5, 10, 20, 50, 100."""
+    decades = max(1, math.ceil(math.log10(max(top, 1.0)) - 1e-9))
+    factors = (1, 2, 5) if decades <= 2 else (1,)
+    return [f * 10.0 ** k for k in range(decades) for f in factors] + [10.0 ** decades]
+
+
+def _label(value: float) -> str:
+    return f"{value:g}" if value < 1e6 else f"{value:.0e}"
+
+
+def _panel(rows: list[dict], value, title: str, left: float, top_y: float, log: bool = False,
+           fixed_top: float | None = None, annotate=None) -> list[str]:
+    """One line chart against load at (``left``, ``top_y``): x is the load factor on a log scale
+    (factors are usually geometric), y linear from 0 or, with ``log``, log10 from 1 (values below
+    1 drawn at 1); every axis labelled across the data. ``value(row)`` gives a point's value or
+    None (no point); ``annotate(row)``, if given, is a short text printed above each point."""
+    x0, x1 = left + _PAD_LEFT, left + _PANEL_WIDTH - _PAD_RIGHT
+    y0, y1 = top_y + _PANEL_HEIGHT - _PAD_BOTTOM, top_y + _PAD_TOP   # y0: the bottom
     loads = sorted({float(r["load"]) for r in rows})
-    values = [float(r[metric]) for r in rows if r[metric] is not None]
-    top = top or max(values, default=1.0) or 1.0
-    base = height - pad + 20
-    span = math.log10(loads[-1] / loads[0]) if len(loads) > 1 else 0.0
-    x = lambda load: left + pad + (width - 2 * pad) * (0.5 if not span else math.log10(load / loads[0]) / span)
+    values = [float(v) for v in map(value, rows) if v is not None]
+    data_top = fixed_top if fixed_top is not None else max(values, default=1.0)
+    ticks = log_ticks(data_top) if log else linear_ticks(data_top)
     if log:
-        decades = max(math.log10(max(top, 10.0)), 1.0)
-        y = lambda value: base - math.log10(max(value, 1.0)) / decades * (height - 2 * pad)
-        ticks = [(10 ** k, y(10 ** k)) for k in range(int(decades) + 1)]
+        span_y = math.log10(ticks[-1])
+        y = lambda v: y0 - math.log10(max(v, 1.0)) / span_y * (y0 - y1)
     else:
-        y = lambda value: base - value / top * (height - 2 * pad)
-        ticks = [(0, base), (top, y(top))]
-    parts = [f'<text x="{left + width / 2:.0f}" y="16" text-anchor="middle">{title}</text>',
-             f'<line x1="{left + pad}" y1="{base}" x2="{left + width - pad}" y2="{base}" stroke="black"/>',
-             f'<line x1="{left + pad}" y1="{pad}" x2="{left + pad}" y2="{base}" stroke="black"/>']
-    for value, at in ticks:
-        parts.append(f'<text x="{left + pad - 4}" y="{at + 4:.1f}" text-anchor="end" font-size="10">{value:.4g}</text>')
+        y = lambda v: y0 - v / ticks[-1] * (y0 - y1)
+    span = math.log10(loads[-1] / loads[0]) if len(loads) > 1 else 0.0
+    inner = 0.06 * (x1 - x0)   # the first and last load sit a little inside the axis
+    x = lambda load: (x0 + x1) / 2 if not span else x0 + inner + (x1 - x0 - 2 * inner) * math.log10(load / loads[0]) / span
+    parts = [f'<text x="{left + _PANEL_WIDTH / 2:.0f}" y="{top_y + 20:.0f}" text-anchor="middle" '
+             f'font-weight="bold">{title}</text>']
+    for v in ticks:
+        parts.append(f'<line x1="{x0}" y1="{y(v):.1f}" x2="{x1}" y2="{y(v):.1f}" stroke="#e4e4e4"/>')
+        parts.append(f'<text x="{x0 - 6}" y="{y(v) + 4:.1f}" text-anchor="end" font-size="11">{_label(v)}</text>')
     for load in loads:
-        parts.append(f'<text x="{x(load):.1f}" y="{base + 14}" text-anchor="middle" font-size="10">{load:g}</text>')
-    parts.append(f'<text x="{left + width / 2:.0f}" y="{height + 8}" text-anchor="middle" font-size="11">'
-                 f'load factor{" (log scale)" if span else ""}</text>')
+        parts.append(f'<line x1="{x(load):.1f}" y1="{y0}" x2="{x(load):.1f}" y2="{y0 + 4}" stroke="black"/>')
+        parts.append(f'<text x="{x(load):.1f}" y="{y0 + 17}" text-anchor="middle" font-size="11">{load:g}</text>')
+    parts += [f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="black"/>',
+              f'<line x1="{x0}" y1="{y1}" x2="{x0}" y2="{y0}" stroke="black"/>',
+              f'<text x="{(x0 + x1) / 2:.0f}" y="{y0 + 36}" text-anchor="middle" font-size="11">'
+              f'load factor{" (log scale)" if span else ""}</text>']
     cases = list(dict.fromkeys(r["case"] for r in rows))
     for index, case in enumerate(cases[:len(_COLOURS)]):
         colour, dash = _COLOURS[index], _DASHES[index]
-        points = [(x(float(r["load"])), y(float(r[metric]))) for r in rows if r["case"] == case and r[metric] is not None]
+        mine = [r for r in rows if r["case"] == case and value(r) is not None]
+        points = [(x(float(r["load"])), y(float(value(r)))) for r in mine]
         if points:
             path = " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
             style = f' stroke-dasharray="{dash}"' if dash else ""
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{style} points="{path}"/>')
             parts += [_marker(index, a, b, colour) for a, b in points]
+            if annotate is not None:
+                # Stacked one line per case above the point, or below it near the top edge.
+                parts += [f'<text x="{a + 6:.1f}" y="{(b - 6 - 10 * index if b - 6 - 10 * len(cases) > y1 else b + 14 + 10 * index):.1f}" '
+                          f'font-size="10" fill="{colour}">{annotate(r)}</text>' for (a, b), r in zip(points, mine)]
     return parts
 
 
-def render_sweep_svg(rows: list[dict]) -> str:
-    """An SVG with three line charts against load (log scale): P95 TTFT (ticks, log scale), throughput
-    (output tokens per tick) and error rate (0..1); one colour, dash style and marker per case, with
-    a legend. Deterministic text."""
-    total = 3 * (_PANEL_WIDTH + 20) + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{total}" height="300" font-family="sans-serif" '
-             'font-size="12">', f'<rect width="{total}" height="300" fill="white"/>']
-    parts += _panel(rows, "p95_ttft", "P95 TTFT (ticks, log scale)", 10, log=True)
-    parts += _panel(rows, "throughput", "throughput (output tokens / tick)", 390)
-    parts += _panel(rows, "error_rate", "error rate (with the deadline, 0..1)", 770, top=1.0)
+def render_sweep_svg(rows: list[dict], deadline: int | None = None) -> str:
+    """The sweep as line charts against the load factor (log scale), two per row: P95 TTFT (ticks,
+    log scale), throughput (output tokens per tick), requests succeeded (each point labelled
+    ``succeeded/arrived``) and, only with a ``deadline`` (``--timeout-ticks``; without one every
+    request succeeds), the error rate (0..1). One colour, dash style and marker per case, with a
+    legend; every axis labelled across its data. Deterministic text."""
+    arrived = max((int(r["arrived"]) for r in rows), default=0)
+    panels = [
+        (lambda r: r["p95_ttft"], "P95 TTFT (ticks, log scale)", dict(log=True)),
+        (lambda r: r["throughput"], "throughput (output tokens per tick)", {}),
+        (lambda r: r["succeeded"], f"requests succeeded (of {arrived} per point)",
+         dict(fixed_top=max(arrived, 1), annotate=lambda r: f"{r['succeeded']}/{r['arrived']}")),
+    ]
+    if deadline is not None:
+        panels.append((lambda r: r["error_rate"], f"error rate (deadline {deadline} ticks, 0..1)",
+                       dict(fixed_top=1.0)))
+    columns, legend_h = 2, 34
+    width = columns * _PANEL_WIDTH + 20
+    height = math.ceil(len(panels) / columns) * _PANEL_HEIGHT + legend_h + 10
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+             'font-family="sans-serif" font-size="12">', f'<rect width="{width}" height="{height}" fill="white"/>']
     cases = list(dict.fromkeys(r["case"] for r in rows))
     for i, case in enumerate(cases[:len(_COLOURS)]):
         colour, dash = _COLOURS[i], _DASHES[i]
         style = f' stroke-dasharray="{dash}"' if dash else ""
-        parts.append(f'<line x1="{20 + 260 * i}" y1="280" x2="{50 + 260 * i}" y2="280" stroke="{colour}" '
-                     f'stroke-width="2"{style}/>' + _marker(i, 35 + 260 * i, 280, colour)
-                     + f'<text x="{56 + 260 * i}" y="284" font-size="11">{case}</text>')
+        parts.append(f'<line x1="{20 + 260 * i}" y1="20" x2="{50 + 260 * i}" y2="20" stroke="{colour}" '
+                     f'stroke-width="2"{style}/>' + _marker(i, 35 + 260 * i, 20, colour)
+                     + f'<text x="{56 + 260 * i}" y="24" font-size="12">{case}</text>')
+    for k, (value, title, options) in enumerate(panels):
+        parts += _panel(rows, value, title, 10 + (k % columns) * _PANEL_WIDTH, legend_h + (k // columns) * _PANEL_HEIGHT,
+                        **options)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 

@@ -140,21 +140,87 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
                     self.assertEqual(decode_ticks, row["output_tokens_emitted"])
 
     def test_report_embeds_the_picture_and_the_summary(self):
-        """The HTML table has one row per case whose cells equal summary.json (null shown as NA)."""
+        """Every summary field is a row of one of the report's small tables, one column per case,
+        each cell equal to summary.json (null shown as NA), each field exactly once."""
         for reference in REFERENCE_RUNS:
             with self.subTest(reference=reference):
                 html = read(os.path.join(EXPECTED, reference, "report.html"))
                 self.assertTrue(read(os.path.join(EXPECTED, reference, "timeline.svg")).rstrip() in html)
                 self.assertNotIn("<script", html)
-                header = [name for name, _ in re.findall(r"<th>([^<]*)(?:<br>\(([^<]*)\))?</th>", html)]
-                rows = [re.findall(r"<td>([^<]*)</td>", row) for row in re.findall(r"<tr><td>.*</tr>", html)]
                 cases = json.loads(read(os.path.join(EXPECTED, reference, "summary.json")))["cases"]
-                self.assertEqual(len(rows), len(cases))
-                for row, case in zip(rows, cases):
-                    got = dict(zip(header, row))
-                    self.assertEqual(got["case"], case["case"])
-                    for field in ("p95_ttft", "throughput", "succeeded", "makespan", "hit_tokens"):
-                        self.assertEqual(got[field], "NA" if case[field] is None else json.dumps(case[field]))
+                rows = report_rows(html)
+                self.assertEqual(sorted(rows), sorted(SUMMARY_FIELDS[1:]))
+                self.assertEqual(len(re.findall(r'<tr data-field="', html)), len(SUMMARY_FIELDS) - 1)
+                for field, (_, cells) in rows.items():
+                    self.assertEqual(cells, ["NA" if case[field] is None else json.dumps(case[field]) for case in cases],
+                                     field)
+                heads = re.findall(r"<tr><th>field</th><th>unit</th>(.*?)</tr>", html)
+                self.assertEqual(len(heads), 3)   # latency; throughput and hits; queue, outcomes and fairness
+                for head in heads:
+                    names = [name.replace("<wbr>", "") for name in re.findall(r'<th class="case">(.*?)</th>', head)]
+                    self.assertEqual(names, [case["case"] for case in cases])
+
+    def test_report_lists_the_input_workload(self):
+        """The "Input workload" table has one row per request of workload.json, in order."""
+        html = read(os.path.join(EXPECTED, "priority-mix", "report.html"))
+        specs = json.loads(read(os.path.join(EXPECTED, "priority-mix", "workload.json")))["requests"]
+        table = html.split('<table class="workload">')[1].split("</table>")[0]
+        rows = [re.findall(r"<td>([^<]*)</td>", row) for row in re.findall(r"<tr><td>.*?</tr>", table)]
+        self.assertEqual(len(rows), len(specs))
+        for row, spec in zip(rows, specs):
+            prompt = spec["prefix_tokens"] + spec["suffix_tokens"]
+            self.assertEqual(row, [spec["name"], str(spec["arrival"]), spec["prefix_key"] or "null",
+                                   str(spec["prefix_tokens"]), str(spec["suffix_tokens"]), str(prompt),
+                                   str(spec["output_tokens"]), str(spec["priority"])])
+
+    def test_the_p95_request_of_each_case_is_marked(self):
+        """One band per case behind the request whose TTFT is the case's P95 TTFT (summary.json);
+        by hand for the baseline (TTFTs in table.txt): static S7 (56), continuous S7 (30),
+        continuous+APC U6 (26), chunk32 S7 (29)."""
+        picked = {}
+        for reference in REFERENCE_RUNS:
+            svg = read(os.path.join(EXPECTED, reference, "timeline.svg"))
+            rows = [json.loads(line) for line in read(os.path.join(EXPECTED, reference, "requests.jsonl")).splitlines()]
+            cases = json.loads(read(os.path.join(EXPECTED, reference, "summary.json")))["cases"]
+            root = ET.fromstring(svg)
+            for group in root.iter(f"{SVG}g"):
+                case = group.get("data-case")
+                if case is None:
+                    continue
+                bands = [e.get("data-p95-request") for e in group if e.get("data-p95-request")]
+                p95 = next(c["p95_ttft"] for c in cases if c["case"] == case)
+                with self.subTest(reference=reference, case=case):
+                    if p95 is None:
+                        self.assertEqual(bands, [])
+                        continue
+                    self.assertEqual(len(bands), 1)
+                    row = next(r for r in rows if r["case"] == case and r["name"] == bands[0])
+                    self.assertEqual(row["ttft"], p95)
+                    picked[(reference, case)] = bands[0]
+        self.assertEqual([picked[("baseline", case)] for case in
+                          ("static", "continuous", "continuous+APC", "continuous+APC+chunk32")], ["S7", "S7", "U6", "S7"])
+
+    def test_cache_hits_are_strips_wide_enough_to_see(self):
+        """Every lane whose request hit the cache has a green strip at least 8 px wide starting at
+        its admission, and no other lane has one."""
+        for reference in REFERENCE_RUNS:
+            root = ET.fromstring(read(os.path.join(EXPECTED, reference, "timeline.svg")))
+            rows = {(r["case"], r["name"]): r for r in map(json.loads, read(
+                os.path.join(EXPECTED, reference, "requests.jsonl")).splitlines())}
+            for group in root.iter(f"{SVG}g"):
+                case = group.get("data-case")
+                if case is None:
+                    continue
+                for lane in group.findall(f"{SVG}g"):
+                    name = lane.get("data-request")
+                    strips = [e for e in lane if e.tag == f"{SVG}rect" and e.get("fill") == "#009e73"
+                              and e.get("height") == "3"]
+                    with self.subTest(reference=reference, case=case, request=name):
+                        if rows[(case, name)]["hit_tokens"]:
+                            self.assertEqual(len(strips), 1)
+                            self.assertGreaterEqual(float(strips[0].get("width")), 8)
+                        else:
+                            self.assertEqual(strips, [])
 
     def test_waiting_titles_give_the_reason_of_the_case(self):
         """Static batching admits a new batch only when the whole batch has ended (lab.md §4): S1
@@ -172,15 +238,23 @@ class PictureAgreesWithRequestsTest(unittest.TestCase):
         """lab.md §7: units on every number. Latencies are ticks; throughput and completed_output_tps
         (the spec's name, kept) are output tokens per tick, not per second."""
         html = read(os.path.join(EXPECTED, "baseline", "report.html"))
-        units = dict(re.findall(r"<th>([^<]*)(?:<br>\(([^<]*)\))?</th>", html))
-        self.assertEqual(list(units), list(SUMMARY_FIELDS))
-        self.assertEqual(units["case"], "")
+        units = {field: unit for field, (unit, _) in report_rows(html).items()}
+        self.assertEqual(sorted(units), sorted(SUMMARY_FIELDS[1:]))
         for field in SUMMARY_FIELDS[1:]:
             with self.subTest(field=field):
                 self.assertNotEqual(units[field], "")
         self.assertEqual(units["p95_ttft"], "ticks")
         self.assertEqual(units["throughput"], "output tokens per tick")
         self.assertTrue(units["completed_output_tps"].startswith("output tokens per tick"))
+
+
+def report_rows(html: str) -> dict:
+    """field -> (unit, [cell per case]) from report.html's summary tables."""
+    rows = {}
+    for field, unit, cells in re.findall(r'<tr data-field="([^"]*)"><td>[^<]*</td><td class="unit">([^<]*)</td>(.*?)</tr>',
+                                         html):
+        rows[field] = (unit, re.findall(r"<td>([^<]*)</td>", cells))
+    return rows
 
 
 class ReplayTest(unittest.TestCase):
@@ -200,11 +274,17 @@ class BoundedPictureTest(unittest.TestCase):
     CASE = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
 
     def test_many_requests_draw_at_most_max_lanes_and_say_so(self):
+        """47 equal requests, one per tick: each alone, so every TTFT is 2 (prefill in its arrival
+        tick, first token stamped arrival + 2). The P95 request is the ceil(0.95 × 47) = 45th by TTFT,
+        ties in workload order: R44, beyond the first 40, drawn as one more lane."""
         workload = [RequestSpec(f"R{i}", i, None, 0, 8, 2) for i in range(MAX_LANES + 7)]
         result = simulate(workload, EngineConfig(), self.CASE)
+        self.assertEqual({r.first_token_at - r.spec.arrival for r in result.requests}, {2})
         svg = render_timeline_svg([result], "note")
         lanes = parse_lanes(svg)
-        self.assertEqual(len(lanes), MAX_LANES)
+        self.assertEqual(len(lanes), MAX_LANES + 1)
+        self.assertIn(("continuous", "R44"), lanes)
+        self.assertIn('data-p95-request="R44"', svg)
         self.assertIn(f"Showing the first {MAX_LANES} of {MAX_LANES + 7} requests", svg)
 
     def test_without_tick_records_prefill_is_one_segment(self):

@@ -1,0 +1,234 @@
+"""The four cases of a large run simulated side by side in worker processes (one per core).
+
+The cases of a run never see each other (lab.md §4: each starts cold), so they can be simulated
+at the same time. :func:`run_cases_in_workers` splits the cases into one share per core of about
+equal expected cost; this process simulates the first share itself and forks one worker per
+other share. Each case is simulated (:func:`sched.engine.simulate`), checked
+(:func:`sched.invariants.check_case`) and summarised (:func:`sched.metrics.summarize`); a worker
+then sends back the requests' final state and the timeline records as plain lists, which this
+process turns back into the same :class:`~sched.engine.CaseResult` a sequential run gives: same
+requests, same records, same summary, so every artifact has the same bytes.
+
+Only used where it pays (:func:`worth_workers`: a workload of at least
+:data:`MIN_REQUESTS_FOR_WORKERS` requests, at least two usable cores, and the ``fork`` start
+method, i.e. Linux and the like); small runs, every lab scenario included, stay in one process.
+On two cores this process takes static and continuous+APC, one worker chunked prefill and
+continuous (:func:`_split`). Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
+in the parent with the same type and message. Progress of the running cases is read from shared
+counters once this process's own cases are done (until then it shows its own), so the terminal
+display keeps working.
+"""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+from multiprocessing import connection
+
+from .engine import CaseResult, Request, Simulation, SimulationError, Status, _Clock
+from .invariants import check_case
+from .metrics import summarize
+
+__all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cases_in_workers"]
+
+#: Smallest workload simulated in worker processes: below it, starting processes costs more
+#: (tens of milliseconds) than it saves.
+MIN_REQUESTS_FOR_WORKERS = 2000
+
+_STATUS = {status.value: status for status in Status}
+#: A finished request's state besides its status (its spec, index and clock are the parent's own).
+_REQUEST_STATE = ("admitted_at", "hit_tokens", "prefilled_tokens", "prefill_done_at", "done_at", "_runs",
+                  "_num_closed", "_seq")
+_SAME_TICKS: dict = {}   # tick value -> the one int object the unpacked requests share (per run)
+# Worker-side state, inherited through fork (never pickled): the run's inputs and the counters.
+_JOB: dict = {}
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity where the system tells it)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def worth_workers(workload) -> bool:
+    """True when :func:`run_cases_in_workers` pays for ``workload``: at least
+    :data:`MIN_REQUESTS_FOR_WORKERS` requests, two usable cores, and ``fork`` available."""
+    return (len(workload) >= MIN_REQUESTS_FOR_WORKERS and usable_cores() >= 2
+            and "fork" in multiprocessing.get_all_start_methods())
+
+
+def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
+                         timeline: str = "full", workers: int | None = None) -> tuple[list[CaseResult], list[dict]]:
+    """Simulate, check and summarise every case in forked worker processes.
+
+    ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
+    :func:`sched.engine.run_cases`; ``progress``: the same display hook, called from this process
+    (this process's own cases as they run, then about four times a second the least advanced case
+    of a worker); ``workers``: processes at work, this one included (default: usable cores; at
+    most one per case). Returns ``(results, summaries)``, one
+    each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
+    ``summarize``. Raises what a worker raised (:class:`sched.engine.SimulationError` and its
+    subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
+    :class:`sched.engine.SimulationError`.
+    """
+    cases = list(cases)
+    workers = max(1, workers or usable_cores())
+    context = multiprocessing.get_context("fork")
+    counters = context.RawArray("q", 2 * len(cases))   # per case: current tick, requests ended
+    _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
+                counters=counters if progress is not None else None)
+    shares = _split(cases, workers)   # shares[0] is this process's own; one forked worker per other share
+    results, summaries = [None] * len(cases), [None] * len(cases)
+    running: dict = {}   # the parent's end of each worker's pipe -> (case indices, process)
+    collecting = gc.isenabled()
+    gc.disable()   # many long-lived objects, no reference cycles (as in Simulation.run)
+    try:
+        for share in shares[1:]:
+            receiver, sender = context.Pipe(duplex=False)
+            process = context.Process(target=_work, args=(share, sender), daemon=True)
+            process.start()
+            sender.close()
+            running[receiver] = (share, process)
+        for index in shares[0]:   # this process's own cases: nothing to send back
+            result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
+            check_case(result)
+            results[index], summaries[index] = result, summarize(result)
+            gc.disable()   # Simulation.run enables it again on the way out
+        while running:
+            for receiver in connection.wait(list(running), timeout=0.25):
+                share, process = running.pop(receiver)
+                try:
+                    for index in share:   # read here, in this thread: the memory is reused
+                        kind, payload = receiver.recv()
+                        if kind == "error":
+                            raise payload
+                        summary, num_columns, record_type, num_records, *rest = payload
+                        columns = [receiver.recv() for _ in range(num_columns)]
+                        records = [receiver.recv() for _ in range(num_records)]
+                        summaries[index], results[index] = _unpack(workload, config, cases[index],
+                                                                   (summary, columns, record_type, records, *rest))
+                        del columns, records, payload
+                except EOFError:
+                    process.join()
+                    raise SimulationError(f"{cases[index].name}: the worker process ended without a result "
+                                          f"(exit code {process.exitcode})") from None
+                finally:
+                    receiver.close()
+                process.join()
+            if progress is not None and running:
+                index = min((i for share, _ in running.values() for i in share), key=lambda i: counters[2 * i + 1])
+                progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
+    finally:
+        for receiver, (_, process) in running.items():   # an error or Ctrl-C: stop the others
+            process.terminate()
+            process.join()
+            receiver.close()
+        _JOB.clear()
+        _SAME_TICKS.clear()
+        if collecting:
+            gc.enable()
+    _give_back_free_memory()
+    return results, summaries
+
+
+def _split(cases: list, workers: int) -> list[list[int]]:
+    """Case indices in ``workers`` shares of about equal expected cost (longest first, each to the
+    least loaded share; :func:`_expected_cost`), each share in ``cases`` order; empty shares
+    dropped except the first (this process's own)."""
+    shares = [[] for _ in range(max(1, min(workers, len(cases))))]
+    loads = [0] * len(shares)
+    for index in sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True):
+        least = loads.index(min(loads))
+        shares[least].append(index)
+        loads[least] += _expected_cost(cases[index])
+    return [sorted(shares[0])] + [sorted(share) for share in shares[1:] if share]
+
+
+def _give_back_free_memory() -> None:
+    """Return the heap memory freed while unpacking (the received columns) to the system, where
+    the C library can (glibc's ``malloc_trim``), so the run's peak does not grow; else nothing."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).malloc_trim(0)
+    except (ImportError, OSError, AttributeError):
+        pass
+
+
+def _expected_cost(case) -> int:
+    """Rough relative cost of a case, as measured on the Azure conversation trace (seconds for
+    simulation, checks and summary): static 1.0 (its queue holds every waiting request for long),
+    chunked prefill 0.9 (the most walked ticks), continuous 0.7, continuous+APC 0.6 (hits shorten
+    prefills). Split longest first (:func:`_split`), two processes then finish together."""
+    if case.batching.value == "static":
+        return 4
+    return 3 if case.chunk_tokens is not None else (1 if case.apc else 2)
+
+
+def _work(share: list[int], sender) -> None:
+    """In a worker: simulate, check and summarise each case of ``share``, then send every packed
+    result (or the first error) through ``sender``. Everything is computed before anything is sent:
+    the parent reads only once its own cases are done, and a full pipe would stall this worker."""
+    try:
+        packed = [_packed_case(index) for index in share]
+    except BaseException as exc:   # Ctrl-C included: the parent raises it again
+        sender.send(("error", exc))
+    else:
+        for summary, columns, record_type, records, *rest in packed:
+            # One message per column: the parent's receive buffers stay small and are reused,
+            # where one large message would leave megabytes of freed memory in its heap.
+            sender.send(("ok", (summary, len(columns), record_type, len(records), *rest)))
+            for column in columns + records:
+                sender.send(column)
+    finally:
+        sender.close()
+
+
+def _packed_case(index: int) -> tuple:
+    job = _JOB
+    case = job["cases"][index]
+    counters = job["counters"]
+    hook = None
+    if counters is not None:
+        def hook(_name, now, ended, _total):
+            counters[2 * index] = now
+            counters[2 * index + 1] = ended
+    gc.disable()   # the worker only builds long-lived objects; it ends after the run
+    simulation = Simulation(job["workload"], job["config"], case, job["policy"], timeline=job["timeline"])
+    result = simulation.run(hook)
+    check_case(result)
+    summary = summarize(result)
+    # Column by column (one list per field): the parent's copies of these few large lists are freed
+    # whole once unpacked, where a tuple per request would leave its memory scattered.
+    requests = result.requests
+    columns = [[r.status.value for r in requests]] + [[getattr(r, name) for r in requests] for name in _REQUEST_STATE]
+    ticks = result.ticks
+    fields = type(ticks[0]).__slots__ if ticks else ()
+    records = [[getattr(k, name) for k in ticks] for name in fields]
+    return (summary, columns, type(ticks[0]) if ticks else None, records, result.budget_spent, result.busy_ticks,
+            simulation.now)
+
+
+def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
+    """The summary and the parent's :class:`CaseResult` of a packed worker result (same values)."""
+    summary, columns, record_type, records, budget_spent, busy_ticks, now = state
+    # One int object per tick value for the tick columns, shared across cases (the engine shares
+    # them too): received ints are all distinct objects, 32 bytes each.
+    same = _SAME_TICKS.setdefault
+    for k, name in enumerate(("status",) + _REQUEST_STATE):
+        if name in ("admitted_at", "prefill_done_at", "done_at"):
+            columns[k] = [same(v, v) for v in columns[k]]
+    clock = _Clock(now)
+    requests = []
+    new = Request.__new__
+    for index, (spec, status, *values) in enumerate(zip(workload, *columns)):
+        request = new(Request)
+        (request.admitted_at, request.hit_tokens, request.prefilled_tokens, request.prefill_done_at,
+         request.done_at, request._runs, request._num_closed, request._seq) = values   # _REQUEST_STATE
+        request.status = _STATUS[status]
+        request.spec, request.index, request._clock, request._open_from = spec, index, clock, None
+        requests.append(request)
+    ticks = [record_type(*values) for values in zip(*records)] if record_type is not None else []
+    return summary, CaseResult(case, config, requests, ticks, budget_spent, busy_ticks)
