@@ -420,7 +420,8 @@ _PLAIN_KEYS = frozenset(("name", "arrival", "prefix_key", "prefix_tokens", "suff
 def _plain_fields(raw) -> dict | None:
     """``raw`` as valid fields when it plainly passes every field rule of :data:`REQUEST_RULES`
     (exactly the six required fields, plus ``priority`` or not, no field given twice, plain
-    integers in range, a printable name, a non-empty key or null); ``None`` otherwise, and the
+    integers in range, a printable name of at most :data:`MAX_NAME_LENGTH` characters, a non-empty
+    key or null); ``None`` otherwise, and the
     full check (:func:`_field_problems`) decides. A shortcut only: it never accepts what the full
     check refuses."""
     if getattr(raw, "repeated", ()) or not _PLAIN_KEYS.issubset(raw) or len(raw) > 7:
@@ -431,7 +432,7 @@ def _plain_fields(raw) -> dict | None:
         return None
     name, key, arrival = raw["name"], raw["prefix_key"], raw["arrival"]
     prefix, suffix, output = raw["prefix_tokens"], raw["suffix_tokens"], raw["output_tokens"]
-    if (type(name) is str and name.strip() and name.isprintable()
+    if (type(name) is str and name.strip() and len(name) <= MAX_NAME_LENGTH and name.isprintable()
             and (key is None or type(key) is str and key.strip())
             and type(arrival) is int and 0 <= arrival <= MAX_ARRIVAL
             and type(prefix) is int and 0 <= prefix <= MAX_TOKENS

@@ -47,7 +47,7 @@ class PlainRequestShortcutTest(unittest.TestCase):
         """Seeded random request objects mixing good and bad values: whenever the shortcut accepts
         one, the full check finds no problem and the same fields; every plain one is accepted."""
         rng = random.Random(12)
-        values = {"name": ["a", " ", "", "tab\there", 7, None, "é"],
+        values = {"name": ["a", " ", "", "tab\there", 7, None, "é", "n" * 64, "n" * 65],
                   "arrival": [0, 5, -1, 10**9, 10**9 + 1, True, 2.0, "3", None],
                   "prefix_key": [None, "K", "", " ", 3],
                   "prefix_tokens": [0, 16, -1, 10**6, 10**6 + 1, False, 1.5],
