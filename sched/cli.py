@@ -180,7 +180,7 @@ def _run_parser() -> argparse.ArgumentParser:
             "Time is in abstract ticks, work in abstract budget units. With --engine vllm: one "
             "configuration under vLLM 0.33.0's scheduler rules (a tick is one engine step, work is tokens).", 100) + "\n\n" + commands_text(),
         epilog="Exit codes: 0 ok, 1 differences (check, diff), 2 bad input or usage, 3 internal error, "
-               "130 interrupted (Ctrl-C), 143 terminated (SIGTERM). Every flag, exit code and file format: docs/reference.md.",
+               "130 interrupted (Ctrl-C), 141 stdout pipe closed, 143 terminated (SIGTERM). Every flag, exit code and file format: docs/reference.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     source = parser.add_mutually_exclusive_group()
@@ -526,8 +526,9 @@ def _main_zip(argv: list[str]) -> int:
 
 def _main_help(argv: list[str]) -> int:
     """``help [COMMAND [SUBCOMMAND]]``: the overview, or one command's own ``--help``
-    (``help serving-bench run`` shows ``serving-bench run --help``)."""
-    if not argv or argv[0].startswith("-") or argv[0] == "help":
+    (``help serving-bench run`` shows ``serving-bench run --help``; ``help run``, the overview
+    whose second half is the run's flags)."""
+    if not argv or argv[0].startswith("-") or argv[0] in ("help", "run"):  # "run": the lab's own flags
         return _main_run(["--help"])
     words = [word for word in argv[1:2] if not word.startswith("-")]
     return _dispatch(argv[0], [*words, "--help"])

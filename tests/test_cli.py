@@ -150,6 +150,14 @@ class CommandsTest(unittest.TestCase):
         self.assertIn("commands (", out)
         assert_bad_input(self, ["help", "expalin"], "did you mean 'explain'?")
 
+    def test_help_run_shows_the_run_flags(self):
+        """`help run` is the overview, whose second half lists the run's own flags."""
+        code, out, _ = run_cli(["help", "run"])
+        self.assertEqual(code, 0)
+        self.assertIn("--engine", out)
+        self.assertIn("--max-num-batched-tokens", out)
+        self.assertEqual(out, run_cli(["--help"])[1])
+
     def test_help_of_a_sub_sub_command_is_its_own(self):
         """`help serving-bench run` once printed the serving-bench group's help, ignoring `run`."""
         for action, marker in (("run", "--batch-sizes"), ("decide", "--min-order-gain")):
