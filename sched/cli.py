@@ -14,11 +14,12 @@ import sys
 import textwrap
 import time
 
-from . import __version__, bench, calibrate, compare, msrun, realrun, rundiff, serving_cli
+import importlib
+
+from . import __version__
 from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, render_artifacts, stream_artifacts,
                         write_artifacts, write_text_file)
 from .check import CheckError, compare_runs, format_report
-from .cluster import dask_executor, parse_dask_address
 from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
                       interrupts_raise, one_line)
 from .cmdline import decimal, integer
@@ -31,8 +32,6 @@ from .labzip import DEFAULT_ZIP, LabZipError, build_lab_zip
 from .parallel import run_cases_in_workers, worth_workers
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
-from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest, render_sweep_svg,
-                    render_sweep_table, run_sweep)
 from .importers import DEFAULT_TICK_MS, FORMATS, ImportOptions, import_trace
 from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
@@ -352,6 +351,7 @@ def _main_run(argv: list[str]) -> int:
     if args.engine == "vllm":   # every knob checked before anything runs
         config = vllm_knobs_from_args(args)
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
+            from . import msrun   # only a run with a step model needs it
             step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
         check_fits(workload, config, source)
     else:
@@ -449,6 +449,9 @@ def _sweep_parser() -> argparse.ArgumentParser:
 
 
 def _main_sweep(argv: list[str]) -> int:
+    from .cluster import dask_executor, parse_dask_address
+    from .sweep import (SWEEP_FILES, max_workers_allowed, parse_loads, render_sweep_csv, render_sweep_manifest,
+                        render_sweep_svg, render_sweep_table, run_sweep)
     args = _sweep_parser().parse_args(argv)
     try:
         loads = parse_loads(args.loads)
@@ -534,21 +537,29 @@ def _main_help(argv: list[str]) -> int:
     return _dispatch(argv[0], [*words, "--help"])
 
 
+def _lazy(module: str, attr: str):
+    """A handler that imports ``sched.<module>`` on its first call: a plain run loads none of the
+    other commands' modules (a few hundred ms of start-up on every run)."""
+    def handler(argv):
+        return getattr(importlib.import_module(f".{module}", __package__), attr)(argv)
+    return handler
+
+
 #: Sub-command name -> (handler(argv) -> exit code, one-line summary shown by ``--help``), in the
 #: order ``--help`` lists them. Without a sub-command, the lab runs. A new command adds one entry.
 SUBCOMMANDS: dict = {
     "explain": (_main_explain, "tell one request's life in every case of a run, from its artifacts"),
-    "diff": (rundiff.command, "two runs request by request: who got faster or slower, and by how many ticks"),
+    "diff": (_lazy("rundiff", "command"), "two runs request by request: who got faster or slower, and by how many ticks"),
     "check": (_main_check, "compare a run with a reference directory, field by field (instructors)"),
     "zip": (_main_zip, "build the lab ZIP (instructors)"),
-    "compare": (compare.command, "decide whether a candidate scheduler should replace a baseline"),
-    "export": (realrun.export_command, "write a workload for a real serving engine's benchmark client"),
-    "import-results": (realrun.import_command, "bring a real engine's per-request results back as a run"),
+    "compare": (_lazy("compare", "command"), "decide whether a candidate scheduler should replace a baseline"),
+    "export": (_lazy("realrun", "export_command"), "write a workload for a real serving engine's benchmark client"),
+    "import-results": (_lazy("realrun", "import_command"), "bring a real engine's per-request results back as a run"),
     "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),
-    "calibrate": (calibrate.command, "fit the vLLM engine's step time (ms) to a real run and predict requests it never saw"),
-    "serving-bench": (serving_cli.command, "the serving-scheduler benchmark chapter: window model runs and its decision"),
-    "bench": (lambda argv: bench.command(argv, main),
+    "calibrate": (_lazy("calibrate", "command"), "fit the vLLM engine's step time (ms) to a real run and predict requests it never saw"),
+    "serving-bench": (_lazy("serving_cli", "command"), "the serving-scheduler benchmark chapter: window model runs and its decision"),
+    "bench": (lambda argv: importlib.import_module(".bench", __package__).command(argv, main),
               "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
     "help": (_main_help, "this overview, or `help COMMAND` for one command's flags"),
 }
