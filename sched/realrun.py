@@ -535,7 +535,9 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     ``arrival_time`` (epoch) is never subtracted from it. ``meta`` is the decoded ``meta.json``
     (read from ``meta_source``). A line whose times are out of order (e.g. a first token before
     ``queued_ts``: a negative TTFT), whose counts are negative or fractional, or whose numbers are
-    not finite is refused with :class:`~sched.cmdline.InputError` naming the line and field.
+    not finite is refused with :class:`~sched.cmdline.InputError` naming the line and field; so is a
+    line with a first token but ``output_toks`` 0. A negative ``*_ts`` is accepted: the monotonic
+    clock's origin is unspecified, so only the order of one request's times can be impossible.
     """
     meta = _check_meta(meta, meta_source)
     lines = [_request_line(parse_json(line, f"{source}: line {number}"), source, number)  # NaN kept, to be named
