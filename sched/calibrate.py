@@ -37,14 +37,13 @@ from dataclasses import dataclass, field
 from . import realrun
 from .artifacts import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, read_failure, run_command
-from .files import read_regular_text
+from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .fit import fit_coefficients
 from .replay import replay as replay_run
 from .runmeta import (FLAT_PLACES, check_fits_cache, check_meta_against_run, identity_from_meta, read_timeseries,
                       settings_from)
-from .stepmodel import StepModel, limits_for, step_model_to_json
-from .workload import RequestSpec, workload_to_json
+from .stepmodel import MIN_STEP_MS, StepModel, limits_for, step_model_to_json
+from .workload import RequestSpec, name_problem, workload_to_json
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot", "calibrate", "render_files",
            "command", "ABLATION"]
@@ -68,12 +67,7 @@ class RealRun:
 
 
 def _read(path: str, what: str) -> str:
-    try:
-        return read_regular_text(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such {what}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read {what} ({read_failure(exc)})") from None
+    return realrun.read_result_text(path, what)  # the reader of import-results (a BOM is accepted)
 
 
 def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
@@ -104,6 +98,10 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     seen: dict = {}
     for index, record in enumerate(records):
+        problem = name_problem(record["name"])
+        if problem:  # the id becomes the workload's request name: refuse what the run would refuse
+            raise InputError(f"{path}: request {index}: field 'request_id': {problem} (it becomes the request's "
+                             "name in workload.json)")
         where = f"{path}: request {index} ({record['name']})"
         if record["name"] in seen:
             raise InputError(f"{where}: field 'request_id': {record['name']!r} already names request "
@@ -115,6 +113,9 @@ def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
         for key, field_name in (("arrival", "arrival"), ("first_token_at", "first token"), ("done_at", "end")):
             if record[key] is None:
                 raise InputError(f"{where}: field {key!r}: missing: a calibration needs every request's {field_name}")
+        if not record["output_tokens_emitted"]:
+            raise InputError(f"{where}: field 'output_toks': {record['output_tokens_emitted']!r}: a finished request "
+                             "emits at least one output token (a workload request needs output_tokens >= 1)")
         check_fits_cache(record, settings, where)
     order = sorted(range(len(records)), key=lambda i: (records[i]["arrival"], i))
     records = [records[i] for i in order]
@@ -192,7 +193,8 @@ def calibrate(run: RealRun, train_first: int, source: str, replay) -> dict:
 
     coefficients, loss, history = fit_coefficients(fit_replay, (constant, 0.0, 0.0))
     # Rounded as step-model.json stores them, so a run given that file replays exactly these numbers.
-    coefficients = (round(coefficients[0], 6), round(coefficients[1], 9), round(coefficients[2], 9))
+    # a >= MIN_STEP_MS as step-model.json requires (the fit keeps it there; the bound is only a guard).
+    coefficients = (max(round(coefficients[0], 6), MIN_STEP_MS), round(coefficients[1], 9), round(coefficients[2], 9))
     fitted = replay(specs, run.settings, coefficients, "kv-preemption")
     baseline = replay(specs, run.settings, (constant, 0.0, 0.0), "kv-preemption")
     ablation = []

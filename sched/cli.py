@@ -20,8 +20,8 @@ from . import __version__
 from .artifacts import (ArtifactError, LabRun, check_target, refuse_kind_file, render_artifacts, stream_artifacts,
                         write_artifacts, write_text_file)
 from .check import CheckError, compare_runs, format_report
-from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, StreamError, guarded_stream,
-                      interrupts_raise, one_line)
+from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, SpellingsAgree, StreamError,
+                      guarded_stream, interrupts_raise, one_line)
 from .cmdline import decimal, integer
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
@@ -93,7 +93,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
     parser.add_argument("--policy", "--scheduling-policy", dest="policy", choices=tuple(POLICIES),
-                        default="fcfs",
+                        default="fcfs", action=SpellingsAgree,
                         help="admission order of the waiting queue: fcfs (arrival), shortest (least "
                              "prompt + decode_cost x output work), priority (lowest 'priority' field "
                              "first; with --engine vllm also the preemption victim); default fcfs")
@@ -616,7 +616,7 @@ def _main(argv: list[str]) -> int:
         _report(exc.problems, prog)
         return EXIT_BAD_INPUT
     except (ConfigError, ArtifactError, ExplainError, CheckError, LabZipError) as exc:
-        _report([str(exc)], prog)
+        _report(getattr(exc, "problems", None) or [str(exc)], prog)
         return EXIT_BAD_INPUT
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT

@@ -24,7 +24,7 @@ from .files import note_written, refuse_non_regular, staging_prefix
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
            "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal", "integer", "decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
-           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure"]
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure", "SpellingsAgree"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: 128 + the signal's number, as a shell reports a process ended by it: Ctrl-C (SIGINT), SIGTERM.
@@ -171,6 +171,26 @@ class LineParser(argparse.ArgumentParser):
                 raise
 
 
+class SpellingsAgree(argparse.Action):
+    """Store an option given under several spellings (``--policy`` / ``--scheduling-policy``); refuse
+    two spellings with different values (which one wins would be a guess). One spelling given twice
+    keeps argparse's rule: the last wins."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = getattr(namespace, "_spellings", None)
+        if seen is None:
+            seen = {}
+            setattr(namespace, "_spellings", seen)
+        given = seen.setdefault(self.dest, {})
+        given[option_string] = values
+        others = {o: v for o, v in given.items() if o != option_string and v != values}
+        if others:
+            other, value = next(iter(others.items()))
+            parser.error(f"argument {option_string}: {values!r} contradicts {other} {value!r} (the same setting; "
+                         "give it once)")
+        setattr(namespace, self.dest, values)
+
+
 def fraction_arg(text: str) -> float:
     """A non-negative number given on the command line (e.g. a gate threshold such as 0.15)."""
     try:
@@ -235,7 +255,8 @@ def decimal(text: str) -> float:
 
 def _show(value) -> str:
     """A short JSON-ish rendering of a bad value for an error line."""
-    text = json.dumps(value, ensure_ascii=True, default=str) if not isinstance(value, float) else repr(value)
+    text = json.dumps(value, ensure_ascii=True, default=str) if not isinstance(value, float) or not math.isfinite(
+        value) else repr(value)  # NaN and the infinities as the file spells them (NaN, Infinity)
     return text if len(text) <= 40 else text[:37] + "..."
 
 

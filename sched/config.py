@@ -12,7 +12,12 @@ MAX_KNOB = 10**9
 
 
 class ConfigError(ValueError):
-    """A configuration under which the lab cannot run; the message names the knob."""
+    """A configuration under which the lab cannot run; the message names the knob. ``problems``
+    lists every problem found, one line each (the message is the first)."""
+
+    def __init__(self, message: str, *, problems: list[str] | None = None):
+        self.problems = problems or [message]
+        super().__init__(message)
 
 
 class Batching(Enum):

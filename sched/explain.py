@@ -28,6 +28,7 @@ import os
 from .engine import TIMELINE_DETAILS
 from .files import open_regular
 from .picture import WAIT_REASONS
+from .vllm_artifacts import preemption_problem
 from .vllm_explain import VLLM_STEP_FIELDS, StepClock, check_step_times, vllm_case_story, vllm_costs
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
@@ -158,10 +159,14 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     # summary.json is in ms; the story is told in ms (sched.vllm_explain).
     step_clock = manifest.get("time_unit") == "ms"
     makespans = _makespans(directory, 1000 if step_clock else 1)
+    vllm = manifest.get("engine") == "vllm"   # vLLM engine: steps, preemptions (sched.vllm_explain)
     for row in rows:
         _check_times(row, requests_path, makespans.get(row["case"]))
+        makespan = makespans.get(row["case"])
+        problem = vllm and preemption_problem(row, None if makespan is None else row["arrival"] + makespan)
+        if problem:
+            raise ExplainError(f"{requests_path} (request {row['name']!r}, case {row['case']!r}): {problem}")
     detail = _timeline_detail(manifest, directory)
-    vllm = manifest.get("engine") == "vllm"   # vLLM engine: steps, preemptions (sched.vllm_explain)
     timeline_path = os.path.join(directory, "timeline.jsonl")
     ticks: dict[str, dict[int, dict]] | None = None
     if detail == "full" and os.path.isfile(timeline_path):

@@ -84,7 +84,7 @@ from .workload import SCENARIOS, RequestSpec, load_workload, scenario, workload_
 
 __all__ = ["export_rows", "render_export", "import_vllm_bench", "import_request_jsonl",
            "render_import", "export_command", "import_command", "DEFAULT_TICK_MS", "MAX_TICK_MS", "REAL_UNITS",
-           "REAL_SUMMARY_UNITS", "MAX_SECONDS"]
+           "REAL_SUMMARY_UNITS", "MAX_SECONDS", "read_result_text"]
 
 DEFAULT_TICK_MS = 100.0
 #: Largest ``--tick-ms`` accepted: one hour per tick (keeps every send offset a finite JSON number).
@@ -535,10 +535,12 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     ``arrival_time`` (epoch) is never subtracted from it. ``meta`` is the decoded ``meta.json``
     (read from ``meta_source``). A line whose times are out of order (e.g. a first token before
     ``queued_ts``: a negative TTFT), whose counts are negative or fractional, or whose numbers are
-    not finite is refused with :class:`~sched.cmdline.InputError` naming the line and field.
+    not finite is refused with :class:`~sched.cmdline.InputError` naming the line and field; so is a
+    line with a first token but ``output_toks`` 0. A negative ``*_ts`` is accepted: the monotonic
+    clock's origin is unspecified, so only the order of one request's times can be impossible.
     """
     meta = _check_meta(meta, meta_source)
-    lines = [_request_line(parse_json(line, f"{source}: line {number}", non_finite_as_none=True), source, number)
+    lines = [_request_line(parse_json(line, f"{source}: line {number}"), source, number)  # NaN kept, to be named
              for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise InputError(f"{source}: no request lines")
@@ -593,6 +595,9 @@ def _request_line(raw, source: str, number: int) -> dict:
     _not_before(first, queued, where, "first_token_ts", "queued_ts", "a negative TTFT")
     _not_before(first, scheduled, where, "first_token_ts", "scheduled_ts", "a first token before admission")
     _not_before(last, first, where, "last_token_ts", "first_token_ts", "a request ending before its first token")
+    if line["output_toks"] == 0 and first is not None:
+        raise InputError(f"{where}: field 'output_toks': 0, but the request has a first token (first_token_ts): "
+                         "a request that emitted a token has output_toks >= 1")
     return line
 
 
@@ -731,6 +736,18 @@ def _export(argv: list[str]) -> int:
     return EXIT_OK
 
 
+def read_result_text(path: str, what: str) -> str:
+    """The text of a result or meta file, as ``import-results`` and ``calibrate`` both read it: a
+    regular UTF-8 file, a leading BOM dropped. Raises :class:`InputError` naming ``path`` and ``what``."""
+    try:
+        with open_regular(path, encoding="utf-8-sig") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such {what}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read {what} ({read_failure(exc)})") from None
+
+
 def _import(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py import-results",
                         description="Import a real engine's per-request results into a normalised run "
@@ -748,13 +765,7 @@ def _import(argv: list[str]) -> int:
     parser.add_argument("--label", default="real", help="case name of the imported run (default real)")
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)
-    try:
-        with open_regular(args.file, encoding="utf-8-sig") as handle:  # a leading BOM is accepted, as elsewhere
-            text = handle.read()
-    except FileNotFoundError:
-        raise InputError(f"{args.file}: no such result file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{args.file}: cannot read ({read_failure(exc)})") from None
+    text = read_result_text(args.file, "result file")
     fmt = args.format if args.format != "auto" else _detect(text, args.file)
     workload = _workload_arg(args.workload)
     if fmt == "vllm-bench":
@@ -763,11 +774,7 @@ def _import(argv: list[str]) -> int:
         meta_path = args.meta or os.path.join(os.path.dirname(args.file), "meta.json")
         meta = None
         if args.meta or os.path.exists(meta_path):
-            try:
-                with open_regular(meta_path, encoding="utf-8-sig") as handle:
-                    meta = parse_json(handle.read(), meta_path, non_finite_as_none=True)
-            except (OSError, UnicodeDecodeError) as exc:
-                raise InputError(f"{meta_path}: cannot read meta.json ({read_failure(exc)})") from None
+            meta = parse_json(read_result_text(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
         result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
     write_artifacts(render_import(*result), args.artifacts, force=args.force)

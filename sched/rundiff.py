@@ -28,6 +28,7 @@ import os
 from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .files import open_regular, read_regular_text
 from .trace import check_summary_row
+from .vllm_artifacts import preemption_problem
 
 __all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
 
@@ -133,12 +134,13 @@ def _summary_rows(directory: str) -> dict[str, dict]:
     return rows
 
 
-def _requests(directory: str, cases, names, unit: str = "ticks") -> dict[tuple[str, str], tuple]:
+def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False) -> dict[tuple[str, str], tuple]:
     """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
     (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
     times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`). A simulated run has exactly
     one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json): a line
-    of another case or request, a second line or a missing one is refused."""
+    of another case or request, a second line or a missing one is refused; so are impossible
+    preemption fields of a ``vllm`` run (:func:`sched.vllm_artifacts.preemption_problem`)."""
     path = os.path.join(directory, "requests.jsonl")
     keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
     rows = {}
@@ -163,6 +165,9 @@ def _requests(directory: str, cases, names, unit: str = "ticks") -> dict[tuple[s
                         what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
                         raise InputError(f"{where}: field '{field}' must be "
                                          f"{what} or null, got {json.dumps(record.get(field))}")
+                problem = vllm and preemption_problem(record)
+                if problem:
+                    raise InputError(f"{where}: {problem}")
                 if (record["case"], record["name"]) in rows:
                     raise InputError(f"{where}: field 'name': a second line for this request in case "
                                      f"{record['case']!r}")
@@ -250,8 +255,8 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit),
-                      _requests(dir_b, sum_b, workloads[1], result.unit))
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, manifests[0].get("engine") == "vllm"),
+                      _requests(dir_b, sum_b, workloads[1], result.unit, manifests[1].get("engine") == "vllm"))
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():

@@ -52,7 +52,7 @@ FLAT_PLACES = {key: ((key,),) for key in SETTINGS_FROM_META} | {"policy": (("sch
 
 def settings_from(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, list]:
     """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present."""
-    settings, notes = {}, []
+    settings, notes, named = {}, [], {}
     for key, kind in SETTINGS.items():
         found = [(".".join(place), _at(meta, place)) for place in places[key]]
         found = [(where, value) for where, value in found if value is not None]
@@ -76,9 +76,10 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, l
         else:
             value = count_or_none(value, f"{source}: field {where!r}")
         settings[key] = value
-    if settings["num_gpu_blocks"] < 2 or settings["block_size"] < 1 or settings["max_num_seqs"] < 1 \
-            or settings["max_num_batched_tokens"] < 1:
-        raise InputError(f"{source}: engine settings out of range: {settings}")
+        named[key] = where
+    for key, low in (("num_gpu_blocks", 2), ("block_size", 1), ("max_num_seqs", 1), ("max_num_batched_tokens", 1)):
+        if settings[key] < low:
+            raise InputError(f"{source}: field {named.get(key, key)!r}: must be at least {low}, got {settings[key]}")
     return settings, notes
 
 

@@ -3,7 +3,8 @@
 ``step_ms = a + b · (prompt tokens computed in the step) + c · (decode tokens in the step)``
 
 with ``a`` in ms per step, ``b`` in ms per prompt token and ``c`` in ms per decode token, all
-``>= 0``. The coefficients are fitted to one real run (:mod:`sched.calibrate`) and only mean
+``>= 0``, and ``a >= 0.001`` (:data:`MIN_STEP_MS`: a step takes at least the engine clock's 1 µs
+even with no tokens). The coefficients are fitted to one real run (:mod:`sched.calibrate`) and only mean
 something together with what they were fitted on, so ``step-model.json`` stores both:
 
 - ``settings``: the engine settings of the replay (vLLM's names: ``num_gpu_blocks``,
@@ -26,9 +27,10 @@ from dataclasses import dataclass
 
 from .cmdline import InputError, need, number_or_none, parse_json, read_failure
 from .files import read_regular_text
+from .workload import closest_field
 
 __all__ = ["StepModel", "SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
-           "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS"]
+           "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS", "MIN_STEP_MS"]
 
 STEP_MODEL_KIND = "step-model"
 #: The engine settings a step model carries, in vLLM's names, with their JSON types.
@@ -36,6 +38,9 @@ SETTINGS = {"num_gpu_blocks": int, "block_size": int, "max_num_batched_tokens": 
             "long_prefill_token_threshold": int, "enable_prefix_caching": bool, "policy": str}
 #: Largest coefficient accepted from a file: one minute per step or per token is no GPU.
 MAX_COEFFICIENT_MS = 60_000.0
+#: Smallest ``a`` accepted: a step takes at least 1 µs (the engine clock's unit) even at zero tokens,
+#: so no step rounds to the same stamp as the one before it and every step's time is ``step_ms`` itself.
+MIN_STEP_MS = 0.001
 _POLICIES = ("fcfs", "priority")
 
 
@@ -100,7 +105,7 @@ def step_model_to_json(model: StepModel) -> str:
 def load_step_model(path: str) -> StepModel:
     """Read ``step-model.json``; raises :class:`~sched.cmdline.InputError` naming the file and field."""
     try:
-        text = read_regular_text(path)
+        text = read_regular_text(path, encoding="utf-8-sig")  # a leading BOM is accepted, as for workloads
     except FileNotFoundError:
         raise InputError(f"{path}: no such step model file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -112,7 +117,7 @@ def parse_step_model(text: str, source: str) -> StepModel:
     """A :class:`StepModel` from JSON ``text``: kind ``step-model``, engine ``vllm`` (a step model
     for another engine is refused), coefficients finite and in ``[0, MAX_COEFFICIENT_MS]``,
     every setting present with its type."""
-    data = need(parse_json(text, source, non_finite_as_none=True), dict, source, "a JSON object")
+    data = need(parse_json(text, source), dict, source, "a JSON object")  # NaN kept, to be named
     if data.get("kind") != STEP_MODEL_KIND:
         raise InputError(f"{source}: field 'kind': must be {STEP_MODEL_KIND!r} (a file written by calibrate), "
                          f"got {data.get('kind')!r}")
@@ -120,18 +125,30 @@ def parse_step_model(text: str, source: str) -> StepModel:
         raise InputError(f"{source}: field 'engine': this step model is for the {data.get('engine')!r} engine; "
                          "only the vllm engine keeps time in ms (--engine vllm)")
     step = need(data.get("step_ms"), dict, f"{source}: field 'step_ms'", "an object with a, b, c")
+    _known_keys(step, ("a", "b", "c"), f"{source}: field 'step_ms.")
     coefficients = []
     for key in ("a", "b", "c"):
         value = number_or_none(step.get(key), f"{source}: field 'step_ms.{key}'", 0, MAX_COEFFICIENT_MS)
         if value is None:
             raise InputError(f"{source}: field 'step_ms.{key}': missing")
         coefficients.append(float(value))
-    if coefficients[0] == 0 and coefficients[1] == 0 and coefficients[2] == 0:
-        raise InputError(f"{source}: field 'step_ms': a, b and c are all 0 (steps would take no time)")
+    if coefficients[0] < MIN_STEP_MS:
+        raise InputError(f"{source}: field 'step_ms.a': must be at least {MIN_STEP_MS} ms (a step takes at least "
+                         f"1 µs, the engine clock's unit, even with no tokens), got {step['a']!r}")
     settings = need(data.get("settings"), dict, f"{source}: field 'settings'", "an object")
+    _known_keys(settings, tuple(SETTINGS), f"{source}: field 'settings.")
     checked = {key: _setting(settings.get(key), key, kind, source) for key, kind in SETTINGS.items()}
     fitted_on = need(data.get("fitted_on", {}), dict, f"{source}: field 'fitted_on'", "an object")
     return StepModel(*coefficients, checked, fitted_on)
+
+
+def _known_keys(section: dict, known: tuple, where: str) -> None:
+    """Refuse a key of ``section`` not in ``known`` (a misspelt coefficient is never silently 0)."""
+    for key in section:
+        if key not in known:
+            close = closest_field(key, known)
+            hint = f"did you mean {close!r}?" if close else "valid fields are " + ", ".join(known)
+            raise InputError(f"{where}{key}': unknown field; {hint}")
 
 
 def _setting(value, key: str, kind: type, source: str):

@@ -95,7 +95,8 @@ def _request_row(row, where: str) -> dict:
     need(row.get("status"), str, f"{where}: field 'status'", "a string", nullable=True)
     for key in _PERCENTILES:
         number_or_none(row.get(key), f"{where}: field {key!r}", low=0)
-    count_or_none(row.get("output_tokens_emitted"), f"{where}: field 'output_tokens_emitted'")
+    for key in ("output_tokens_emitted", "hit_tokens"):
+        count_or_none(row.get(key), f"{where}: field {key!r}")
     need(row.get("priority"), int, f"{where}: field 'priority'", "an integer", nullable=True)
     return row
 
@@ -117,8 +118,9 @@ def _plain_row(row) -> bool:
         value = get(key)
         if value is not None and not ((type(value) is int and 0 <= value <= _LARGEST) or (type(value) is float and value >= 0)):
             return False
-    emitted, priority = get("output_tokens_emitted"), get("priority")
+    emitted, priority, hit = get("output_tokens_emitted"), get("priority"), get("hit_tokens")
     return ((emitted is None or (type(emitted) is int and 0 <= emitted <= MAX_COUNT))
+            and (hit is None or (type(hit) is int and 0 <= hit <= MAX_COUNT))
             and (priority is None or type(priority) is int))
 
 

@@ -26,7 +26,8 @@ import json
 from . import __version__
 from .vllm_config import VllmKnobs
 
-__all__ = ["UNITS_NOTE_VLLM", "is_vllm_run", "table_header", "manifest_config", "timeline_lines"]
+__all__ = ["UNITS_NOTE_VLLM", "is_vllm_run", "table_header", "manifest_config", "timeline_lines",
+           "preemption_problem"]
 
 UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each; work is tokens. vLLM 0.33.0's scheduler rules: "
                    "KV blocks, recompute preemption, block-level prefix cache. Not milliseconds.")
@@ -88,3 +89,48 @@ def timeline_lines(run):
                 "budget_used": k.num_prompt_tokens + k.num_decode_tokens, "kv_blocks_used": k.kv_blocks_used,
                 "running": k.num_running, "waiting": k.num_waiting})
             yield line
+
+
+def _tick(value) -> bool:
+    return type(value) is int and value >= 0  # not bool, not float: ticks are whole numbers
+
+
+def _shown(value) -> str:
+    text = json.dumps(value, ensure_ascii=True, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def preemption_problem(row: dict, latest: int | None = None) -> str | None:
+    """Why the preemption fields of a vLLM run's ``requests.jsonl`` line ``row`` are impossible, or ``None``.
+
+    The one check of what this module writes, used by every reader (explain, diff):
+    ``num_preemptions`` a whole count >= 0, ``preempted_at`` a list of that many ticks in order,
+    each no earlier than the request's arrival and first admission and before its end
+    (``done_at``), and no later than ``latest`` (the case's last tick) when given. Returns the tail
+    of a message naming the field (``"field 'preempted_at': ..."``).
+    """
+    for key in ("num_preemptions", "preempted_at"):
+        if key not in row:
+            return f"field {key!r}: missing (a vLLM-engine run writes it on every request line)"
+    count, times = row["num_preemptions"], row["preempted_at"]
+    if not _tick(count):
+        return f"field 'num_preemptions': must be a whole number >= 0, got {_shown(count)}"
+    if not isinstance(times, list) or not all(_tick(t) for t in times):
+        return f"field 'preempted_at': must be a list of ticks (integers >= 0), got {_shown(times)}"
+    if count != len(times):
+        return f"field 'num_preemptions': {count}, but 'preempted_at' holds {len(times)} ticks"
+    if not times:
+        return None
+    if times != sorted(times):
+        return f"field 'preempted_at': ticks out of order: {_shown(times)}"
+    arrival, admitted, done = row.get("arrival"), row.get("admitted_at"), row.get("done_at")
+    if admitted is None:
+        return f"field 'preempted_at': {_shown(times)}, but the request was never admitted (admitted_at null)"
+    for earlier, name in ((arrival, "arrival"), (admitted, "admitted_at")):
+        if _tick(earlier) and times[0] < earlier:
+            return f"field 'preempted_at': tick {times[0]} is before {name} {earlier}; impossible in a run"
+    if _tick(done) and times[-1] >= done:
+        return f"field 'preempted_at': tick {times[-1]} is not before done_at {done}; impossible in a run"
+    if latest is not None and times[-1] > latest:
+        return f"field 'preempted_at': tick {times[-1]} is after the case's last tick {latest}; impossible in this run"
+    return None

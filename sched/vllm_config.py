@@ -92,14 +92,18 @@ def check_fits(workload, knobs: VllmKnobs, source: str = "workload") -> None:
     """Refuse a workload with a request that could never finish in the KV cache: vLLM itself would
     wait forever. A lone request holds at most ``prompt + output − 1`` tokens (its last output
     token is sampled, never computed), so it must fit in ``num_gpu_blocks − 1`` blocks.
-    Raises :class:`ConfigError` naming the request, its block count and the capacity."""
+    Raises :class:`ConfigError` naming every such request (``problems``: one line each), its block
+    count and the capacity."""
     if knobs.num_gpu_blocks is None:
         return
     usable, bs = knobs.num_gpu_blocks - 1, knobs.block_size
+    problems = []
     for index, spec in enumerate(workload):
         need = -(-(spec.prompt_tokens + spec.output_tokens - 1) // bs)
         if need > usable:
-            raise ConfigError(f"{source}: request {index} ({spec.name}): prompt {spec.prompt_tokens} + output "
-                              f"{spec.output_tokens} tokens need {need} KV blocks of {bs} tokens, but "
-                              f"--num-gpu-blocks {knobs.num_gpu_blocks} leaves {usable} usable: it could never "
-                              "run (vLLM would wait forever)")
+            problems.append(f"{source}: request {index} ({spec.name}): prompt {spec.prompt_tokens} + output "
+                            f"{spec.output_tokens} tokens need {need} KV blocks of {bs} tokens, but "
+                            f"--num-gpu-blocks {knobs.num_gpu_blocks} leaves {usable} usable: it could never "
+                            "run (vLLM would wait forever)")
+    if problems:
+        raise ConfigError(problems[0], problems=problems)

@@ -37,6 +37,8 @@ __all__ = [
     "MAX_BLOCK_ID",
     "MAX_TICK_MS",
     "MAX_NAME_LENGTH",
+    "name_problem",
+    "closest_field",
     "REQUEST_RULES",
     "WORKLOAD_RULES",
     "load_workload",
@@ -289,6 +291,12 @@ def _text(value) -> str | None:
     return None
 
 
+def name_problem(value) -> str | None:
+    """Why ``value`` cannot be a request ``name`` (lab.md §7: a printable string of 1..MAX_NAME_LENGTH
+    characters), as the tail of a message ("must be ..."); ``None`` when it can."""
+    return _text(value)
+
+
 def _string(value) -> str | None:
     return None if isinstance(value, str) else f"must be a string, got {_show(value)}"
 
@@ -477,6 +485,9 @@ def _closest(field: str, rules: dict) -> str | None:
     lowered = {name.lower(): name for name in rules}
     match = difflib.get_close_matches(str(field).lower(), lowered, n=1, cutoff=0.6)
     return lowered[match[0]] if match else None
+
+
+closest_field = _closest  # for other files' did-you-mean hints (step-model.json)
 
 
 def _request_problems(fields: dict, where: str) -> list[str]:

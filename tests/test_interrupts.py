@@ -158,21 +158,24 @@ class SignalTest(unittest.TestCase):
         self.assertEqual(os.listdir(self.base), [])
 
     def test_ctrl_c_while_the_program_loads(self):
-        """Ctrl-C in the first fraction of a second, while `sched` is still being imported: one line,
-        exit 130 (it used to be a traceback)."""
-        code = ("import builtins, os, runpy, signal, sys\n"
-                "real = builtins.__import__\n"
-                "def import_(name, *args, **kwargs):\n"
-                "    if name == 'sched.cli':\n"
-                "        os.kill(os.getpid(), signal.SIGINT)\n"
-                "    return real(name, *args, **kwargs)\n"
-                "builtins.__import__ = import_\n"
-                f"sys.argv = [{SCRIPT!r}]\n"
-                f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
-        process = self.start(["-c", code])
-        stdout, err = process.communicate(timeout=LIMIT)
-        self.assertEqual((process.returncode, stdout, err),
-                         (130, "", "infer_sched_lab.py: error: interrupted; nothing was written\n"))
+        """Ctrl-C or SIGTERM in the first fraction of a second, while `sched` is still being imported:
+        one line, exit 130 or 143 (Ctrl-C used to be a traceback; SIGTERM ended the process silently)."""
+        for signame, code_expected, line in (("SIGINT", 130, "interrupted; nothing was written"),
+                                             ("SIGTERM", 143, "terminated (SIGTERM); nothing was written")):
+            code = ("import builtins, os, runpy, signal, sys\n"
+                    "real = builtins.__import__\n"
+                    "def import_(name, *args, **kwargs):\n"
+                    "    if name == 'sched.cli':\n"
+                    f"        os.kill(os.getpid(), signal.{signame})\n"
+                    "    return real(name, *args, **kwargs)\n"
+                    "builtins.__import__ = import_\n"
+                    f"sys.argv = [{SCRIPT!r}]\n"
+                    f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
+            with self.subTest(signame):
+                process = self.start(["-c", code])
+                stdout, err = process.communicate(timeout=LIMIT)
+                self.assertEqual((process.returncode, stdout, err),
+                                 (code_expected, "", f"infer_sched_lab.py: error: {line}\n"))
 
 
 class ConcurrentWritersTest(unittest.TestCase):

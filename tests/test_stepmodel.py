@@ -12,7 +12,7 @@ from sched.calibrate import load_real_run, run_workload, training_split
 from sched.calibration_report import counts_error, percentile_table, relative_error
 from sched.cmdline import InputError
 from sched.fit import FrozenSchedule, Step, log_loss, nelder_mead
-from sched.stepmodel import StepModel, parse_step_model, step_model_to_json
+from sched.stepmodel import StepModel, load_step_model, parse_step_model, step_model_to_json
 from tests.helpers import PROJECT, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
@@ -51,7 +51,15 @@ class StepModelTest(unittest.TestCase):
             "another engine": (model_document(engine="lab"), "'engine'"),
             "not a step model": (model_document(kind="run"), "'kind'"),
             "negative": (model_document(step_ms={"a": -1, "b": 0, "c": 0}), "'step_ms.a'"),
-            "all zero": (model_document(step_ms={"a": 0, "b": 0, "c": 0}), "all 0"),
+            "all zero": (model_document(step_ms={"a": 0, "b": 0, "c": 0}), "'step_ms.a': must be at least 0.001"),
+            # a < 1 µs: every step at zero tokens would round to the clock's smallest unit, 1 µs
+            "a below 1 µs, b = c = 0": (model_document(step_ms={"a": 1e-7, "b": 0, "c": 0}),
+                                       "'step_ms.a': must be at least 0.001 ms"),
+            "a 0 with b and c": (model_document(step_ms={"a": 0, "b": 0.1, "c": 0.05}), "'step_ms.a'"),
+            "unknown coefficient": (model_document(step_ms={"a": 1, "b": 0, "c": 0, "d": 5}),
+                                    "'step_ms.d': unknown field; valid fields are a, b, c"),
+            "misspelt setting": (model_document(settings=dict(SETTINGS, block_sise=16)),
+                                 "'settings.block_sise': unknown field; did you mean 'block_size'?"),
             "missing c": (model_document(step_ms={"a": 1, "b": 0}), "'step_ms.c'"),
             "bad policy": (model_document(settings=dict(SETTINGS, policy="lifo")), "'settings.policy'"),
             "one block": (model_document(settings=dict(SETTINGS, num_gpu_blocks=1)), "'settings.num_gpu_blocks'"),
@@ -63,6 +71,25 @@ class StepModelTest(unittest.TestCase):
                     parse_step_model(json.dumps(document), "sm.json")
                 self.assertIn(mention, str(caught.exception))
                 self.assertIn("sm.json", str(caught.exception))
+
+    def test_non_finite_coefficients_are_named(self):
+        """NaN or Infinity for a coefficient is "not finite", not "missing" (it is present)."""
+        for literal in ("NaN", "Infinity", "1e999"):
+            with self.subTest(literal):
+                text = json.dumps(model_document(step_ms={"a": 1.5, "b": 0, "c": 0})).replace("1.5", literal)
+                with self.assertRaises(InputError) as caught:
+                    parse_step_model(text, "sm.json")
+                message = str(caught.exception)
+                self.assertIn("'step_ms.a': must be a finite number, got " + ("NaN" if literal == "NaN" else "Infinity"),
+                              message)
+                self.assertNotIn("missing", message)
+
+    def test_a_file_with_a_bom_is_read(self):
+        """A UTF-8 BOM (an editor's) before the JSON is accepted, as for workloads."""
+        path = os.path.join(temp_dir(self), "sm.json")
+        with open(path, "w", encoding="utf-8-sig") as handle:
+            handle.write(step_model_to_json(StepModel(20.0, 0.1, 0.05, dict(SETTINGS), {})))
+        self.assertEqual(load_step_model(path).a_ms, 20.0)
 
 
 class FitArithmeticTest(unittest.TestCase):
