@@ -11,6 +11,16 @@ import unittest
 
 from sched.cli import main
 
+#: ``ISL_FULL=1`` (``.ci/run`` sets it): also run the heavy, duplicated and exhaustive tests that the
+#: learner's ``python3 -m unittest`` skips to stay within about 30 s (docs/reference.md, test variables).
+FULL = os.environ.get("ISL_FULL", "") not in ("", "0")
+
+
+def full_only(what: str):
+    """Decorator: run the test (or class) only with ``ISL_FULL=1``; ``what`` says what it adds."""
+    return unittest.skipUnless(FULL, f"ISL_FULL=1 runs it ({what})")
+
+
 PROJECT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPECTED = os.path.join(PROJECT, "expected")
 

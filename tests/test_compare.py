@@ -2,20 +2,37 @@
 
 import json
 import os
+import shutil
+import tempfile
 import unittest
 
 from sched.compare import Thresholds, check_contract, check_evidence, compare, load_side
 from tests.helpers import read, run_cli, temp_dir
 
 
+#: CLI arguments -> a run directory simulated once for the whole module (tests get copies).
+_SIMULATED: dict = {}
+
+
+def tearDownModule():
+    for path in _SIMULATED.values():
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    _SIMULATED.clear()
+
+
 class RunsMixin:
-    """Simulated run directories made once per test in a temporary directory."""
+    """Simulated run directories, each a fresh copy (in this test's temporary directory) of a run
+    simulated once for the module: a test that edits or writes beside it never affects another."""
 
     def run_dir(self, name, *args):
         path = os.path.join(self.base, name)
         if not os.path.isdir(path):
-            code, _, err = run_cli([*args, "--artifacts", path])
-            self.assertEqual(code, 0, err)
+            if args not in _SIMULATED:
+                simulated = os.path.join(tempfile.mkdtemp(prefix="isl-test-"), "run")
+                code, _, err = run_cli([*args, "--artifacts", simulated])
+                self.assertEqual(code, 0, err)
+                _SIMULATED[args] = simulated
+            shutil.copytree(_SIMULATED[args], path)
         return path
 
     def setUp(self):

@@ -1,31 +1,68 @@
 """Only regular files are read (sched/files.py): a FIFO named as input is refused at once, never waited on.
 
-Each command is run in a child process with a timeout, so a regression fails the test instead of
-hanging the suite.
+Each command runs in-process (``main(argv)``) under a watchdog: if it is still running after
+:data:`PATIENCE` seconds, the watchdog opens every FIFO of the test for writing and closes it again,
+so a command blocked on opening or reading one wakes up (end of file), and the test fails saying it
+waited, instead of hanging the suite.
 """
 
+import errno
 import os
-import subprocess
-import sys
+import threading
+import time
 import unittest
 
 from sched.files import NotRegularFileError, open_regular, read_regular_text
-from tests.helpers import EXPECTED, PROJECT, temp_dir
+from tests.helpers import EXPECTED, run_cli, temp_dir
 
 BASELINE_DIR = os.path.join(EXPECTED, "baseline")
-ENTRY = os.path.join(PROJECT, "infer_sched_lab.py")
+#: Seconds a command may run before the watchdog unblocks its FIFOs (and the test fails).
+PATIENCE = 10
+
+
+class _Result:
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
 
 
 @unittest.skipUnless(hasattr(os, "mkfifo"), "needs FIFOs")
 class FifoTest(unittest.TestCase):
-    def fifo(self, name: str = "fifo.json") -> str:
-        path = os.path.join(temp_dir(self), name)
+    def setUp(self):
+        self.fifos = []
+
+    def fifo(self, name: str = "fifo.json", folder: str | None = None) -> str:
+        path = os.path.join(folder or temp_dir(self), name)
         os.mkfifo(path)
+        self.fifos.append(path)
         return path
 
-    def run_entry(self, *argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, ENTRY, *argv], capture_output=True, text=True, timeout=30,
-                              stdin=subprocess.DEVNULL)
+    def _unblock(self, stop: threading.Event, fired: list) -> None:
+        """After PATIENCE seconds, keep giving every FIFO a writer that closes at once (EOF) until stopped."""
+        if stop.wait(PATIENCE):
+            return
+        fired.append(True)
+        while not stop.is_set():
+            for path in self.fifos:
+                try:
+                    os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+                except OSError as exc:
+                    if exc.errno not in (errno.ENXIO, errno.ENOENT):  # ENXIO: nobody is reading it yet
+                        raise
+            time.sleep(0.05)
+
+    def run_entry(self, *argv: str) -> _Result:
+        """``main(argv)`` in-process; fails the test if a FIFO made it wait PATIENCE seconds."""
+        stop, fired = threading.Event(), []
+        watchdog = threading.Thread(target=self._unblock, args=(stop, fired), daemon=True)
+        watchdog.start()
+        started = time.monotonic()
+        try:
+            code, out, err = run_cli(list(argv))
+        finally:
+            stop.set()
+            watchdog.join()
+        self.assertEqual(fired, [], f"{argv} waited {time.monotonic() - started:.0f} s on a FIFO instead of refusing it")
+        return _Result(code, out, err)
 
     def test_open_regular_refuses_a_fifo_and_a_directory(self):
         path = self.fifo()
@@ -62,7 +99,7 @@ class FifoTest(unittest.TestCase):
                     open(os.path.join(run_dir, name), "wb") as dst:
                 dst.write(src.read())
         os.remove(os.path.join(run_dir, "manifest.json"))
-        os.mkfifo(os.path.join(run_dir, "manifest.json"))
+        self.fifo("manifest.json", run_dir)
         run = self.run_entry("check", run_dir, BASELINE_DIR)
         self.assertEqual(run.returncode, 2, run.stderr)
         self.assertIn("manifest.json", run.stderr)
@@ -80,7 +117,7 @@ class FifoTest(unittest.TestCase):
                 with open(os.path.join(BASELINE_DIR, name), "rb") as src, \
                         open(os.path.join(run_dir, name), "wb") as dst:
                     dst.write(src.read())
-        os.mkfifo(os.path.join(run_dir, "summary.json"))
+        self.fifo("summary.json", run_dir)
         run = self.run_entry("compare", run_dir, "--baseline-case", "continuous", "--candidate-case",
                              "continuous+APC", "--out", os.path.join(temp_dir(self), "decision.json"))
         self.assertEqual(run.returncode, 2, run.stderr)

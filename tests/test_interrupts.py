@@ -1,7 +1,10 @@
 """Interrupts, signals and concurrent writers (README §13), with real processes and real signals.
 
 Every process started here is bounded by a timeout and ended by the test; the whole module takes a
-few seconds. The sweep cases need Linux's ``/proc`` to find the worker processes.
+few seconds. The sweep cases need Linux's ``/proc`` to find the worker processes. The learner's run
+has one real-signal test per mechanism (a sweep's workers end with it; a staging directory is
+removed; Ctrl-C while loading); ``ISL_FULL=1`` adds Ctrl-C twice to the process group and SIGTERM
+while zipping.
 """
 
 import json
@@ -20,7 +23,7 @@ from sched.config import EngineConfig
 from sched.engine import estimate_walked_ticks
 from sched.files import exclusive_lock
 from sched.workload import RequestSpec, scenario
-from tests.helpers import PROJECT, read, temp_dir
+from tests.helpers import PROJECT, full_only, read, temp_dir
 
 SCRIPT = os.path.join(PROJECT, "infer_sched_lab.py")
 LIMIT = 20  # seconds any child may live
@@ -99,6 +102,7 @@ class SignalTest(unittest.TestCase):
         self.assert_gone(workers)
         self.assertEqual(os.listdir(self.base), ["slow.json"])
 
+    @full_only("the sweep's signal handling again, with SIGINT to the whole process group")
     @unittest.skipUnless(os.path.isdir("/proc/self/task"), "needs /proc to see worker processes")
     def test_two_ctrl_c_to_the_process_group_print_one_line(self):
         """The terminal sends Ctrl-C to every process of the group, workers included, and an impatient
@@ -137,6 +141,7 @@ class SignalTest(unittest.TestCase):
         self.assertEqual(err, "infer_sched_lab.py: error: terminated (SIGTERM); nothing was written\n")
         self.assertEqual(os.listdir(self.base), [])
 
+    @full_only("the staging clean-up again, for zip")
     def test_sigterm_while_zipping_leaves_no_staging_file(self):
         """The same for `zip`: no `.lab-zip.*.tmp` beside the output."""
         out = os.path.join(self.base, "lab.zip")
