@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import os
 import sys
 import textwrap
@@ -329,6 +330,21 @@ def _progress_for(stream) -> _Progress | None:
 
 
 def _main_run(argv: list[str]) -> int:
+    # A run builds millions of long-lived objects (requests, token runs, step records, parsed JSON)
+    # and no reference cycles worth collecting. The engines pause the cyclic collector while they
+    # simulate; pausing it for the whole run also spares the loading, checks, summaries and
+    # artifacts its full passes over those objects (about 0.3 s of a 19,366-request trace). The
+    # process ends soon after; a caller in the same process gets the collector back as it was.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_with_collector_paused(argv)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_with_collector_paused(argv: list[str]) -> int:
     parser = _run_parser()
     args = parser.parse_args(argv)
     if args.artifacts == "":
