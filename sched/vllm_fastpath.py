@@ -110,7 +110,10 @@ class DecodeRuns:
             scheduled[seq] = n
             used += n
         admitted = hits = ()
-        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs:
+        # Step 4 only when the head passes the admission gate (whole sequence in the free blocks;
+        # no hit without prefix caching), as in jump: a long trace is mostly steps whose head waits.
+        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and \
+                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - head.blocks <= kv.num_free:
             admitted, hits = sim.admit(t, cap, budget - used, scheduled)
             used = num_open + sum(scheduled.values())
         num_decode = num_open
