@@ -179,6 +179,8 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             if step_clock:
                 check_step_times(row, ticks[row["case"]], requests_path, timeline_path)
                 continue
+            if vllm:   # the vLLM timeline counts its waiting requests instead of naming them
+                continue
             # every tick a request waits is a walked tick, so it has a record
             end = row["admitted_at"] if row["admitted_at"] is not None else row["done_at"]
             if end is not None and end - row["arrival"] > len(ticks[row["case"]]):

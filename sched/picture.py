@@ -279,7 +279,8 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
     width = _LEFT + _PLOT_W + _RIGHT
     legend_y = 64 if num_requests > MAX_LANES else 48
     rows = _legend_rows(PHASES if view is None else view.phases)
-    header_h = legend_y + 34 + 16 * (len(rows) - 1)
+    marks = _marker_rows(() if view is None else view.marks_legend)
+    header_h = legend_y + 34 + 16 * (len(rows) - 1) + 16 * (len(marks) - 1)
     heights = [_HEAD_H + len(lanes) * (_LANE_H + _LANE_GAP) + _AXIS_H + _CASE_GAP
                + (_EXTRA_H if extra is not None else 0) for lanes, extra in zip(shown, extras)]
     height = header_h + sum(heights)
@@ -303,7 +304,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
                                  "(workload order), then the case's P95 TTFT request if it is not among them; "
                                  "every request is in requests.jsonl.",
                     x=_LEFT, y=50, fill=_VERMILLION)
-    _legend(svg, legend_y, rows, () if view is None else view.marks_legend)
+    _legend(svg, legend_y, rows, marks)
 
     y = header_h
     for index, (result, lanes) in enumerate(zip(results, shown)):
@@ -494,8 +495,25 @@ def _legend_rows(phases: dict) -> list[list[tuple[str, str]]]:
     return rows
 
 
-def _legend(svg: _Svg, y: int, rows=None, extra_marks=()) -> None:
-    """The phase swatches (one row for the lab engine), then the markers."""
+def _marker_rows(extra_marks=()) -> list[list[tuple[str | None, str]]]:
+    """The markers ``(mark, label)`` of the legend cut into rows that fit the picture's width (one
+    row for the lab engine; another engine's extra marks may need a second)."""
+    rows, x = [[]], _LEFT
+    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit (green strip: hit)"),
+                        ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
+                        ("p95", "the case's P95 TTFT request"), *extra_marks,
+                        (None, "lane label: TTFT · hit tokens")):
+        advance = 34 + int(len(label) * 5.6) - (14 if mark is None else 0)
+        if rows[-1] and x + advance > _LEFT + _PLOT_W + _RIGHT:
+            rows.append([])
+            x = _LEFT
+        rows[-1].append((mark, label))
+        x += advance
+    return rows
+
+
+def _legend(svg: _Svg, y: int, rows=None, marks=None) -> None:
+    """The phase swatches (one row for the lab engine), then the markers (:func:`_marker_rows`)."""
     for row in rows if rows is not None else _legend_rows(PHASES):
         x = _LEFT
         for fill, label in row:
@@ -503,27 +521,31 @@ def _legend(svg: _Svg, y: int, rows=None, extra_marks=()) -> None:
             svg.element("text", text=label, x=x + 18, y=y + 9)
             x += 30 + int(len(label) * 5.6)
         y += 16
-    x = _LEFT
-    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit (green strip: hit)"),
-                        ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
-                        ("p95", "the case's P95 TTFT request"), *extra_marks,
-                        (None, "lane label: TTFT · hit tokens")):
-        if mark == "preemption":
-            svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=_VERMILLION)
-        elif mark in ("admission", "cache-hit"):
-            svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
-            if mark == "cache-hit":
-                svg.element("rect", x=x, y=y - 4, width=_HIT_MIN_W, height=3, fill=_GREEN)
-        elif mark == "p95":
-            svg.element("rect", x=x - 2, y=y - 1, width=14, height=12, fill=_P95_FILL, stroke=_P95_STROKE,
-                        stroke_width=1)
-        elif mark == "first-token":
-            svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
-        elif mark == "done":
-            svg.element("rect", x=x + 2, y=y - 1, width=2.5, height=12, fill=_BLACK)
-        elif mark == "timeout":
-            svg.element("path", d=_cross(x + 4, y - 1, 12), stroke=_VERMILLION, stroke_width=2.5)
-        else:
-            x -= 14
-        svg.element("text", text=label, x=x + 14, y=y + 9)
-        x += 34 + int(len(label) * 5.6)
+    for row in marks if marks is not None else _marker_rows():
+        x = _LEFT
+        for mark, label in row:
+            _marker(svg, mark, label, x, y)
+            x += 34 + int(len(label) * 5.6) - (14 if mark is None else 0)
+        y += 16
+
+
+def _marker(svg: _Svg, mark: str | None, label: str, x: int, y: int) -> None:
+    """One legend entry: the marker as drawn on a lane, then its label."""
+    if mark == "preemption":
+        svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=_VERMILLION)
+    elif mark in ("admission", "cache-hit"):
+        svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
+        if mark == "cache-hit":
+            svg.element("rect", x=x, y=y - 4, width=_HIT_MIN_W, height=3, fill=_GREEN)
+    elif mark == "p95":
+        svg.element("rect", x=x - 2, y=y - 1, width=14, height=12, fill=_P95_FILL, stroke=_P95_STROKE,
+                    stroke_width=1)
+    elif mark == "first-token":
+        svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
+    elif mark == "done":
+        svg.element("rect", x=x + 2, y=y - 1, width=2.5, height=12, fill=_BLACK)
+    elif mark == "timeout":
+        svg.element("path", d=_cross(x + 4, y - 1, 12), stroke=_VERMILLION, stroke_width=2.5)
+    else:
+        x -= 14
+    svg.element("text", text=label, x=x + 14, y=y + 9)

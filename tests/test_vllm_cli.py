@@ -117,6 +117,21 @@ class RunTest(unittest.TestCase):
         code, story, _ = run_cli(["explain", "S4", "--artifacts", counts])
         self.assertIn("preemptions  1 (at tick 19)", story)
 
+    def test_explain_tells_every_request_of_a_tight_run(self):
+        """The vLLM timeline counts its waiting requests instead of naming them, so a request that
+        waited 26 ticks (S7 under 41 blocks: arrives 12, admitted 38) appears on fewer lines than
+        it waited: explain must still tell every request, in full and counts detail."""
+        directory = temp_dir(self)
+        for detail in ("full", "counts"):
+            target = os.path.join(directory, detail)
+            self.assertEqual(run_cli(TIGHT + ["--timeline", detail, "--artifacts", target])[0], 0)
+            rows = [json.loads(line) for line in read(os.path.join(target, "requests.jsonl")).splitlines()]
+            for row in rows:
+                with self.subTest(detail=detail, request=row["name"]):
+                    code, story, err = run_cli(["explain", row["name"], "--artifacts", target])
+                    self.assertEqual((code, err), (0, ""))
+                    self.assertIn(f"admission    tick {row['admitted_at']}", story)
+
     def test_counts_picture_draws_a_preemption_before_the_first_token(self):
         """S5 (admitted at 18 with a cache hit, preempted at 19 before its first token at 31, as
         requests.jsonl says): with --timeline counts its lane is prefill [18, 19), then one pink
