@@ -11,7 +11,7 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare`` (which reads a run
   through ``trace``: the summary checked, requests.jsonl streamed); ``bench`` (speed and memory,
   through the ``main`` the CLI hands it); real data: ``importers`` (traces → workloads), ``realrun``
-  (export for a benchmark client, import of real results); shipping: ``labzip``; shared helpers:
+  (import of real results) → ``export`` (a workload for a benchmark client); shipping: ``labzip``; shared helpers:
   ``files`` (regular files, permissions, staging names, the writer's lock), ``cmdline`` (one-line
   escaped errors, signals as interrupts, a guarded stdout);
 - the serving-bench chapter (serving-bench.md), beside the lab and not using its engine:

@@ -570,7 +570,7 @@ SUBCOMMANDS: dict = {
     "check": (_main_check, "compare a run with a reference directory, field by field (instructors)"),
     "zip": (_main_zip, "build the lab ZIP (instructors)"),
     "compare": (_lazy("compare", "command"), "decide whether a candidate scheduler should replace a baseline"),
-    "export": (_lazy("realrun", "export_command"), "write a workload for a real serving engine's benchmark client"),
+    "export": (_lazy("export", "export_command"), "write a workload for a real serving engine's benchmark client"),
     "import-results": (_lazy("realrun", "import_command"), "bring a real engine's per-request results back as a run"),
     "import": (_main_import, "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_main_sweep, "run one workload at several load factors; table and chart"),

@@ -1,4 +1,4 @@
-"""Small command-line helpers shared by the subcommand modules (``compare``, ``realrun``).
+"""Small command-line helpers shared by the subcommand modules (``compare``, ``export``, ``realrun``).
 
 Kept apart from :mod:`sched.cli` so a library module can offer its own ``command(argv)`` handler
 without importing the CLI (imports flow one way). Besides the parser and the error type it holds

@@ -9,7 +9,7 @@ import os
 import unittest
 
 from sched.compare import compare, load_side
-from sched.realrun import export_rows
+from sched.export import export_rows
 from sched.workload import scenario
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
