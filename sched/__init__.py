@@ -3,8 +3,9 @@
 Modules, imports flowing one way (nothing imports ``cli``; the engine never writes files):
 
 - the model: ``workload`` (records, validation, scenarios) → ``cache`` (prefix cache) →
-  ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``engine`` (the tick
-  engine) → ``invariants`` and ``metrics`` (the statistics contract);
+  ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``records`` (the records
+  both engines hand on: their one shared interface) → ``engine`` (the tick engine) →
+  ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
   (the cases of a large run side by side in worker processes);
@@ -25,7 +26,7 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``vllm_fastpath`` (open decode runs, jumps) → ``vllm_engine`` (vLLM 0.33.0's scheduler step)
   → ``vllm_invariants``; its outputs
   ``vllm_artifacts``, ``vllm_picture`` and ``vllm_explain`` plug into ``artifacts``, ``picture``
-  and ``explain``; both engines hand the same ``engine.Request``/``engine.CaseResult`` records on;
+  and ``explain``; both engines hand the same ``records.Request``/``records.CaseResult`` records on;
 - milliseconds from a real run (vllm-engine.md §6): ``stepmodel`` (step-model.json) → ``fit``
   (loss, Nelder–Mead) → ``replay`` (the vLLM engine on a µs clock) → ``calibration_report`` (error
   tables) → ``runmeta`` (a real run's settings) → ``calibrate`` (the subcommand);

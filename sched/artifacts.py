@@ -20,10 +20,10 @@ from fractions import Fraction
 
 from . import __version__
 from .config import EngineConfig
-from .engine import CaseResult, Status
 from .files import exclusive_lock, normal_mode, note_written, open_regular, refuse_non_regular, staging_prefix
 from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
 from .picture import render_timeline_svg
+from .records import CaseResult, Status
 from .report import render_report
 from .vllm_picture import VllmLaneView
 from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header, timeline_lines
@@ -97,7 +97,7 @@ class LabRun:
     policy: str
     source: str          # e.g. "scenario:baseline" or "workload:workload.json" (never a full path)
     results: list[CaseResult]
-    timeline: str = "full"   # detail of the results' timeline records (sched.engine.TIMELINE_DETAILS)
+    timeline: str = "full"   # detail of the results' timeline records (sched.records.TIMELINE_DETAILS)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
     _sha256: list = field(default_factory=list, repr=False, compare=False)
 

@@ -25,10 +25,11 @@ from .cmdline import (EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, LineParser, Spel
 from .cmdline import decimal, integer
 from .files import reset_written, written
 from .config import ConfigError, EngineConfig, cases_for
-from .engine import TIMELINE_DETAILS, SimulationError, estimate_walked_ticks, run_cases
+from .engine import estimate_walked_ticks, run_cases
 from .invariants import check_cases
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
+from .records import TIMELINE_DETAILS, SimulationError
 from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
 from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json

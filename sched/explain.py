@@ -25,9 +25,9 @@ from __future__ import annotations
 import json
 import os
 
-from .engine import TIMELINE_DETAILS
 from .files import open_regular
 from .picture import WAIT_REASONS
+from .records import TIMELINE_DETAILS
 from .vllm_artifacts import preemption_problem
 from .vllm_explain import VLLM_STEP_FIELDS, StepClock, check_step_times, vllm_case_story, vllm_costs
 

@@ -22,7 +22,7 @@ The rules, each named in its message:
 
 from __future__ import annotations
 
-from .engine import CaseResult, Request, SimulationError, Status
+from .records import CaseResult, Request, SimulationError, Status
 from .vllm_config import VllmKnobs
 from .vllm_invariants import check_vllm_case
 

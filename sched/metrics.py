@@ -25,7 +25,7 @@ import math
 from collections import Counter
 from fractions import Fraction
 
-from .engine import CaseResult, Request
+from .records import CaseResult, Request
 
 __all__ = ["percentile", "percentile_of_histogram", "gap_histogram", "mean", "fairness", "order_score", "ttft",
            "e2e", "queue_wait", "itls", "tpot", "summarize", "SUMMARY_FIELDS", "COMPARE_FIELDS"]

@@ -49,7 +49,7 @@ def _label(ms: float) -> str:
 def render_ms_timeline_svg(result, note: str, summary: dict) -> str:
     """The picture of one vLLM case whose clock is in µs, drawn in ms (module docstring).
 
-    ``result``: the :class:`sched.engine.CaseResult`; ``note``: units note under the title;
+    ``result``: the :class:`sched.records.CaseResult`; ``note``: units note under the title;
     ``summary``: its summary row in ms (P95 TTFT, makespan and successes are printed).
     """
     lanes = result.requests[:MAX_LANES]

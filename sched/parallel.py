@@ -6,7 +6,7 @@ equal expected cost; this process simulates the first share itself and forks one
 other share. Each case is simulated (:func:`sched.engine.simulate`), checked
 (:func:`sched.invariants.check_case`) and summarised (:func:`sched.metrics.summarize`); a worker
 then sends back the requests' final state and the timeline records as plain lists, which this
-process turns back into the same :class:`~sched.engine.CaseResult` a sequential run gives: same
+process turns back into the same :class:`~sched.records.CaseResult` a sequential run gives: same
 requests, same records, same summary, so every artifact has the same bytes.
 
 Only used where it pays (:func:`worth_workers`: a workload of at least
@@ -26,9 +26,10 @@ import multiprocessing
 import os
 from multiprocessing import connection
 
-from .engine import CaseResult, Request, Simulation, SimulationError, Status, _Clock
+from .engine import Simulation
 from .invariants import check_case
 from .metrics import summarize
+from .records import CaseResult, Request, SimulationError, Status, _Clock
 
 __all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cases_in_workers"]
 
@@ -70,9 +71,9 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     of a worker); ``workers``: processes at work, this one included (default: usable cores; at
     most one per case). Returns ``(results, summaries)``, one
     each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
-    ``summarize``. Raises what a worker raised (:class:`sched.engine.SimulationError` and its
+    ``summarize``. Raises what a worker raised (:class:`sched.records.SimulationError` and its
     subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
-    :class:`sched.engine.SimulationError`.
+    :class:`sched.records.SimulationError`.
     """
     cases = list(cases)
     workers = max(1, workers or usable_cores())

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .config import Batching
-from .engine import CaseResult, Request, Status
+from .records import CaseResult, Request, Status
 
 __all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
            "render_timeline_svg"]

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .engine import SimulationError
 from .fit import Step
 from .kv_cache import KVCache, blocks_for
+from .records import SimulationError
 from .vllm_config import VllmKnobs, check_fits
 from .vllm_engine import VllmSimulation
 

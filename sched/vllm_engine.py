@@ -6,7 +6,7 @@ request the tokens it still needs (a decode is 1 token), preempting the policy's
 blocks run out, then — only if nothing was preempted — the **waiting queue** is admitted while
 budget, slots and KV room for the whole sequence remain. Every scheduled request whose computed
 count reaches its length samples one output token, stamped at the end of the step. The engine
-never writes files; it hands the shared records of :mod:`sched.engine` (:class:`Request`,
+never writes files; it hands the shared records of :mod:`sched.records` (:class:`Request`,
 :class:`CaseResult`) to metrics, artifacts, invariants and pictures.
 
 Time. By default every step lasts one tick: step ``t`` starts at tick ``t`` and its tokens are
@@ -32,8 +32,8 @@ from __future__ import annotations
 
 import gc
 
-from .engine import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
 from .kv_cache import make_kv_cache
+from .records import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
 from .vllm_config import VllmKnobs
 from .vllm_fastpath import DecodeRuns
 from .vllm_queue import Arrivals, Seq, WaitingQueue

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import heapq
 
-from .engine import Status
 from .kv_cache import blocks_for
+from .records import Status
 
 __all__ = ["DecodeRuns"]
 

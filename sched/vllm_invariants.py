@@ -19,7 +19,7 @@ step that completes the prompt samples it), and a request may be preempted and a
 
 from __future__ import annotations
 
-from .engine import CaseResult, Status
+from .records import CaseResult, Status
 from .vllm_records import StepRecord
 
 __all__ = ["check_vllm_case"]

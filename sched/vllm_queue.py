@@ -1,7 +1,7 @@
 """Requests as vLLM's scheduler sees them, and its waiting queue (vllm-engine.md §2 steps 1, 3, 4).
 
 A :class:`Seq` carries one request's token counts (prompt, sampled, computed) and its block table;
-its shared record (:class:`sched.engine.Request`) gets the stamps. The :class:`WaitingQueue` is
+its shared record (:class:`sched.records.Request`) gets the stamps. The :class:`WaitingQueue` is
 ``fcfs`` (arrival order; a preempted request goes back to the **front**) or ``priority`` (a heap
 on ``(priority, arrival, workload order)``, lower first; a preempted request goes back **by its
 key**, as vLLM's priority queue does). Requests that time out while queued are dropped lazily.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
-from .engine import Request
+from .records import Request
 
 __all__ = ["Seq", "WaitingQueue", "Arrivals"]
 

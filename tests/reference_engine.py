@@ -11,8 +11,8 @@ from enum import Enum
 
 from sched.cache import PrefixCache
 from sched.config import Batching, Case, EngineConfig
-from sched.engine import CaseResult, Request, Status, TickRecord
 from sched.policy import POLICIES
+from sched.records import CaseResult, Request, Status, TickRecord
 from sched.workload import RequestSpec
 
 __all__ = ["ReferenceSimulation"]

@@ -3,7 +3,8 @@
 import unittest
 
 from sched.config import Batching, Case, EngineConfig
-from sched.engine import Status, simulate
+from sched.engine import simulate
+from sched.records import Status
 from sched.workload import RequestSpec, scenario
 
 TINY = [

@@ -10,8 +10,9 @@ import random
 import unittest
 
 from sched.config import EngineConfig, cases_for
-from sched.engine import Simulation, TickCounts
+from sched.engine import Simulation
 from sched.metrics import summarize
+from sched.records import TickCounts
 from sched.workload import RequestSpec, scenario
 from tests.helpers import FULL
 from tests.reference_engine import ReferenceSimulation

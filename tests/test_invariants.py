@@ -10,9 +10,10 @@ from unittest import mock
 
 from sched.cli import run_lab
 from sched.config import EngineConfig, cases_for
-from sched.engine import Simulation, SimulationError, Status
+from sched.engine import Simulation
 from sched.invariants import InvariantError, check_case
 from sched.policy import POLICIES
+from sched.records import SimulationError, Status
 from sched.workload import SCENARIOS, scenario
 from tests.helpers import run_cli, temp_dir
 

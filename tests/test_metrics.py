@@ -6,7 +6,7 @@ import unittest
 from fractions import Fraction
 
 from sched.config import Batching, Case, EngineConfig
-from sched.engine import CaseResult, Request, Status
+from sched.records import CaseResult, Request, Status
 import random
 
 from sched.metrics import fairness, itls, mean, order_score, percentile, summarize, tpot

@@ -8,10 +8,11 @@ from unittest import mock
 
 from sched.artifacts import LabRun, render_artifacts
 from sched.config import EngineConfig, cases_for
-from sched.engine import SimulationError, run_cases
+from sched.engine import run_cases
 from sched.invariants import InvariantError, check_cases
 from sched.metrics import summarize
 from sched.parallel import MIN_REQUESTS_FOR_WORKERS, run_cases_in_workers, worth_workers
+from sched.records import SimulationError
 from sched.workload import RequestSpec, scenario
 
 FORK = "fork" in multiprocessing.get_all_start_methods()

@@ -8,9 +8,10 @@ from unittest import mock
 import xml.etree.ElementTree as ET
 
 from sched.config import Batching, Case, EngineConfig
-from sched.engine import CaseResult, simulate
+from sched.engine import simulate
 from sched.metrics import SUMMARY_FIELDS
 from sched.picture import MAX_LANES, lane_segments, render_timeline_svg
+from sched.records import CaseResult
 from sched.workload import RequestSpec
 from tests.helpers import EXPECTED, REFERENCE_RUNS, read, run_cli, temp_dir
 

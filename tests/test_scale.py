@@ -10,8 +10,8 @@ from fractions import Fraction
 from sched.artifacts import render_artifacts, stream_artifacts
 from sched.cli import default_timeline, run_lab
 from sched.config import EngineConfig
-from sched.engine import Request, Status
 from sched.metrics import gap_histogram, itls, percentile, percentile_of_histogram
+from sched.records import Request, Status
 from sched.sweep import render_sweep_manifest, render_sweep_svg, run_sweep, scale_arrivals
 from sched.workload import RequestSpec, scenario
 from tests.helpers import EXPECTED, read, run_cli, temp_dir

@@ -5,8 +5,8 @@ import random
 import unittest
 from fractions import Fraction
 
-from sched.engine import Status
 from sched.kv_cache import PrefixCachingKV
+from sched.records import Status
 from sched.vllm_config import VllmKnobs
 from sched.vllm_engine import VllmSimulation, simulate_vllm
 from sched.workload import RequestSpec
