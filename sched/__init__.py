@@ -31,7 +31,8 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   (loss, Nelder–Mead) → ``replay`` (the vLLM engine on a µs clock) → ``calibration_report`` (error
   tables) → ``runmeta`` (a real run's settings) → ``calibrate`` (the subcommand);
   ``ms_picture`` → ``msrun`` (a vLLM run with ``--step-model``, in ms);
-- ``cli``: ``main(argv) -> int``.
+- ``run_cli`` (the plain run: its flags, ``run_lab``, warnings) and ``tool_cli`` (``import``, ``sweep``,
+  ``explain``, ``check``, ``zip``) → ``cli`` (the entry point, ``main(argv) -> int``: dispatch, exit codes).
 
 Time is in abstract ticks and work in abstract budget units (lab.md §1); nothing here is
 milliseconds or GPU tokens per second, except the imported real runs, runs given a fitted step

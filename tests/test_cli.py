@@ -180,9 +180,9 @@ class CommandsTest(unittest.TestCase):
 class SharedParserTest(unittest.TestCase):
     def test_cli_parsers_are_the_shared_line_parser(self):
         """One one-line-error argparse subclass for every command (sched/cmdline.py), not a copy."""
-        from sched import cli, cmdline
+        from sched import cli, cmdline, run_cli as run_module
         self.assertFalse(hasattr(cli, "_Parser"))
-        self.assertIsInstance(cli._run_parser(), cmdline.LineParser)
+        self.assertIsInstance(run_module._run_parser(), cmdline.LineParser)
         self.assertEqual((cli.EXIT_OK, cli.EXIT_BAD_INPUT), (cmdline.EXIT_OK, cmdline.EXIT_BAD_INPUT))
         code, out, err = run_cli(["--budget", "0"])
         self.assertEqual((code, out), (2, ""))

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from sched import workload as workload_module
 from sched.artifacts import LabRun, render_artifacts
-from sched.cli import run_lab
+from sched.run_cli import run_lab
 from sched.config import EngineConfig
 from sched.workload import (SCENARIOS, RequestSpec, scenario, workload_json_and_sha256, workload_sha256,
                             workload_to_json)

@@ -22,7 +22,7 @@ import unittest
 from unittest import mock
 
 from sched.artifacts import render_artifacts
-from sched.cli import run_lab
+from sched.run_cli import run_lab
 from sched.config import EngineConfig
 from sched.policy import POLICIES
 from sched.workload import RequestSpec, WorkloadError, parse_workload

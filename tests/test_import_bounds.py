@@ -13,7 +13,7 @@ from unittest import mock
 
 from sched import engine
 from sched.cache import PrefixCache
-from sched.cli import LAB_PROFILE_MAX_REQUESTS, scale_warnings
+from sched.run_cli import LAB_PROFILE_MAX_REQUESTS, scale_warnings
 from sched.config import EngineConfig, cases_for
 from sched.importers import ImportOptions, import_trace
 from sched.sweep import parse_loads

@@ -17,7 +17,7 @@ import time
 import unittest
 
 from sched.artifacts import write_artifacts
-from sched.cli import long_run_warning
+from sched.run_cli import long_run_warning
 from sched.cmdline import one_line
 from sched.config import EngineConfig
 from sched.engine import estimate_walked_ticks

@@ -8,7 +8,7 @@ import os
 import unittest
 from unittest import mock
 
-from sched.cli import run_lab
+from sched.run_cli import run_lab
 from sched.config import EngineConfig, cases_for
 from sched.engine import Simulation
 from sched.invariants import InvariantError, check_case
@@ -136,7 +136,7 @@ class InvariantsCatchTest(unittest.TestCase):
             _extra_token(results[1])
             return results
         out = os.path.join(temp_dir(self), "run")
-        with mock.patch("sched.cli.run_cases", broken_run_cases):
+        with mock.patch("sched.run_cli.run_cases", broken_run_cases):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 3)
         self.assertEqual(stdout, "")

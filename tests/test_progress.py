@@ -4,7 +4,7 @@ import io
 import os
 import unittest
 
-from sched.cli import _Progress, _progress_for
+from sched.run_cli import _Progress, _progress_for
 from sched.config import EngineConfig, cases_for
 from sched.engine import Simulation
 from sched.workload import scenario

@@ -234,7 +234,7 @@ class UsageTest(unittest.TestCase):
     def test_ctrl_c_is_one_line_and_exit_130(self):
         base = temp_dir(self)
         out = os.path.join(base, "run")
-        with mock.patch("sched.cli.run_lab", side_effect=KeyboardInterrupt):
+        with mock.patch("sched.run_cli.run_lab", side_effect=KeyboardInterrupt):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 130)
         self.assertEqual(err, "infer_sched_lab.py: error: interrupted; nothing was written\n")

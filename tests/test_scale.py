@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 from sched.artifacts import render_artifacts, stream_artifacts
-from sched.cli import default_timeline, run_lab
+from sched.run_cli import default_timeline, run_lab
 from sched.config import EngineConfig
 from sched.metrics import gap_histogram, itls, percentile, percentile_of_histogram
 from sched.records import Request, Status
