@@ -2,9 +2,10 @@
 
 Modules, imports flowing one way (nothing imports ``cli``; the engine never writes files):
 
-- the model: ``workload`` (records, validation, scenarios) → ``cache`` (prefix cache) →
-  ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) → ``records`` (the records
-  both engines hand on: their one shared interface) → ``engine`` (the tick engine) →
+- the model: ``workload`` (records, scenarios) → ``validation`` (reading and checking workload
+  files) → ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles``
+  (knobs) → ``records`` (the records both engines hand on: their one shared interface) →
+  ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``

@@ -43,7 +43,8 @@ from .replay import replay as replay_run
 from .runmeta import (FLAT_PLACES, check_fits_cache, check_meta_against_run, identity_from_meta, read_timeseries,
                       settings_from)
 from .stepmodel import MIN_STEP_MS, StepModel, limits_for, step_model_to_json
-from .workload import RequestSpec, name_problem, workload_to_json
+from .workload import RequestSpec, workload_to_json
+from .validation import name_problem
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot", "calibrate", "render_files",
            "command", "ABLATION"]

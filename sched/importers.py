@@ -27,8 +27,8 @@ keeps the first N requests of the window. A row earlier than the first row is dr
 Option ranges (:data:`OPTION_RANGES`): every number must be finite; ``tick_ms`` in (0, 3,600,000],
 ``start`` >= 0, ``duration`` > 0, ``rate`` in [1e-6, 1e6] requests per second, ``cv`` (gamma only) in
 [0.01, 100]. A row the lab cannot run is dropped with its reason: token counts above
-:data:`sched.workload.MAX_TOKENS`, an arrival beyond :data:`sched.workload.MAX_ARRIVAL` ticks, a block
-id outside :data:`sched.workload.MAX_BLOCK_ID`. The produced workload is then validated by the
+:data:`sched.validation.MAX_TOKENS`, an arrival beyond :data:`sched.validation.MAX_ARRIVAL` ticks, a block
+id outside :data:`sched.validation.MAX_BLOCK_ID`. The produced workload is then validated by the
 workload loader's own rules, so ``import`` never writes what ``run`` refuses.
 
 Files: only regular files are read (a FIFO or device is refused, never waited on);
@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .files import open_regular
-from .workload import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS, RequestSpec, WorkloadError, parse_workload, workload_to_json
+from .workload import RequestSpec, WorkloadError, workload_to_json
+from .validation import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS, parse_workload
 
 __all__ = ["DEFAULT_TICK_MS", "MOONCAKE_BLOCK_TOKENS", "FORMATS", "Import", "ImportOptions",
            "import_trace", "arrival_offsets_ms", "OPTION_RANGES", "MAX_TICK_MS"]
@@ -319,7 +320,7 @@ def _check_options(fmt: str, options: ImportOptions) -> None:
 
 
 def _row_problem(prompt: int, output: int, arrival: int, blocks) -> str | None:
-    """Why the lab's workload validator would refuse this row, or None (formats.md; workload.py bounds)."""
+    """Why the lab's workload validator would refuse this row, or None (formats.md; validation.py bounds)."""
     if prompt > MAX_TOKENS:
         return f"prompt over {MAX_TOKENS} tokens"
     if output > MAX_TOKENS:
@@ -337,7 +338,7 @@ def import_trace(fmt: str, path: str, options: ImportOptions = ImportOptions()) 
     Rows that cannot be used are dropped and counted by reason (the first are listed with file,
     line and field). Raises :class:`WorkloadError` (one line) for an unreadable file or header,
     bad options, or when no request is left. Every kept request carries ``tick_ms``, and the
-    workload passes :func:`sched.workload.parse_workload`.
+    workload passes :func:`sched.validation.parse_workload`.
     """
     _check_options(fmt, options)
     result = Import(path)

@@ -52,7 +52,8 @@ from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count
                       read_failure, run_command)
 from .cmdline import integer
 from .metrics import fairness, mean, order_score, percentile
-from .workload import load_workload, workload_sha256
+from .workload import workload_sha256
+from .validation import load_workload
 
 __all__ = ["import_vllm_bench", "import_request_jsonl", "render_import", "import_command", "REAL_UNITS",
            "REAL_SUMMARY_UNITS", "MAX_SECONDS", "read_result_text"]

@@ -26,7 +26,8 @@ from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
-from .workload import SCENARIOS, load_workload, scenario
+from .workload import SCENARIOS, scenario
+from .validation import load_workload
 
 __all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
            "FULL_TIMELINE_MAX_REQUESTS",

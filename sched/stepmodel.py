@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from .cmdline import InputError, need, number_or_none, parse_json, read_failure
 from .files import read_regular_text
-from .workload import closest_field
+from .validation import closest_field
 
 __all__ = ["StepModel", "SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
            "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS", "MIN_STEP_MS"]

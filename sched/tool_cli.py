@@ -15,7 +15,8 @@ from .cmdline import EXIT_OK, LineParser
 from .cmdline import decimal, integer
 from .config import ConfigError
 from .run_cli import _add_engine_flags, _positive_int, config_from_args, long_run_warning, scale_warnings
-from .workload import SCENARIOS, WorkloadError, load_workload, scenario, workload_to_json
+from .workload import SCENARIOS, WorkloadError, scenario, workload_to_json
+from .validation import load_workload
 
 EXIT_DIFFERENT = 1  # check: the run differs from the reference
 

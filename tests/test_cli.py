@@ -99,7 +99,8 @@ class BadInputTest(unittest.TestCase):
             self.assertIn(word, text)
 
     def test_shipped_baseline_workload_is_the_scenario(self):
-        from sched.workload import load_workload, scenario
+        from sched.workload import scenario
+        from sched.validation import load_workload
         from tests.helpers import PROJECT
         self.assertEqual(load_workload(os.path.join(PROJECT, "workloads", "baseline.json")), scenario("baseline"))
 

@@ -5,11 +5,11 @@ import random
 import unittest
 from dataclasses import replace
 
-from sched import workload as workload_module
+from sched import validation as validation_module
 from sched.artifacts import LabRun, render_artifacts
 from sched.run_cli import run_lab
 from sched.config import EngineConfig
-from sched.workload import (SCENARIOS, RequestSpec, scenario, workload_json_and_sha256, workload_sha256,
+from sched.workload import (SCENARIOS, RequestSpec, WorkloadError, scenario, workload_json_and_sha256, workload_sha256,
                             workload_to_json)
 from tests.test_parallel import seeded_workload
 
@@ -59,21 +59,21 @@ class PlainRequestShortcutTest(unittest.TestCase):
         for _ in range(3000):
             raw = {field: options[0] if rng.random() < 0.8 else rng.choice(options)   # options[0] is good
                    for field, options in values.items()
-                   if rng.random() < (0.97 if field in workload_module._PLAIN_KEYS else 0.3)}
-            fast = workload_module._plain_fields(raw)
-            problems, fields = workload_module._field_problems(raw, workload_module.REQUEST_RULES, "f")
+                   if rng.random() < (0.97 if field in validation_module._PLAIN_KEYS else 0.3)}
+            fast = validation_module._plain_fields(raw)
+            problems, fields = validation_module._field_problems(raw, validation_module.REQUEST_RULES, "f")
             if fast is not None:
                 accepted += 1
                 self.assertEqual((problems, fields), ([], fast), raw)
-            elif not problems and set(raw) <= workload_module._PLAIN_KEYS | {"priority"}:
+            elif not problems and set(raw) <= validation_module._PLAIN_KEYS | {"priority"}:
                 self.fail(f"a plain request took the long way: {raw}")
         self.assertGreater(accepted, 50)
 
     def test_repeated_fields_take_the_full_check(self):
         text = '{"requests": [{"name": "a", "name": "b", "arrival": 0, "prefix_key": null, "prefix_tokens": 0, ' \
                '"suffix_tokens": 1, "output_tokens": 1}]}'
-        with self.assertRaises(workload_module.WorkloadError) as raised:
-            workload_module.parse_workload(text)
+        with self.assertRaises(WorkloadError) as raised:
+            validation_module.parse_workload(text)
         self.assertIn("given more than once", str(raised.exception))
 
 

@@ -25,7 +25,8 @@ from sched.artifacts import render_artifacts
 from sched.run_cli import run_lab
 from sched.config import EngineConfig
 from sched.policy import POLICIES
-from sched.workload import RequestSpec, WorkloadError, parse_workload
+from sched.workload import RequestSpec, WorkloadError
+from sched.validation import parse_workload
 
 # Inside the extracted lab ZIP (tests/test_labzip.py may run the suite again) a short run suffices.
 NUM_CASES = int(os.environ.get("ISL_FUZZ_CASES", "50" if os.environ.get("INFER_SCHED_LAB_NESTED") else "100"))

@@ -17,7 +17,8 @@ from sched.run_cli import LAB_PROFILE_MAX_REQUESTS, scale_warnings
 from sched.config import EngineConfig, cases_for
 from sched.importers import ImportOptions, import_trace
 from sched.sweep import parse_loads
-from sched.workload import RequestSpec, WorkloadError, load_workload, parse_workload, scenario
+from sched.workload import RequestSpec, WorkloadError, scenario
+from sched.validation import load_workload, parse_workload
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data")

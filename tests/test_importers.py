@@ -13,7 +13,8 @@ from sched.config import EngineConfig, cases_for
 from sched.engine import run_cases
 from sched.importers import ImportOptions, import_trace
 from sched.metrics import summarize
-from sched.workload import RequestSpec, WorkloadError, load_workload, parse_workload, scenario, workload_to_json
+from sched.workload import RequestSpec, WorkloadError, scenario, workload_to_json
+from sched.validation import load_workload, parse_workload
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data")

@@ -15,7 +15,7 @@ import unittest
 
 from sched.vllm_config import VllmKnobs
 from sched.vllm_engine import simulate_vllm
-from sched.workload import load_workload
+from sched.validation import load_workload
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle")
 MAX_SHOWN = 8
