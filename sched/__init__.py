@@ -10,8 +10,9 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
   (the cases of a large run side by side in worker processes);
-- tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare`` (which reads a run
-  through ``trace``: the summary checked, requests.jsonl streamed); ``bench`` (speed and memory,
+- tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare_sides`` (a run's case
+  as a side, read through ``trace``: the summary checked, requests.jsonl streamed) → ``compare``
+  (contract, gates, decision) → ``compare_cli`` (the ``compare`` subcommand); ``bench`` (speed and memory,
   through the ``main`` the CLI hands it); real data: ``importers`` (traces → workloads), ``realrun``
   (import of real results) → ``export`` (a workload for a benchmark client); shipping: ``labzip``; shared helpers:
   ``files`` (regular files, permissions, staging names, the writer's lock), ``cmdline`` (one-line

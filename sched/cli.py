@@ -69,7 +69,7 @@ SUBCOMMANDS: dict = {
     "diff": (_lazy("rundiff", "command"), "two runs request by request: who got faster or slower, and by how many ticks"),
     "check": (_lazy("tool_cli", "_main_check"), "compare a run with a reference directory, field by field (instructors)"),
     "zip": (_lazy("tool_cli", "_main_zip"), "build the lab ZIP (instructors)"),
-    "compare": (_lazy("compare", "command"), "decide whether a candidate scheduler should replace a baseline"),
+    "compare": (_lazy("compare_cli", "command"), "decide whether a candidate scheduler should replace a baseline"),
     "export": (_lazy("export", "export_command"), "write a workload for a real serving engine's benchmark client"),
     "import-results": (_lazy("realrun", "import_command"), "bring a real engine's per-request results back as a run"),
     "import": (_lazy("tool_cli", "_main_import"), "turn a real request trace (azure, mooncake, lengths) into a workload"),

@@ -8,7 +8,8 @@ import json
 import os
 import unittest
 
-from sched.compare import compare, load_side
+from sched.compare import compare
+from sched.compare_sides import load_side
 from sched.export import export_rows
 from sched.workload import scenario
 from tests.helpers import PROJECT, read, run_cli, temp_dir
