@@ -7,7 +7,8 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   (knobs) → ``records`` (the records both engines hand on: their one shared interface) →
   ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
-- outputs: ``picture`` and ``report`` → ``artifacts`` (rendering, safe writing); ``sweep`` (and
+- outputs: ``picture`` and ``report`` → ``artifacts`` (rendering); ``safe_write`` (directory kinds, atomic
+  writes, ``--force`` rules); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
   (the cases of a large run side by side in worker processes);
 - tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare_sides`` (a run's case

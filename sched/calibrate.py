@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass, field
 
 from . import realrun
-from .artifacts import ArtifactError, check_target, write_artifacts
+from .safe_write import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
 from .cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from .fit import fit_coefficients

@@ -22,7 +22,7 @@ import difflib
 import json
 import os
 
-from .artifacts import ARTIFACT_FILES, directory_kind
+from .safe_write import ARTIFACT_FILES, directory_kind
 from .files import read_regular_text
 
 __all__ = ["CheckError", "compare_runs", "format_report", "MAX_PER_FILE"]

@@ -17,7 +17,7 @@ import sys
 import importlib
 
 from . import run_cli
-from .artifacts import ArtifactError
+from .safe_write import ArtifactError
 from .cmdline import EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, StreamError, guarded_stream, interrupts_raise, one_line
 from .files import reset_written, written
 from .config import ConfigError

@@ -44,7 +44,7 @@ import os
 import random
 
 from . import __version__
-from .artifacts import write_artifacts
+from .safe_write import write_artifacts
 from .cmdline import EXIT_OK, InputError, LineParser, decimal, run_command
 from .realrun import _directory_arg, _json_text, _workload_arg  # imports flow one way: export -> realrun
 from .workload import SCENARIOS, RequestSpec, scenario, workload_sha256, workload_tick_ms, workload_to_json
@@ -119,7 +119,7 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None =
     """The files of an export directory by name: ``requests.jsonl``, ``workload.json``, ``export.json``.
 
     ``requests.jsonl`` is an iterator of text lines, produced as it is written (see
-    :func:`sched.artifacts.write_artifacts`); the other two are strings.
+    :func:`sched.safe_write.write_artifacts`); the other two are strings.
 
     ``tick_ms`` as in :func:`export_rows`; ``export.json`` records the value and ``tick_ms_from``
     (``--tick-ms``, ``workload tick_ms`` or ``default``)."""

@@ -46,7 +46,7 @@ import json
 import os
 
 from . import __version__
-from .artifacts import write_artifacts
+from .safe_write import write_artifacts
 from .files import open_regular
 from .cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       read_failure, run_command)

@@ -15,7 +15,8 @@ import textwrap
 import time
 
 from . import __version__
-from .artifacts import LabRun, check_target, render_artifacts, stream_artifacts, write_artifacts
+from .artifacts import LabRun, render_artifacts, stream_artifacts
+from .safe_write import check_target, write_artifacts
 from .cmdline import EXIT_OK, LineParser, SpellingsAgree
 from .cmdline import integer
 from .config import ConfigError, EngineConfig, cases_for

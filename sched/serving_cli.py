@@ -14,7 +14,7 @@ import json
 import os
 from itertools import product
 
-from .artifacts import check_target, write_artifacts
+from .safe_write import check_target, write_artifacts
 from .cmdline import EXIT_OK, InputError, LineParser, fraction_arg, one_line, run_command, write_text_atomically
 from .cmdline import decimal, integer
 from .serving_artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings

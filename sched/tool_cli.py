@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 
-from .artifacts import check_target, refuse_kind_file, write_artifacts, write_text_file
+from .safe_write import check_target, refuse_kind_file, write_artifacts, write_text_file
 from .cmdline import EXIT_OK, LineParser
 from .cmdline import decimal, integer
 from .config import ConfigError

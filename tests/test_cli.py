@@ -4,7 +4,7 @@ import json
 import os
 import unittest
 
-from sched.artifacts import ARTIFACT_FILES
+from sched.safe_write import ARTIFACT_FILES
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 
 REPLAYED = ("workload.json", "summary.json", "summary.csv", "requests.jsonl", "timeline.jsonl", "table.txt")

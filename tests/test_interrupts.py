@@ -16,7 +16,7 @@ import threading
 import time
 import unittest
 
-from sched.artifacts import write_artifacts
+from sched.safe_write import write_artifacts
 from sched.run_cli import long_run_warning
 from sched.cmdline import one_line
 from sched.config import EngineConfig
