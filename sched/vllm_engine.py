@@ -22,7 +22,7 @@ the step is ``num_tokens − 1`` (prompt and every output token but the newest c
 that token is a decode token. Every other scheduled token — prefill chunks, and the recompute of
 prompt + generated tokens after a preemption — is a prompt token.
 
-Speed (issue 9 item 6): without prefix caching, decoding requests are open runs and decode-only
+Speed: without prefix caching, decoding requests are open runs and decode-only
 steps are jumped over (:mod:`sched.vllm_fastpath`); a step whose order matters is walked
 (:meth:`VllmSimulation.walk`). Timeline ``full``, prefix caching and ``per_step=True`` always walk;
 the tests compare both ways on the oracle corpus and on random workloads.

@@ -1,4 +1,4 @@
-"""``explain NAME`` for a vLLM-engine run: one request's story, preemptions included (issue 9 item 3).
+"""``explain NAME`` for a vLLM-engine run: one request's story, preemptions included (vllm-engine.md §5).
 
 Read from the run's ``requests.jsonl`` row (admission, hit, token stamps, ``preempted_at``) and,
 with ``--timeline full``, its steps in ``timeline.jsonl`` (``scheduled``, ``preempted``,

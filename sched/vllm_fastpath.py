@@ -1,5 +1,5 @@
 """The vLLM engine's fast path without prefix caching: open decode runs and decode-only jumps
-(issue 9 item 6; the results equal the step-by-step walk, which the tests check).
+(the results equal the step-by-step walk, which the tests check).
 
 A running request that decodes is an *open run*: from step ``open_from`` on it is scheduled one
 token per step and samples one token per step, so nothing about it needs touching until it

@@ -1,4 +1,4 @@
-"""Invariants of a finished vLLM-engine run (vllm-engine.md §2, §5; issue 9 item 3).
+"""Invariants of a finished vLLM-engine run (vllm-engine.md §2, §5).
 
 Like :mod:`sched.invariants` for the lab engine: post hoc, cheap (O(requests + token runs +
 records)), run on every case, raising :class:`sched.invariants.InvariantError` at the first broken

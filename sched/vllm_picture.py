@@ -1,4 +1,4 @@
-"""How ``timeline.svg`` draws a vLLM-engine run (vllm-engine.md §5; issue 9 item 3).
+"""How ``timeline.svg`` draws a vLLM-engine run (vllm-engine.md §5).
 
 The frame, axis, markers and colours are :mod:`sched.picture`'s; this module only cuts each
 request's life into the vLLM engine's phases and names its preemptions. A lane, from arrival to

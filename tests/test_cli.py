@@ -106,7 +106,7 @@ class BadInputTest(unittest.TestCase):
 
 
 class CommandsTest(unittest.TestCase):
-    """Every sub-command is discoverable from ``--help``; a typo gets the closest name (issue 12)."""
+    """Every sub-command is discoverable from ``--help``; a typo gets the closest name."""
 
     def test_help_lists_every_command_one_line_each_then_the_run_flags(self):
         from sched.cli import SUBCOMMANDS

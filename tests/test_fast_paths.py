@@ -1,4 +1,4 @@
-"""The fast writers of large runs give exactly the text of the plain ones (speed, issue 12 item 7)."""
+"""The fast writers of large runs give exactly the text of the plain ones (speed)."""
 
 import json
 import random

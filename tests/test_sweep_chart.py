@@ -1,4 +1,4 @@
-"""The sweep chart (sweep.svg) and the sweep's warnings (issue 12, readable pictures)."""
+"""The sweep chart (sweep.svg) and the sweep's warnings (readable pictures)."""
 
 import re
 import unittest

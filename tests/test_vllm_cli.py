@@ -1,4 +1,4 @@
-"""``--engine vllm`` on the command line: flags, bad input, artifacts, explain, picture (issue 9)."""
+"""``--engine vllm`` on the command line: flags, bad input, artifacts, explain, picture (vllm-engine.md)."""
 
 import json
 import os

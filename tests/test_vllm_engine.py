@@ -1,5 +1,5 @@
 """The vLLM engine on hand-computed workloads, its KV cache, its clock and its fast path
-(vllm-engine.md §2–3, §5–6; issue 9)."""
+(vllm-engine.md §2–3, §5–6)."""
 
 import random
 import unittest

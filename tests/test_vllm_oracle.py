@@ -1,4 +1,4 @@
-"""The vLLM engine against vLLM 0.33.0's own scheduler: the oracle corpus (vllm-engine.md, issue 9).
+"""The vLLM engine against vLLM 0.33.0's own scheduler: the oracle corpus (vllm-engine.md).
 
 Every case of ``tests/data/vllm-oracle`` (a copy of the course corpus, see its README) is replayed
 with the case's knobs. Per request the engine must give vLLM's admission step, prefix-hit tokens,
