@@ -19,7 +19,7 @@ from __future__ import annotations
 from html import escape
 from xml.sax.saxutils import quoteattr
 
-from .picture import MAX_LANES
+from .picture import MAX_LANES, axis_step
 
 __all__ = ["render_ms_timeline_svg"]
 
@@ -30,16 +30,6 @@ _COLOURS = {"waiting": "#d9d9d9", "prefill": "#56b4e9", "decode": "#e69f00"}
 def _num(value: float) -> str:
     text = f"{value:.2f}".rstrip("0").rstrip(".")
     return "0" if text == "-0" else text
-
-
-def _axis_step(span_ms: float) -> float:
-    """A 1-2-5 step in ms giving at most 10 labelled gridlines over ``span_ms``."""
-    step = 1.0
-    while True:
-        for factor in (1, 2, 5):
-            if span_ms / (step * factor) <= 10:
-                return step * factor
-        step *= 10
 
 
 def _label(ms: float) -> str:
@@ -56,7 +46,7 @@ def render_ms_timeline_svg(result, note: str, summary: dict) -> str:
     starts = [r.spec.arrival / 1000 for r in lanes]
     ends = [(r.done_at if r.done_at is not None else r.spec.arrival) / 1000 for r in lanes]
     first, last = min(starts, default=0.0), max(ends, default=1.0)
-    step = _axis_step(max(last - first, 1.0))
+    step = axis_step(max(last - first, 1.0), most_lines=10)
     axis_start = first // step * step
     scale = _PLOT_W / max(last - axis_start, 1e-9)
     height = _TOP + len(lanes) * (_LANE_H + _GAP) + 40

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from .config import Batching
 from .records import CaseResult, Request, Status
 
-__all__ = ["MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
+__all__ = ["axis_step", "MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
            "render_timeline_svg"]
 
 #: Most request lanes drawn per case; the picture names how many were left out.
@@ -230,12 +230,13 @@ def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int, stati
     return where + f"decode skipped for lack of budget, {ticks}: no token"
 
 
-def _axis_step(span: int) -> int:
-    """A 1-2-5 tick step giving at most 12 labelled gridlines over ``span`` ticks."""
+def axis_step(span: float, most_lines: int = 12) -> int:
+    """A 1-2-5 step (1, 2, 5, 10, 20, ...) giving at most ``most_lines`` labelled gridlines over
+    ``span`` (ticks here, ms in :mod:`sched.ms_picture`)."""
     step = 1
     while True:
         for factor in (1, 2, 5):
-            if span / (step * factor) <= 12:
+            if span / (step * factor) <= most_lines:
                 return step * factor
         step *= 10
 
@@ -355,7 +356,7 @@ def _axis(lives: list[tuple[int, int]]):
     x(tick) -> coordinate text)``."""
     first = min((a for a, _ in lives), default=0)
     last = max((e for _, e in lives), default=1)
-    step = _axis_step(max(last - first, 1))
+    step = axis_step(max(last - first, 1))
     start = first // step * step
     end = max(last, start + 1)
     scale = _PLOT_W / (end - start)
@@ -482,34 +483,41 @@ def _lane_label(request: Request) -> str:
     return text
 
 
-def _legend_rows(phases: dict) -> list[list[tuple[str, str]]]:
-    """The phase swatches ``(fill, label)`` cut into rows that fit the picture's width."""
+def _swatch_width(label: str) -> int:
+    """Pixels a phase swatch and its label take in the legend."""
+    return 30 + int(len(label) * 5.6)
+
+
+def _marker_width(mark: str | None, label: str) -> int:
+    """Pixels a marker and its label take in the legend (a bare label has no marker)."""
+    return 34 + int(len(label) * 5.6) - (14 if mark is None else 0)
+
+
+def _wrap(entries, width) -> list[list]:
+    """``entries`` cut into rows that fit the picture's width; ``width(entry)`` gives its pixels."""
     rows, x = [[]], _LEFT
-    for fill, label in phases.values():
-        advance = 30 + int(len(label) * 5.6)
+    for entry in entries:
+        advance = width(entry)
         if rows[-1] and x + advance > _LEFT + _PLOT_W + _RIGHT:
             rows.append([])
             x = _LEFT
-        rows[-1].append((fill, label))
+        rows[-1].append(entry)
         x += advance
     return rows
+
+
+def _legend_rows(phases: dict) -> list[list[tuple[str, str]]]:
+    """The phase swatches ``(fill, label)`` cut into rows that fit the picture's width."""
+    return _wrap(phases.values(), lambda swatch: _swatch_width(swatch[1]))
 
 
 def _marker_rows(extra_marks=()) -> list[list[tuple[str | None, str]]]:
     """The markers ``(mark, label)`` of the legend cut into rows that fit the picture's width (one
     row for the lab engine; another engine's extra marks may need a second)."""
-    rows, x = [[]], _LEFT
-    for mark, label in (("admission", "admission"), ("cache-hit", "admission with cache hit (green strip: hit)"),
-                        ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
-                        ("p95", "the case's P95 TTFT request"), *extra_marks,
-                        (None, "lane label: TTFT · hit tokens")):
-        advance = 34 + int(len(label) * 5.6) - (14 if mark is None else 0)
-        if rows[-1] and x + advance > _LEFT + _PLOT_W + _RIGHT:
-            rows.append([])
-            x = _LEFT
-        rows[-1].append((mark, label))
-        x += advance
-    return rows
+    marks = (("admission", "admission"), ("cache-hit", "admission with cache hit (green strip: hit)"),
+             ("first-token", "first token"), ("done", "done (ok)"), ("timeout", "timeout"),
+             ("p95", "the case's P95 TTFT request"), *extra_marks, (None, "lane label: TTFT · hit tokens"))
+    return _wrap(marks, lambda entry: _marker_width(*entry))
 
 
 def _legend(svg: _Svg, y: int, rows=None, marks=None) -> None:
@@ -519,13 +527,13 @@ def _legend(svg: _Svg, y: int, rows=None, marks=None) -> None:
         for fill, label in row:
             svg.element("rect", x=x, y=y, width=14, height=10, fill=fill, stroke="#888888", stroke_width=0.5)
             svg.element("text", text=label, x=x + 18, y=y + 9)
-            x += 30 + int(len(label) * 5.6)
+            x += _swatch_width(label)
         y += 16
     for row in marks if marks is not None else _marker_rows():
         x = _LEFT
         for mark, label in row:
             _marker(svg, mark, label, x, y)
-            x += 34 + int(len(label) * 5.6) - (14 if mark is None else 0)
+            x += _marker_width(mark, label)
         y += 16
 
 
