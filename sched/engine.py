@@ -37,9 +37,15 @@ import heapq
 from .cache import PrefixCache
 from .config import Batching, Case, EngineConfig
 from .policy import POLICIES
-from .records import (MAX_COUNTS_RECORDS, TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status,
-                      TickCounts, TickRecord, _Clock)
+from .records import (TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord,
+                      _Clock)
 from .workload import RequestSpec
+
+_DECODE, _DONE = Status.DECODE, Status.DONE
+
+
+def _first(item: tuple):
+    return item[0]
 
 __all__ = ["Simulation", "simulate", "run_cases", "estimate_walked_ticks"]
 
@@ -67,6 +73,7 @@ class Simulation:
         self._cache = PrefixCache()
         # Requests not yet arrived, in arrival order (ties by workload order).
         self._arrivals = sorted(self.requests, key=lambda r: (r.spec.arrival, r.index))
+        self._arrival_ticks = [r.spec.arrival for r in self._arrivals]
         self._next_arrival = 0
         # Unended requests that have arrived, in arrival order: deadlines fall in the same order,
         # since every request has the same timeout.
@@ -84,8 +91,8 @@ class Simulation:
         # (stamp of the last token, admission number, open-run start, request) of each open run.
         self._completions: list[tuple[int, int, int, Request]] = []
         self._num_ended = 0
-        self.ticks: list = []
-        self._counts_span = 1  # ticks a counts record may cover; doubles when the list is halved
+        self.ticks: list = []   # full: a TickRecord per walked tick; counts: filled at the end of run()
+        self._counts = CountsKeeper() if timeline == "counts" else None
         self.budget_spent = 0
         self.busy_ticks = 0
 
@@ -107,54 +114,66 @@ class Simulation:
     def finished(self) -> bool:
         return self._num_ended == len(self.requests)
 
-    def step(self):
-        """Simulate tick ``self.now`` and advance the clock by one.
+    def step(self) -> None:
+        """Simulate tick ``self.now``, record it and advance the clock by one.
 
-        Returns the tick's :class:`TickRecord` (detail ``full``), :class:`TickCounts` (``counts``)
-        or ``None`` (``off``).
+        The tick's record is appended to :attr:`ticks` (a :class:`TickRecord`, detail ``full``) or
+        kept as counts (detail ``counts``: :attr:`ticks` gets its :class:`TickCounts` records at
+        the end of :meth:`run`); detail ``off`` records nothing.
         """
-        t = self._clock.now
-        config, case = self.config, self.case
+        clock = self._clock
+        t = clock.now
+        config = self.config
         full = self.timeline == "full"
         remaining = config.budget
+        decode_cost = config.decode_cost
+        active = self._active
+        prefilling = self._prefilling
 
         # 1. Arrivals: everything with arrival <= t joins the waiting queue.
-        arrivals = self._arrivals
-        while self._next_arrival < len(arrivals) and arrivals[self._next_arrival].spec.arrival <= t:
-            request = arrivals[self._next_arrival]
-            self._next_arrival += 1
-            self._arrived.append(request)
-            heapq.heappush(self._waiting, (self._key(request.spec, request.index, config.decode_cost), request))
-            self._num_waiting += 1
+        next_arrival = self._next_arrival
+        arrival_ticks = self._arrival_ticks
+        if next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
+            arrivals, waiting, key, arrived = self._arrivals, self._waiting, self._key, self._arrived
+            while next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
+                request = arrivals[next_arrival]
+                next_arrival += 1
+                arrived.append(request)
+                heapq.heappush(waiting, (key(request.spec, request.index, decode_cost), request))
+                self._num_waiting += 1
+            self._next_arrival = next_arrival
 
         # 2. Deadlines, before admission so a timed-out request frees its slot now.
-        timeouts = self._expire(t) if config.timeout_ticks is not None else []
+        timeouts = self._expire(t) if config.timeout_ticks is not None else ()
 
         # 3. Admission.
-        admitted, hits = self._admit(t) if self._num_waiting else ([], [])
-        active_names = [r.name for r in self._active.values()] if full else None
+        admitted, hits = self._admit(t) if self._num_waiting else ((), ())
+        active_names = [r.name for r in active.values()] if full else None
 
         # 4. Decode first: requests whose prefill completed in an earlier tick, in active order.
-        num_decoding = len(self._active) - len(self._prefilling)
-        if num_decoding * config.decode_cost <= remaining:
+        num_decoding = len(active) - len(prefilling)
+        if num_decoding * decode_cost <= remaining:
             # Every decoding request can pay: open runs grow by themselves (stamped t + 1).
-            decoded = [r.name for r in self._active.values() if r.status is Status.DECODE] if full else None
-            remaining -= num_decoding * config.decode_cost
-            for seq, request in self._stalled.items():
-                self._open_run(request, seq, t + 1)
-            self._stalled.clear()
-            finished = self._complete(t + 1)
+            decoded = [r.name for r in active.values() if r.status is _DECODE] if full else None
+            remaining -= num_decoding * decode_cost
+            if self._stalled:
+                for seq, request in self._stalled.items():
+                    self._open_run(request, seq, t + 1)
+                self._stalled.clear()
+            completions = self._completions
+            finished = self._complete(t + 1) if completions and completions[0][0] <= t + 1 else []
         else:
             decoded, finished = self._decode_in_order(t, remaining)
-            remaining -= len(decoded) * config.decode_cost
+            remaining -= len(decoded) * decode_cost
 
         # 5. Prefill with what is left, in active order, each capped by the chunk size if any.
         prefilled, num_prefill_tokens = [], 0
-        if remaining and self._prefilling:
+        if remaining and prefilling:
             completed = []
-            cap = case.chunk_tokens
-            for seq, request in self._prefilling.items():
-                left = request.spec.prompt_tokens - request.hit_tokens - request.prefilled_tokens
+            cap = self.case.chunk_tokens
+            for seq, request in prefilling.items():
+                spec = request.spec
+                left = spec.prefix_tokens + spec.suffix_tokens - request.hit_tokens - request.prefilled_tokens
                 tokens = left if left < remaining else remaining
                 if cap is not None and cap < tokens:
                     tokens = cap
@@ -167,35 +186,32 @@ class Simulation:
                     # Decodes from t + 1 (first token stamped t + 2 at the earliest). The cache
                     # entry is inserted now but only read by admissions, which for this tick
                     # already ran: requests admitted from t + 1 on hit.
-                    request.status = Status.DECODE
+                    request.status = _DECODE
                     request.prefill_done_at = t
                     completed.append(seq)
                     self._open_run(request, seq, t + 2)
-                    if case.apc:
-                        self._cache.insert(request.spec)
+                    if self.case.apc:
+                        self._cache.insert(spec)
                 if remaining == 0:
                     break
             for seq in completed:
-                del self._prefilling[seq]
+                del prefilling[seq]
 
         used = config.budget - remaining
         if used:
             self.budget_spent += used
             self.busy_ticks += 1
         if full:
-            record = TickRecord(
-                tick=t, waiting=self._waiting_names(), active=active_names, admitted=admitted,
-                cache_hits=hits, timeouts=timeouts, decoded=decoded, prefilled=prefilled,
-                budget_used=used, finished=finished)
-        elif self.timeline == "counts":
-            record = TickCounts(t, 1, self._num_waiting, len(self._active) + len(finished), len(admitted),
-                                len(hits), len(timeouts), (used - num_prefill_tokens) // config.decode_cost,
-                                num_prefill_tokens, used, len(finished))
-        else:
-            record = None
+            self.ticks.append(TickRecord(
+                tick=t, waiting=self._waiting_names(), active=active_names, admitted=list(admitted),
+                cache_hits=list(hits), timeouts=list(timeouts), decoded=decoded, prefilled=prefilled,
+                budget_used=used, finished=list(finished)))
+        elif self._counts is not None:
+            self._counts.add([t, 1, self._num_waiting, len(active) + len(finished), len(admitted), len(hits),
+                              len(timeouts), (used - num_prefill_tokens) // decode_cost, num_prefill_tokens, used,
+                              len(finished)])
         # 6. Retire: finished requests already left the active list in _complete/_decode_in_order.
-        self._clock.now = t + 1
-        return record
+        clock.now = t + 1
 
     def run(self, progress=None) -> CaseResult:
         """Advance until every request has ended; returns the case's :class:`CaseResult`.
@@ -208,50 +224,45 @@ class Simulation:
         tick makes no progress (nothing admitted, no budget spent, nothing timed out): under a
         valid configuration that cannot happen.
         """
-        keep = self.timeline != "off"
+        total = len(self.requests)
+        step, jump = self.step, (None if self.per_tick else self._jump)
+        clock, arrival_ticks, name = self._clock, self._arrival_ticks, self.case.name
         # The run allocates many long-lived objects and no reference cycles: pausing the cyclic
         # garbage collector keeps it from rescanning them all again and again (time stays linear).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            while not self.finished:
+            while self._num_ended < total:
                 if not self._active and not self._num_waiting:
                     # Nothing to do until the next arrival: skipping gives the same results as walking.
-                    self.now = max(self.now, self._arrivals[self._next_arrival].spec.arrival)
-                elif not self.per_tick:
-                    self._jump()
-                before = (self.budget_spent, self._num_admitted, self._num_ended)
-                record = self.step()
+                    arrival = arrival_ticks[self._next_arrival]
+                    if arrival > clock.now:
+                        clock.now = arrival
+                elif jump is not None:
+                    jump()
+                    if not self._active and not self._num_waiting:
+                        # The jump ended every active request: idle (or finished) from here.
+                        if progress is not None:
+                            progress(name, clock.now, self._num_ended, total)
+                        continue
+                spent, num_admitted, num_ended = self.budget_spent, self._num_admitted, self._num_ended
+                step()
                 # A walked tick always admits, spends budget or times a request out (proof in the
                 # README, "输入校验与退出码"); one that does none of these would repeat forever.
-                if (self.budget_spent, self._num_admitted, self._num_ended) == before:
-                    raise SimulationError(f"{self.case.name}: tick {self.now - 1}: no request can make progress "
+                if (self.budget_spent == spent and self._num_admitted == num_admitted
+                        and self._num_ended == num_ended):
+                    raise SimulationError(f"{name}: tick {clock.now - 1}: no request can make progress "
                                           f"({len(self._active)} active, {self._num_waiting} waiting)")
-                if self.timeline == "counts":
-                    self._keep_counts(record)
-                elif keep:
-                    self.ticks.append(record)
                 if progress is not None:
-                    progress(self.case.name, self.now, self._num_ended, len(self.requests))
+                    progress(name, clock.now, self._num_ended, total)
         finally:
             if collecting:
                 gc.enable()
+        if self._counts is not None:
+            self.ticks = self._counts.records()
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
-
-    def _keep_counts(self, record: TickCounts) -> None:
-        """Append a counts record, merging to keep at most :data:`MAX_COUNTS_RECORDS` per case."""
-        ticks = self.ticks
-        if self._counts_span > 1 and ticks and record.tick < ticks[-1].tick + self._counts_span:
-            ticks[-1].merge(record)
-            return
-        ticks.append(record)
-        if len(ticks) >= MAX_COUNTS_RECORDS:
-            for first, second in zip(ticks[::2], ticks[1::2]):
-                first.merge(second)
-            del ticks[1::2]
-            self._counts_span *= 2
 
     def _waiting_names(self) -> list[str]:
         return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]
@@ -262,30 +273,26 @@ class Simulation:
         last = start + request.spec.output_tokens - request._num_closed - 1
         heapq.heappush(self._completions, (last, seq, start, request))
 
-    def _next_completion(self) -> int | None:
-        """Stamp of the earliest last token of a still open run (stale entries are dropped)."""
-        heap = self._completions
-        while heap:
-            _, _, start, request = heap[0]
-            if request.status is Status.DECODE and request._open_from == start:
-                return heap[0][0]
-            heapq.heappop(heap)
-        return None
-
     def _complete(self, stamp: int) -> list[str]:
-        """End, in active order, every request whose open run reaches its last token at ``stamp``."""
-        if not self._completions or self._completions[0][0] > stamp:
-            return []
+        """End, in active order, every request whose open run reaches its last token at ``stamp``;
+        returns their names."""
+        heap = self._completions
         done = []
-        while (last := self._next_completion()) is not None and last <= stamp:
-            _, seq, _, request = heapq.heappop(self._completions)
-            done.append((seq, request))
-        done.sort(key=lambda item: item[0])
+        while heap and heap[0][0] <= stamp:
+            _, seq, start, request = heapq.heappop(heap)
+            if request.status is _DECODE and request._open_from == start:   # else a stale entry
+                done.append((seq, request))
+        if not done:
+            return []
+        done.sort(key=_first)   # admission order = active order
+        active = self._active
         for seq, request in done:
             request._close_run(stamp)
-            self._end(request, Status.DONE, stamp)
-            del self._active[seq]
-        return [request.name for _, request in done]
+            request.status = _DONE
+            request.done_at = stamp
+            del active[seq]
+        self._num_ended += len(done)
+        return [request.spec.name for _, request in done]
 
     def _decode_in_order(self, t: int, remaining: int) -> tuple[list[str], list[str]]:
         """The per-tick decode walk for a tick whose budget cannot pay every decoding request."""
@@ -313,41 +320,84 @@ class Simulation:
         return decoded, finished
 
     def _jump(self) -> None:
-        """Advance over steady-decoding ticks up to (not including) the next event tick.
+        """Advance over steady decoding up to the next tick :meth:`step` must walk.
 
-        Steady: nothing in prefill or stalled, the budget pays every active request's decode, no
-        admission possible, and no arrival, deadline or completion before the target tick.
+        Steady: nothing in prefill or stalled, the budget pays every active request's decode and
+        no admission is possible. Ticks before the next event (arrival, deadline, a run's last
+        token) are jumped over in one record; a tick whose only event is that runs end (no
+        arrival, no deadline) is simulated here too (:meth:`_completion_tick`), and the jump goes
+        on while the state stays steady. Stops at the first tick :meth:`step` must walk, or once
+        nothing is active.
         """
-        config, t = self.config, self.now
-        num_active = len(self._active)
-        if self._prefilling or self._stalled or num_active * config.decode_cost > config.budget:
-            return
-        if self._num_waiting and self.case.batching is Batching.CONTINUOUS and num_active < config.max_active:
-            return  # the next step admits
-        last = self._next_completion()
-        if last is None:
-            return
-        target = last - 1   # the tick that emits the last token of a run
-        if self._next_arrival < len(self._arrivals):
-            target = min(target, self._arrivals[self._next_arrival].spec.arrival)
-        if config.timeout_ticks is not None and self._deadline_cursor < len(self._arrived):
-            # The first not yet expired arrival's deadline bounds every unended request's.
-            target = min(target, self._arrived[self._deadline_cursor].spec.arrival + config.timeout_ticks)
-        span = target - t
-        if span <= 0:
-            return
-        used = num_active * config.decode_cost
-        self.budget_spent += span * used
-        self.busy_ticks += span
+        config = self.config
+        timeout, budget, cost = config.timeout_ticks, config.budget, config.decode_cost
+        continuous = self.case.batching is Batching.CONTINUOUS
+        arrival_ticks, active = self._arrival_ticks, self._active
+        while True:
+            num_active = len(active)
+            if not num_active or self._prefilling or self._stalled or num_active * cost > budget:
+                return
+            if self._num_waiting and continuous and num_active < config.max_active:
+                return  # the next step admits
+            heap = self._completions
+            while heap:   # the earliest last token of a still open run (stale entries dropped)
+                last, _, start, request = heap[0]
+                if request.status is _DECODE and request._open_from == start:
+                    break
+                heapq.heappop(heap)
+            else:
+                return
+            t, target = self._clock.now, last - 1   # the tick that emits the last token of a run
+            event = None   # the first tick with an arrival or a deadline (never before t)
+            if self._next_arrival < len(arrival_ticks):
+                event = arrival_ticks[self._next_arrival]
+            if timeout is not None and self._deadline_cursor < len(self._arrived):
+                # The first not yet expired arrival's deadline bounds every unended request's.
+                deadline = self._arrived[self._deadline_cursor].spec.arrival + timeout
+                event = deadline if event is None or deadline < event else event
+            walk = event is not None and event <= target   # step walks that tick; else it only ends runs
+            if walk:
+                target = event
+            span = target - t
+            if span < 0:
+                return
+            if span:
+                used = num_active * cost
+                self.budget_spent += span * used
+                self.busy_ticks += span
+                if self.timeline == "full":
+                    # The records a per-tick walk would have written: nothing but every active request decoding.
+                    waiting, names = self._waiting_names(), [r.name for r in active.values()]
+                    self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(names), [], used, [])
+                                      for tick in range(t, target))
+                elif self._counts is not None:
+                    self._counts.add([t, span, self._num_waiting, num_active, 0, 0, 0, span * num_active, 0,
+                                      span * used, 0])
+                self._clock.now = target
+            if walk:
+                return
+            self._completion_tick(target)
+
+    def _completion_tick(self, t: int) -> None:
+        """:meth:`step` for a steady tick ``t`` whose only events are runs ending (no arrival, no
+        deadline, no admission possible, nothing in prefill or stalled): every active request
+        decodes, those whose last token is stamped ``t + 1`` end; same records, same clock."""
+        active = self._active
+        num_active = len(active)
+        used = num_active * self.config.decode_cost
         if self.timeline == "full":
-            # The records a per-tick walk would have written: nothing but every active request decoding.
-            waiting, names = self._waiting_names(), [r.name for r in self._active.values()]
-            self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(names), [], used, [])
-                              for tick in range(t, target))
-        elif self.timeline == "counts":
-            self._keep_counts(TickCounts(t, span, self._num_waiting, num_active, 0, 0, 0,
-                                         span * num_active, 0, span * used, 0))
-        self.now = target
+            names = [r.name for r in active.values()]
+            waiting = self._waiting_names()
+        finished = self._complete(t + 1)
+        self.budget_spent += used
+        self.busy_ticks += 1
+        if self.timeline == "full":
+            self.ticks.append(TickRecord(tick=t, waiting=waiting, active=names, admitted=[], cache_hits=[],
+                                         timeouts=[], decoded=list(names), prefilled=[], budget_used=used,
+                                         finished=finished))
+        elif self._counts is not None:
+            self._counts.add([t, 1, self._num_waiting, num_active, 0, 0, 0, num_active, 0, used, len(finished)])
+        self._clock.now = t + 1
 
     def _expire(self, t: int) -> list[str]:
         timeout = self.config.timeout_ticks

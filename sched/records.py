@@ -12,7 +12,8 @@ abstract budget units (lab.md §1). Only a vLLM run given a step model keeps its
 unit (whole microseconds, :mod:`sched.replay`, vllm-engine.md §6), and says so.
 
 - :class:`Request`: one request's life in one case (status, admission, cache hit, token stamps);
-- :class:`TickRecord` / :class:`TickCounts`: the lab engine's timeline records (``full``/``counts``);
+- :class:`TickRecord` / :class:`TickCounts`: the lab engine's timeline records (``full``/``counts``),
+  :class:`CountsKeeper` the bounded builder of the latter;
 - :class:`CaseResult`: everything one case produced;
 - :class:`Status`, :class:`SimulationError`, :data:`TIMELINE_DETAILS`, :data:`MAX_COUNTS_RECORDS`.
 """
@@ -25,7 +26,7 @@ from enum import Enum
 from .config import Case, EngineConfig
 from .workload import RequestSpec
 
-__all__ = ["Status", "Request", "TickRecord", "TickCounts", "CaseResult", "SimulationError",
+__all__ = ["Status", "Request", "TickRecord", "TickCounts", "CountsKeeper", "CaseResult", "SimulationError",
            "TIMELINE_DETAILS", "MAX_COUNTS_RECORDS"]
 
 #: Timeline detail levels (lab.md §7 ``timeline.jsonl``): one full record per walked tick, one
@@ -250,6 +251,53 @@ class TickCounts:
         self.num_prefill_tokens += later.num_prefill_tokens
         self.budget_used += later.budget_used
         self.num_finished += later.num_finished
+
+
+class CountsKeeper:
+    """Builds one case's ``counts`` timeline (:class:`TickCounts` records) while it runs, bounded by
+    :data:`MAX_COUNTS_RECORDS`.
+
+    :meth:`add` takes one step's or jump's counts as a plain list in :class:`TickCounts` field
+    order (``[tick, num_ticks, num_waiting, ..., num_finished]``: ticks, requests, tokens, budget
+    units), cheaper to build than a record; :meth:`records` returns them as :class:`TickCounts`.
+    Merging follows :meth:`TickCounts.merge` exactly: when the list reaches the bound, adjacent
+    pairs merge and the span a row may cover doubles; a later row starting inside the last row's
+    span merges into it.
+    """
+
+    __slots__ = ("rows", "span")
+
+    def __init__(self) -> None:
+        self.rows: list[list[int]] = []
+        self.span = 1   # ticks a row may cover; doubles when the list is halved
+
+    def add(self, row: list[int]) -> None:
+        """Keep ``row`` (taken over: not copied), merging as the class docstring says."""
+        rows = self.rows
+        if self.span > 1 and rows and row[0] < rows[-1][0] + self.span:
+            _merge_rows(rows[-1], row)
+            return
+        rows.append(row)
+        if len(rows) >= MAX_COUNTS_RECORDS:
+            for first, second in zip(rows[::2], rows[1::2]):
+                _merge_rows(first, second)
+            del rows[1::2]
+            self.span *= 2
+
+    def records(self) -> list[TickCounts]:
+        """The kept rows as :class:`TickCounts`, in tick order."""
+        return [TickCounts(*row) for row in self.rows]
+
+
+def _merge_rows(first: list[int], later: list[int]) -> None:
+    """:meth:`TickCounts.merge` on two rows in field order."""
+    first[1] = later[0] + later[1] - first[0]
+    if later[2] > first[2]:
+        first[2] = later[2]
+    if later[3] > first[3]:
+        first[3] = later[3]
+    for k in range(4, 11):
+        first[k] += later[k]
 
 
 @dataclass(slots=True)
