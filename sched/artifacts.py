@@ -84,6 +84,9 @@ class LabRun:
     timeline: str = "full"   # detail of the results' timeline records (sched.records.TIMELINE_DETAILS)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
     _sha256: list = field(default_factory=list, repr=False, compare=False)
+    #: Each case's ``requests.jsonl``/``timeline.jsonl`` lines already rendered where it was
+    #: simulated (a complete :class:`sched.case_sections.CaseSections`), or ``None``.
+    _sections: object = field(default=None, repr=False, compare=False)
 
     @property
     def summaries(self) -> list[dict]:
@@ -201,82 +204,107 @@ def _tick_ms(workload) -> dict:
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 
-def _request_lines(run: LabRun):
+def _request_lines(run: LabRun, names: list[str] | None = None):
+    """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
+    if run.timeline != "full" and names is None:
+        names = encoded_names(run.workload)   # encoded once for every case
+    for result in run.results:
+        yield from _case_request_lines(run, result, names)
+
+
+def encoded_names(workload: list[RequestSpec]) -> list[str]:
+    """Each request's name as JSON text, in workload order (as ``requests.jsonl`` writes it)."""
+    dumps = json.JSONEncoder(ensure_ascii=False).encode
+    return [dumps(spec.name) for spec in workload]
+
+
+def _case_request_lines(run: LabRun, result: CaseResult, names: list[str] | None):
     if run.timeline != "full":
-        yield from _compact_request_lines(run)
+        yield from _compact_request_lines(result, names, is_vllm_run(run))
         return
     vllm = is_vllm_run(run)
-    for result in run.results:
-        for r in result.requests:
-            line = {
-                "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
-                "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
-                "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
-                "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
-                "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
-            }
-            if vllm:   # vllm-engine.md §5 (lab runs never preempt: their lines stay as they were)
-                line["num_preemptions"] = r.num_preemptions
-                line["preempted_at"] = list(r.preempted_at)
-            yield line
+    for r in result.requests:
+        line = {
+            "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
+            "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
+            "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
+            "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
+            "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
+        }
+        if vllm:   # vllm-engine.md §5 (lab runs never preempt: their lines stay as they were)
+            line["num_preemptions"] = r.num_preemptions
+            line["preempted_at"] = list(r.preempted_at)
+        yield line
 
 
 _OK = Status.DONE
 
 
-def _compact_request_lines(run: LabRun):
+def _compact_request_lines(result: CaseResult, names: list[str], vllm: bool):
     """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
-    dumps = json.JSONEncoder(ensure_ascii=False).encode
-    names = [dumps(spec.name) for spec in run.workload]   # encoded once for every case
-    vllm = is_vllm_run(run)
-    for result in run.results:
-        case = dumps(result.case.name)
-        for r, name in zip(result.requests, names):
-            spec, admitted, done = r.spec, r.admitted_at, r.done_at
-            arrival, runs = spec.arrival, r.flat_token_runs
-            if r.status is _OK:
-                first = runs[0]
-                latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
-            else:
-                first = runs[0] if runs else None
-                latencies = '"ttft": null, "queue_wait": null, "e2e": null'
-            preemptions = (f', "num_preemptions": {r.num_preemptions}, "preempted_at": '
-                           f'[{", ".join(map(str, r.preempted_at))}]') if vllm else ""
-            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
-            yield (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
-                   f'"admitted_at": {"null" if admitted is None else admitted}, '
-                   f'"first_token_at": {"null" if first is None else first}, '
-                   f'"done_at": {"null" if done is None else done}, "status": "{r.status.value}", '
-                   f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
-                   f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {sum(runs[1::2])}, '
-                   f'{latencies}, "token_runs": [{pairs}]{preemptions}}}')
+    case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
+    for r, name in zip(result.requests, names):
+        spec, admitted, done = r.spec, r.admitted_at, r.done_at
+        arrival, runs = spec.arrival, r.flat_token_runs
+        if r.status is _OK:
+            first = runs[0]
+            latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
+        else:
+            first = runs[0] if runs else None
+            latencies = '"ttft": null, "queue_wait": null, "e2e": null'
+        preemptions = (f', "num_preemptions": {r.num_preemptions}, "preempted_at": '
+                       f'[{", ".join(map(str, r.preempted_at))}]') if vllm else ""
+        if len(runs) == 2:
+            pairs, emitted = f"[{runs[0]}, {runs[1]}]", runs[1]
+        else:
+            pairs, emitted = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)]), sum(runs[1::2])
+        yield (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
+               f'"admitted_at": {"null" if admitted is None else admitted}, '
+               f'"first_token_at": {"null" if first is None else first}, '
+               f'"done_at": {"null" if done is None else done}, "status": "{r.status.value}", '
+               f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
+               f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {emitted}, '
+               f'{latencies}, "token_runs": [{pairs}]{preemptions}}}')
+
+
+def case_jsonl_lines(run: LabRun, names: list[str] | None = None) -> tuple:
+    """``(request lines, timeline lines)`` of every case of ``run`` (iterators of encoded text
+    lines without newlines), as :func:`stream_artifacts` writes them; for a lab-engine run of
+    ``counts`` or ``off`` detail. ``names``: :func:`encoded_names` of the workload, if at hand."""
+    def encoded(lines):
+        encode = json.JSONEncoder(ensure_ascii=False).encode
+        return (line if isinstance(line, str) else encode(line) for line in lines)
+    return encoded(_request_lines(run, names)), encoded(_timeline_lines(run))
 
 
 def _timeline_lines(run: LabRun):
+    """Lines of ``timeline.jsonl``, case after case (dicts for ``full``, encoded text for ``counts``)."""
     if is_vllm_run(run):
         yield from timeline_lines(run)
         return
-    if run.timeline == "counts":
-        dumps = json.JSONEncoder(ensure_ascii=False).encode
-        for result in run.results:
-            case = dumps(result.case.name)
-            for k in result.ticks:
-                yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {k.num_waiting}, '
-                       f'"active": {k.num_active}, "admitted": {k.num_admitted}, "cache_hits": {k.num_cache_hits}, '
-                       f'"timeouts": {k.num_timeouts}, "decoded": {k.num_decoded}, '
-                       f'"prefill_tokens": {k.num_prefill_tokens}, "budget_used": {k.budget_used}, '
-                       f'"finished": {k.num_finished}}}')
-        return
     for result in run.results:
+        yield from _case_timeline_lines(run, result)
+
+
+def _case_timeline_lines(run: LabRun, result: CaseResult):
+    if run.timeline == "counts":
+        case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
         for k in result.ticks:
-            yield {
-                "case": result.case.name, "tick": k.tick, "waiting": k.waiting, "active": k.active,
-                "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts,
-                "decoded": k.decoded, "prefilled": dict(k.prefilled), "budget_used": k.budget_used,
-                "finished": k.finished,
-            }
+            yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {k.num_waiting}, '
+                   f'"active": {k.num_active}, "admitted": {k.num_admitted}, "cache_hits": {k.num_cache_hits}, '
+                   f'"timeouts": {k.num_timeouts}, "decoded": {k.num_decoded}, '
+                   f'"prefill_tokens": {k.num_prefill_tokens}, "budget_used": {k.budget_used}, '
+                   f'"finished": {k.num_finished}}}')
+        return
+    for k in result.ticks:
+        yield {
+            "case": result.case.name, "tick": k.tick, "waiting": k.waiting, "active": k.active,
+            "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts,
+            "decoded": k.decoded, "prefilled": dict(k.prefilled), "budget_used": k.budget_used,
+            "finished": k.finished,
+        }
 
 
 def _summary_csv(summaries: list[dict]) -> str:
@@ -307,8 +335,13 @@ def _jsonl_chunks(records, lines_per_chunk: int = 4096):
 
 def stream_artifacts(run: LabRun) -> dict:
     """Like :func:`render_artifacts`, but ``requests.jsonl`` and ``timeline.jsonl`` are iterators
-    of text chunks that :func:`sched.safe_write.write_artifacts` streams to disk; the bytes are the same."""
-    files = render_artifacts(run, jsonl=_jsonl_chunks)
+    of text chunks that :func:`sched.safe_write.write_artifacts` streams to disk; the bytes are the
+    same. A run whose cases were rendered where they were simulated (``run._sections``) reads them
+    back instead of rendering them again."""
+    files = render_artifacts(run, jsonl=_jsonl_chunks)   # lazy: nothing of these two rendered yet
+    if run._sections is not None:
+        files["requests.jsonl"] = run._sections.requests_chunks()
+        files["timeline.jsonl"] = run._sections.timeline_chunks()
     return files
 
 

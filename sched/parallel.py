@@ -62,14 +62,18 @@ def worth_workers(workload) -> bool:
 
 
 def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
-                         timeline: str = "full", workers: int | None = None) -> tuple[list[CaseResult], list[dict]]:
+                         timeline: str = "full", workers: int | None = None,
+                         render=None) -> tuple[list[CaseResult], list[dict]]:
     """Simulate, check and summarise every case in forked worker processes.
 
     ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
     :func:`sched.engine.run_cases`; ``progress``: the same display hook, called from this process
     (this process's own cases as they run, then about four times a second the least advanced case
     of a worker); ``workers``: processes at work, this one included (default: usable cores; at
-    most one per case). Returns ``(results, summaries)``, one
+    most one per case); ``render``: optional ``render(index, result)``, called in the process that
+    simulated case ``index`` once it is checked and summarised (e.g.
+    :meth:`sched.case_sections.CaseSections.write`: its artifact lines rendered there, side by
+    side; it must keep what it makes where the other processes see it). Returns ``(results, summaries)``, one
     each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
     ``summarize``. Raises what a worker raised (:class:`sched.records.SimulationError` and its
     subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
@@ -80,7 +84,7 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     context = multiprocessing.get_context("fork")
     counters = context.RawArray("q", 2 * len(cases))   # per case: current tick, requests ended
     _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
-                counters=counters if progress is not None else None)
+                counters=counters if progress is not None else None, render=render)
     shares = _split(cases, workers)   # shares[0] is this process's own; one forked worker per other share
     results, summaries = [None] * len(cases), [None] * len(cases)
     running: dict = {}   # the parent's end of each worker's pipe -> (case indices, process)
@@ -97,6 +101,9 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
             check_case(result)
             results[index], summaries[index] = result, summarize(result)
+            if render is not None:
+                render(index, result)
+                result.ticks = []   # rendered: what they held is in render's output now
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
@@ -201,6 +208,9 @@ def _packed_case(index: int) -> tuple:
     result = simulation.run(hook)
     check_case(result)
     summary = summarize(result)
+    if job["render"] is not None:
+        job["render"](index, result)
+        result.ticks = []   # rendered: not sent back
     # Column by column (one list per field): the parent's copies of these few large lists are freed
     # whole once unpacked, where a tuple per request would leave its memory scattered.
     requests = result.requests

@@ -217,10 +217,18 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         results = [simulate_vllm(workload, config, progress, timeline=timeline)]
         check_cases(results)
         return LabRun(workload, config, config.policy, source, results, timeline)
-    from .parallel import run_cases_in_workers, worth_workers   # only a lab-engine run needs it (start-up)
+    from .case_sections import open_case_sections   # only a large lab-engine run needs these (start-up)
+    from .parallel import run_cases_in_workers, worth_workers
     if worth_workers(workload):  # large: the cases side by side, one per core (same results)
-        results, summaries = run_cases_in_workers(workload, config, cases_for(config), policy, progress, timeline)
-        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries)
+        cases = cases_for(config)
+        # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
+        sections = open_case_sections(len(cases)) if timeline != "full" else None
+        render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
+        results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline, render=render)
+        if sections is not None and not sections.complete():
+            sections.close()
+            sections = None   # rendered again from the results when written
+        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)

@@ -1,0 +1,127 @@
+"""Each case's lines of ``requests.jsonl`` and ``timeline.jsonl``, rendered by the process that
+simulated the case (lab.md §7; used with :mod:`sched.parallel`).
+
+The two large artifacts of a big run are one section per case, case after case. When the cases
+are simulated side by side in worker processes, each process renders the sections of its own
+cases right after simulating them, into anonymous temporary files made before the workers were
+forked (so every process shares them and the system removes them when the run ends, however it
+ends). Writing the artifacts then only reads the sections back in case order
+(:func:`sched.artifacts.stream_artifacts`): the bytes are those of rendering the whole run in one
+process, and neither process holds the text in memory.
+
+A section that could not be written (a full or read-only temporary directory) is emptied and the
+run renders every section itself as before (:meth:`CaseSections.complete` is then false).
+"""
+
+from __future__ import annotations
+
+import codecs
+import tempfile
+
+from .artifacts import LabRun, case_jsonl_lines, encoded_names
+
+__all__ = ["CaseSections", "open_case_sections"]
+
+#: Bytes read from a section file at a time when the artifacts are written.
+_READ_SIZE = 1 << 20
+
+
+def open_case_sections(num_cases: int) -> CaseSections | None:
+    """Two empty anonymous temporary files per case, or ``None`` when the temporary directory
+    cannot hold them (then the run renders its sections the usual way)."""
+    try:
+        return CaseSections(num_cases)
+    except OSError:
+        return None
+
+
+class CaseSections:
+    """Per case, the ``requests.jsonl`` and ``timeline.jsonl`` lines as UTF-8 in two temporary files.
+
+    :meth:`write` renders one case (in whichever process simulated it); :meth:`complete` tells
+    whether every case's lines are there; :meth:`requests_chunks` and :meth:`timeline_chunks`
+    read them back as text chunks in case order, for :func:`sched.safe_write.write_artifacts`.
+    Raises ``OSError`` when the files cannot be made.
+    """
+
+    def __init__(self, num_cases: int) -> None:
+        self._files: list[tuple] = []
+        try:
+            for _ in range(num_cases):
+                self._files.append((tempfile.TemporaryFile(), tempfile.TemporaryFile()))
+        except OSError:
+            self.close()
+            raise
+        self._names: list[str] | None = None
+
+    def renderer(self, workload, config, policy: str, source: str, timeline: str):
+        """The ``render(index, result)`` hook of :func:`sched.parallel.run_cases_in_workers` for
+        a run of these inputs (as :class:`sched.artifacts.LabRun` takes them): :meth:`write` of
+        that one case. Call it before the workers fork: the request names are encoded here, once."""
+        self._names = encoded_names(workload)
+
+        def render(index: int, result) -> None:
+            self.write(LabRun(workload, config, policy, source, [result], timeline), index)
+        return render
+
+    def write(self, run: LabRun, index: int) -> None:
+        """Render ``run``'s cases (one: case ``index`` of the whole run) into that case's files.
+
+        A write that fails (``OSError``: a full disk) leaves the case's files empty, which
+        :meth:`complete` reports; the error is not raised (the run falls back, loses nothing)."""
+        requests_file, timeline_file = self._files[index]
+        try:
+            for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._names)):
+                handle.seek(0)
+                handle.truncate()
+                chunk = []
+                for line in lines:
+                    chunk.append(line)
+                    if len(chunk) == 4096:
+                        chunk.append("")
+                        handle.write("\n".join(chunk).encode("utf-8"))
+                        chunk = []
+                if chunk:
+                    chunk.append("")
+                    handle.write("\n".join(chunk).encode("utf-8"))
+                handle.flush()
+        except OSError:
+            for handle in (requests_file, timeline_file):
+                try:
+                    handle.seek(0)
+                    handle.truncate()
+                except OSError:
+                    pass
+
+    def complete(self) -> bool:
+        """True when every case's ``requests.jsonl`` lines were written (a case has at least one
+        request, so an empty file is a case not rendered)."""
+        try:
+            return bool(self._files) and all(requests_file.seek(0, 2) > 0 for requests_file, _ in self._files)
+        except (OSError, ValueError):
+            return False
+
+    def requests_chunks(self):
+        """``requests.jsonl``: every case's lines, case after case, as text chunks."""
+        return self._chunks(0)
+
+    def timeline_chunks(self):
+        """``timeline.jsonl``: every case's lines, case after case, as text chunks."""
+        return self._chunks(1)
+
+    def _chunks(self, which: int):
+        decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
+        for files in self._files:
+            handle = files[which]
+            handle.seek(0)
+            while chunk := handle.read(_READ_SIZE):
+                yield decoder.decode(chunk)
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    def close(self) -> None:
+        """Close (and so delete) every file."""
+        for files in self._files:
+            for handle in files:
+                handle.close()
