@@ -84,8 +84,9 @@ class LabRun:
     timeline: str = "full"   # detail of the results' timeline records (sched.records.TIMELINE_DETAILS)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
     _sha256: list = field(default_factory=list, repr=False, compare=False)
-    #: Each case's ``requests.jsonl``/``timeline.jsonl`` lines already rendered where it was
-    #: simulated (a complete :class:`sched.case_sections.CaseSections`), or ``None``.
+    #: Each case's ``requests.jsonl``/``timeline.jsonl`` lines rendered where it was simulated
+    #: (:class:`sched.case_sections.CaseSections`; a case not written there is rendered from its
+    #: result), or ``None``.
     _sections: object = field(default=None, repr=False, compare=False)
 
     @property
@@ -340,9 +341,23 @@ def stream_artifacts(run: LabRun) -> dict:
     back instead of rendering them again."""
     files = render_artifacts(run, jsonl=_jsonl_chunks)   # lazy: nothing of these two rendered yet
     if run._sections is not None:
-        files["requests.jsonl"] = run._sections.requests_chunks()
-        files["timeline.jsonl"] = run._sections.timeline_chunks()
+        files["requests.jsonl"] = _sectioned(run, "requests.jsonl", _case_request_lines)
+        files["timeline.jsonl"] = _sectioned(run, "timeline.jsonl", _case_timeline_lines)
     return files
+
+
+def _sectioned(run: LabRun, name: str, case_lines):
+    """``name``'s text chunks case after case: a case's section where it was written, else its
+    lines rendered here from its result."""
+    names = None
+    for index, result in enumerate(run.results):
+        if run._sections.written(index):
+            yield from run._sections.chunks(index, name)
+            continue
+        if names is None and name == "requests.jsonl":
+            names = encoded_names(run.workload)
+        yield from _jsonl_chunks(case_lines(run, result, names) if name == "requests.jsonl"
+                                 else case_lines(run, result))
 
 
 def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:

@@ -7,10 +7,11 @@ cases right after simulating them, into anonymous temporary files made before th
 forked (so every process shares them and the system removes them when the run ends, however it
 ends). Writing the artifacts then only reads the sections back in case order
 (:func:`sched.artifacts.stream_artifacts`): the bytes are those of rendering the whole run in one
-process, and neither process holds the text in memory.
+process, and no process holds the text in memory.
 
-A section that could not be written (a full or read-only temporary directory) is emptied and the
-run renders every section itself as before (:meth:`CaseSections.complete` is then false).
+A case whose section could not be written (a full temporary disk) is emptied and rendered from
+its results when the artifacts are written, as before (:meth:`CaseSections.written`); when the
+files cannot be made at all, the run is rendered the usual way.
 """
 
 from __future__ import annotations
@@ -38,9 +39,8 @@ def open_case_sections(num_cases: int) -> CaseSections | None:
 class CaseSections:
     """Per case, the ``requests.jsonl`` and ``timeline.jsonl`` lines as UTF-8 in two temporary files.
 
-    :meth:`write` renders one case (in whichever process simulated it); :meth:`complete` tells
-    whether every case's lines are there; :meth:`requests_chunks` and :meth:`timeline_chunks`
-    read them back as text chunks in case order, for :func:`sched.safe_write.write_artifacts`.
+    :meth:`write` renders one case (in whichever process simulated it); :meth:`written` tells
+    whether a case's lines are there and :meth:`chunks` reads them back as text.
     Raises ``OSError`` when the files cannot be made.
     """
 
@@ -55,25 +55,23 @@ class CaseSections:
         self._names: list[str] | None = None
 
     def renderer(self, workload, config, policy: str, source: str, timeline: str):
-        """The ``render(index, result)`` hook of :func:`sched.parallel.run_cases_in_workers` for
-        a run of these inputs (as :class:`sched.artifacts.LabRun` takes them): :meth:`write` of
-        that one case. Call it before the workers fork: the request names are encoded here, once."""
+        """The ``render(index, result) -> bool`` hook of :func:`sched.parallel.run_cases_in_workers`
+        for a run of these inputs (as :class:`sched.artifacts.LabRun` takes them): :meth:`write`
+        of that one case. Call it before the workers fork: the request names are encoded here, once."""
         self._names = encoded_names(workload)
 
-        def render(index: int, result) -> None:
-            self.write(LabRun(workload, config, policy, source, [result], timeline), index)
+        def render(index: int, result) -> bool:
+            return self.write(LabRun(workload, config, policy, source, [result], timeline), index)
         return render
 
-    def write(self, run: LabRun, index: int) -> None:
-        """Render ``run``'s cases (one: case ``index`` of the whole run) into that case's files.
-
-        A write that fails (``OSError``: a full disk) leaves the case's files empty, which
-        :meth:`complete` reports; the error is not raised (the run falls back, loses nothing)."""
+    def write(self, run: LabRun, index: int) -> bool:
+        """Render ``run``'s cases (one: case ``index`` of the whole run) into that case's files;
+        True when written. A write that fails (``OSError``: a full disk) leaves the case's files
+        empty and returns False, raising nothing: the case is then rendered from its results when
+        the artifacts are written (:meth:`written`)."""
         requests_file, timeline_file = self._files[index]
         try:
             for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._names)):
-                handle.seek(0)
-                handle.truncate()
                 chunk = []
                 for line in lines:
                     chunk.append(line)
@@ -85,6 +83,7 @@ class CaseSections:
                     chunk.append("")
                     handle.write("\n".join(chunk).encode("utf-8"))
                 handle.flush()
+            return True
         except OSError:
             for handle in (requests_file, timeline_file):
                 try:
@@ -92,30 +91,24 @@ class CaseSections:
                     handle.truncate()
                 except OSError:
                     pass
+            return False
 
-    def complete(self) -> bool:
-        """True when every case's ``requests.jsonl`` lines were written (a case has at least one
-        request, so an empty file is a case not rendered)."""
+    def written(self, index: int) -> bool:
+        """True when case ``index``'s lines are there (a case has at least one request: an empty
+        ``requests.jsonl`` file is a case not written)."""
         try:
-            return bool(self._files) and all(requests_file.seek(0, 2) > 0 for requests_file, _ in self._files)
+            return self._files[index][0].seek(0, 2) > 0
         except (OSError, ValueError):
             return False
 
-    def requests_chunks(self):
-        """``requests.jsonl``: every case's lines, case after case, as text chunks."""
-        return self._chunks(0)
-
-    def timeline_chunks(self):
-        """``timeline.jsonl``: every case's lines, case after case, as text chunks."""
-        return self._chunks(1)
-
-    def _chunks(self, which: int):
+    def chunks(self, index: int, name: str):
+        """Case ``index``'s lines of ``name`` (``requests.jsonl`` or ``timeline.jsonl``) as text
+        chunks, for :func:`sched.safe_write.write_artifacts`."""
+        handle = self._files[index][0 if name == "requests.jsonl" else 1]
+        handle.seek(0)
         decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
-        for files in self._files:
-            handle = files[which]
-            handle.seek(0)
-            while chunk := handle.read(_READ_SIZE):
-                yield decoder.decode(chunk)
+        while chunk := handle.read(_READ_SIZE):
+            yield decoder.decode(chunk)
         tail = decoder.decode(b"", final=True)
         if tail:
             yield tail

@@ -101,8 +101,7 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
             check_case(result)
             results[index], summaries[index] = result, summarize(result)
-            if render is not None:
-                render(index, result)
+            if render is not None and render(index, result):
                 result.ticks = []   # rendered: what they held is in render's output now
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
@@ -208,8 +207,7 @@ def _packed_case(index: int) -> tuple:
     result = simulation.run(hook)
     check_case(result)
     summary = summarize(result)
-    if job["render"] is not None:
-        job["render"](index, result)
+    if job["render"] is not None and job["render"](index, result):
         result.ticks = []   # rendered: not sent back
     # Column by column (one list per field): the parent's copies of these few large lists are freed
     # whole once unpacked, where a tuple per request would leave its memory scattered.

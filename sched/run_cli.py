@@ -225,9 +225,6 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         sections = open_case_sections(len(cases)) if timeline != "full" else None
         render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
         results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline, render=render)
-        if sections is not None and not sections.complete():
-            sections.close()
-            sections = None   # rendered again from the results when written
         return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
