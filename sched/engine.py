@@ -41,7 +41,7 @@ from .records import (TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, Simul
                       _Clock)
 from .workload import RequestSpec
 
-_DECODE, _DONE = Status.DECODE, Status.DONE
+_WAITING, _PREFILL, _DECODE, _DONE = Status.WAITING, Status.PREFILL, Status.DECODE, Status.DONE
 
 
 def _first(item: tuple):
@@ -426,26 +426,35 @@ class Simulation:
         return expired
 
     def _admit(self, t: int) -> tuple[list[str], list[str]]:
-        if not self._num_waiting or (self.case.batching is Batching.STATIC and self._active):
+        """Admit waiting requests in policy order while slots are free; returns the names
+        admitted and those among them that hit the prefix cache."""
+        active = self._active
+        if not self._num_waiting or (self.case.batching is Batching.STATIC and active):
             return [], []  # static: a new batch only once the whole previous batch ended
         admitted, hits = [], []
-        while self._waiting and len(self._active) < self.config.max_active:
-            _, request = heapq.heappop(self._waiting)
-            if request.status is not Status.WAITING:
+        waiting, prefilling = self._waiting, self._prefilling
+        room = self.config.max_active - len(active)
+        cache = self._cache if self.case.apc else None
+        seq = self._num_admitted
+        while waiting and room > 0:
+            request = heapq.heappop(waiting)[1]
+            if request.status is not _WAITING:
                 continue  # timed out while queued
-            self._num_waiting -= 1
-            request.status = Status.PREFILL
+            request.status = _PREFILL
             request.admitted_at = t
-            if self.case.apc:
-                request.hit_tokens = self._cache.hit_tokens(request.spec)
+            name = request.spec.name
+            if cache is not None:
+                request.hit_tokens = cache.hit_tokens(request.spec)
                 if request.hit_tokens:
-                    hits.append(request.name)
-            seq = self._num_admitted
-            self._num_admitted += 1
+                    hits.append(name)
             request._seq = seq
-            self._active[seq] = request
-            self._prefilling[seq] = request
-            admitted.append(request.name)
+            active[seq] = request
+            prefilling[seq] = request
+            admitted.append(name)
+            seq += 1
+            room -= 1
+        self._num_waiting -= len(admitted)
+        self._num_admitted = seq
         return admitted, hits
 
     def _end(self, request: Request, status: Status, at: int) -> None:
