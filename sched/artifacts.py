@@ -246,28 +246,33 @@ def _compact_request_lines(result: CaseResult, names: list[str], vllm: bool):
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
     case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
+    status_text = {status: status.value for status in Status}
     for r, name in zip(result.requests, names):
-        spec, admitted, done = r.spec, r.admitted_at, r.done_at
-        arrival, runs = spec.arrival, r.flat_token_runs
-        if r.status is _OK:
+        spec, admitted, done, status = r.spec, r.admitted_at, r.done_at, r.status
+        arrival = spec.arrival
+        runs = r._runs if r._open_from is None else r.flat_token_runs   # an ended request: its stored runs
+        if status is _OK:
             first = runs[0]
             latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
         else:
             first = runs[0] if runs else None
             latencies = '"ttft": null, "queue_wait": null, "e2e": null'
-        preemptions = (f', "num_preemptions": {r.num_preemptions}, "preempted_at": '
-                       f'[{", ".join(map(str, r.preempted_at))}]') if vllm else ""
         if len(runs) == 2:
             pairs, emitted = f"[{runs[0]}, {runs[1]}]", runs[1]
         else:
             pairs, emitted = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)]), sum(runs[1::2])
-        yield (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
-               f'"admitted_at": {"null" if admitted is None else admitted}, '
-               f'"first_token_at": {"null" if first is None else first}, '
-               f'"done_at": {"null" if done is None else done}, "status": "{r.status.value}", '
-               f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
-               f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {emitted}, '
-               f'{latencies}, "token_runs": [{pairs}]{preemptions}}}')
+        line = (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
+                f'"admitted_at": {"null" if admitted is None else admitted}, '
+                f'"first_token_at": {"null" if first is None else first}, '
+                f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
+                f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
+                f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {emitted}, '
+                f'{latencies}, "token_runs": [{pairs}]')
+        if vllm:
+            yield (f'{line}, "num_preemptions": {r.num_preemptions}, "preempted_at": '
+                   f'[{", ".join(map(str, r.preempted_at))}]}}')
+        else:
+            yield line + "}"
 
 
 def case_jsonl_lines(run: LabRun, names: list[str] | None = None) -> tuple:
