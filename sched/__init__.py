@@ -2,8 +2,8 @@
 
 Modules, imports flowing one way (nothing imports ``cli``; the engine never writes files):
 
-- the model: ``workload`` (records, scenarios) → ``validation`` (reading and checking workload
-  files) → ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles``
+- the model: ``workload`` (records, scenarios) → ``workload_file`` (decoding workload files: JSON, the canonical
+  layout read column by column) → ``validation`` (checking workload files) → ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles``
   (knobs) → ``records`` (the records both engines hand on: their one shared interface) →
   ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
