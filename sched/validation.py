@@ -3,6 +3,7 @@
 Validation (README "输入校验与退出码") collects every problem of a file, one line each naming the
 file, the request (index and name) and the field. The fields and their bounds live in two small tables,
 :data:`WORKLOAD_RULES` and :data:`REQUEST_RULES`; rules relating fields follow them.
+Decoding the file's text is :mod:`sched.workload_file`'s part.
 """
 
 from __future__ import annotations
