@@ -386,7 +386,7 @@ def p95_ttft_request(result: CaseResult) -> Request | None:
     """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
     requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
     succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
-    ok = [r for r in result.requests if r.status is Status.DONE]   # r.succeeded, inlined (one pass per case)
+    ok = [r for r in result.requests if r.status is Status.DONE]   # r.succeeded, without a call per request
     if not ok:
         return None
     ttfts = [*map(sub, map(_FIRST_TOKEN_AT, ok), map(_ARRIVAL, ok))]
