@@ -2,10 +2,10 @@
 
 Modules, imports flowing one way (nothing imports ``cli``; the engine never writes files):
 
-- the model: ``workload`` (records, scenarios) → ``validation`` (reading and checking workload
-  files) → ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles``
-  (knobs) → ``records`` (the records both engines hand on: their one shared interface) →
-  ``engine`` (the tick engine) →
+- the model: ``workload`` (records, scenarios) → ``workload_file`` (decoding workload files: JSON,
+  the canonical layout column by column) → ``validation`` (reading and checking workload files) →
+  ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) →
+  ``records`` (the records both engines hand on: their one shared interface) → ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering); ``safe_write`` (directory kinds, atomic
   writes, ``--force`` rules); ``sweep`` (and

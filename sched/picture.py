@@ -33,6 +33,7 @@ prefill. Output is deterministic: no clock, no random ids, numbers with at most 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter, sub
 
 from .config import Batching
 from .records import CaseResult, Request, Status
@@ -154,7 +155,7 @@ def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
     ``prefill_ticks`` maps tick -> prompt tokens computed (from the case's tick records), or is
     ``None`` when per-tick records are absent; ``chunk_tokens`` is the case's cap or ``None``.
     Returns segments in time order; every tick from arrival to the end belongs to exactly one.
-    Work is proportional to the request's prefill ticks and tokens, not to its waiting time.
+    Work is proportional to the request's prefill ticks and runs of token stamps, not to its waiting time.
     Example (static baseline, S1): waiting [1, 32), prefill [32, 35), decode [35, 51).
     """
     segments = _build(request, prefill_ticks, chunk_tokens, {})
@@ -187,10 +188,10 @@ def _build(request: Request, prefill_ticks, chunk_tokens, phases: dict[str, str]
             cursor = tick + 1
         lane.add("stalled", cursor, prefill_end + 1)
     cursor = prefill_end + 1
-    for stamp in request.token_times:  # a token stamped t + 1 was computed in tick t
-        lane.add("skipped", cursor, stamp - 1)
-        lane.add("decode", stamp - 1, stamp, emitted=1)
-        cursor = stamp
+    for first, count in request.token_runs:  # a token stamped t + 1 was computed in tick t
+        lane.add("skipped", cursor, first - 1)
+        lane.add("decode", first - 1, first - 1 + count, emitted=count)   # one add per run of stamps
+        cursor = first - 1 + count
     lane.add("skipped", cursor, end)
     return lane.segments()
 
@@ -378,17 +379,20 @@ def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int,
         svg.element("text", text=str(t), x=x(t), y=bottom + 12, text_anchor="middle", fill="#444444")
 
 
+_FIRST_TOKEN_AT, _ARRIVAL = attrgetter("first_token_at"), attrgetter("spec.arrival")
+
+
 def p95_ttft_request(result: CaseResult) -> Request | None:
     """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
     requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
     succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
-    ok = [r for r in result.requests if r.succeeded]
+    ok = [r for r in result.requests if r.status is Status.DONE]   # r.succeeded, without a call per request
     if not ok:
         return None
-    ttfts = [r.first_token_at - r.spec.arrival for r in ok]
+    ttfts = [*map(sub, map(_FIRST_TOKEN_AT, ok), map(_ARRIVAL, ok))]
     rank = max(1, (95 * len(ok) + 99) // 100)
     p95 = sorted(ttfts)[rank - 1]
-    tie = rank - sum(1 for t in ttfts if t < p95)   # the tie-th request with that TTFT, in workload order
+    tie = rank - sum(t < p95 for t in ttfts)   # the tie-th request with that TTFT, in workload order
     return next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
 
 

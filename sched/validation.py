@@ -3,6 +3,7 @@
 Validation (README "输入校验与退出码") collects every problem of a file, one line each naming the
 file, the request (index and name) and the field. The fields and their bounds live in two small tables,
 :data:`WORKLOAD_RULES` and :data:`REQUEST_RULES`; rules relating fields follow them.
+Decoding the file's text is :mod:`sched.workload_file`'s part.
 """
 
 from __future__ import annotations
@@ -11,10 +12,12 @@ import difflib
 import json
 import math
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Callable
 
 from .files import read_regular_text
 from .workload import RequestSpec, WorkloadError
+from .workload_file import HugeNumber, canonical_columns, decode_json
 
 __all__ = [
     "MAX_TOKENS",
@@ -55,41 +58,6 @@ def _show(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-class _HugeNumber:
-    """A number literal too large to hold: an integer of over 30 digits (Python refuses int() of
-    over 4300) or a float beyond the float range such as ``1e400``. Kept so validation can name it."""
-
-    def __init__(self, text: str, integer: bool) -> None:
-        self.integer, self.negative = integer, text.startswith("-")
-        self.text = f"an integer of {len(text.lstrip('-'))} digits" if integer else text[:30]
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def _parse_int(text: str):
-    return int(text) if len(text) <= 30 else _HugeNumber(text, integer=True)
-
-
-def _parse_float(text: str):
-    value = float(text)
-    return value if math.isfinite(value) else _HugeNumber(text, integer=False)
-
-
-class _JsonObject(dict):
-    """A decoded JSON object that remembers keys written more than once (JSON keeps the last)."""
-
-    repeated: tuple = ()
-
-
-def _object(pairs) -> _JsonObject:
-    obj = _JsonObject(pairs)
-    if len(obj) < len(pairs):
-        seen: set = set()
-        obj.repeated = tuple(dict.fromkeys(k for k, _ in pairs if k in seen or seen.add(k)))
-    return obj
-
-
 def _integer(low: int, high: int, unit: str):
     """A field rule: an integer in ``[low, high]`` (``unit`` explains the upper bound)."""
     def check(value) -> str | None:
@@ -102,7 +70,7 @@ def _integer(low: int, high: int, unit: str):
             return f"must be an integer, got {_show(value)}{hint}"
         if isinstance(value, str):
             return f"must be an integer, got the string {_show(value)}"
-        if isinstance(value, _HugeNumber):
+        if isinstance(value, HugeNumber):
             if value.integer and value.negative:
                 return f"must be at least {low}, got {value}"
             if value.integer:
@@ -208,13 +176,18 @@ def parse_workload(text: str, source: str = "<workload>") -> list[RequestSpec]:
     """Parse and validate workload JSON text; ``source`` names it in messages.
 
     ``NaN``, ``Infinity`` and too large numbers are decoded so that validation can name the
-    request and field they sit in. Raises :class:`WorkloadError`.
+    request and field they sit in. Raises :class:`WorkloadError`. A file in the canonical layout
+    whose requests plainly pass every rule is read column by column (:func:`_canonical_specs`),
+    with the same result.
     """
     if not text.strip():
         raise WorkloadError(f"{source}: file is empty; expected a JSON object with a 'requests' list",
                             source=source)
+    specs = _canonical_specs(text, source)
+    if specs is not None:
+        return specs
     try:
-        data = json.loads(text, object_pairs_hook=_object, parse_int=_parse_int, parse_float=_parse_float)
+        data = decode_json(text)
     except json.JSONDecodeError as exc:
         raise WorkloadError(f"{source}: not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
                             source=source) from None
@@ -285,6 +258,51 @@ def _plain_fields(raw) -> dict | None:
             and type(output) is int and 1 <= output <= MAX_TOKENS):
         return dict(raw)
     return None
+
+
+def _canonical_specs(text: str, source: str) -> list[RequestSpec] | None:
+    """The requests of ``text`` when it is in the canonical layout (:func:`canonical_columns`), its
+    header passes :data:`WORKLOAD_RULES` and its columns :func:`_plain_columns`; ``None`` otherwise,
+    and the full decode and check decide. A shortcut only: it never accepts what they refuse, and
+    builds the same :class:`RequestSpec` list."""
+    found = canonical_columns(text)
+    if found is None:
+        return None
+    header_text, columns = found
+    try:
+        header = decode_json(header_text)
+    except (ValueError, RecursionError):
+        return None
+    if (not isinstance(header, dict) or _field_problems(header, WORKLOAD_RULES, source)[0]
+            or not _plain_columns(*columns)):
+        return None
+    none, block_size, tick_ms = repeat(None), repeat(header.get("block_size")), repeat(header.get("tick_ms"))
+    return [*map(RequestSpec, *columns, none, block_size, tick_ms)]
+
+
+def _plain_columns(names, arrivals, keys, prefixes, suffixes, outputs, priorities) -> bool:
+    """Whether requests given column by column (one value per request in each sequence) pass every
+    rule of :func:`validate_workload` for a request without ``prefix_blocks``: the field rules of
+    :data:`REQUEST_RULES` (a printable, non-blank name of at most :data:`MAX_NAME_LENGTH`
+    characters; integers in range; a non-blank key or None; priority None or in range), then
+    :func:`_request_problems` (a prompt of at least 1 token; key None exactly when prefix_tokens is
+    0) and :func:`_add_workload_problems` (unique names; one prefix_tokens per key)."""
+    if ({*map(type, names)} - {str} or {*map(type, keys)} - {str, type(None)}
+            or {*map(type, arrivals), *map(type, prefixes), *map(type, suffixes), *map(type, outputs)} - {int}
+            or {*map(type, priorities)} - {int, type(None)}):
+        return False
+    counts = [*arrivals, *prefixes, *suffixes]
+    given = [p for p in priorities if p is not None]
+    if (not all(map(str.strip, names)) or max(map(len, names), default=0) > MAX_NAME_LENGTH
+            or not all(map(str.isprintable, names)) or len(set(names)) < len(names)
+            or min(counts, default=0) < 0 or max(arrivals, default=0) > MAX_ARRIVAL
+            or max(prefixes, default=0) > MAX_TOKENS or max(suffixes, default=0) > MAX_TOKENS
+            or min(outputs, default=1) < 1 or max(outputs, default=1) > MAX_TOKENS
+            or any(abs(p) > MAX_PRIORITY for p in given) or not all(map(int.__add__, prefixes, suffixes))):
+        return False
+    pairs = set(zip(keys, prefixes))   # (key, prefix_tokens) as written: one pair per key, or a mismatch
+    return all((key is None) == (tokens == 0) and (key is None or key.strip()) for key, tokens in pairs) \
+        and len({key for key, _ in pairs}) == len(pairs)
 
 
 def _summary(problems: list[str]) -> str:

@@ -195,7 +195,7 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     workload with block-level prefixes then has a ``"block_size"`` header line, an imported one a
     ``"tick_ms"`` line; one without either is written exactly as before.
     """
-    lines = ",\n".join("    " + json.dumps(spec.to_json()) for spec in specs)
+    lines = ",\n".join(_request_lines(specs))
     body = f"\n{lines}\n  " if specs else ""
     head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
     block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
@@ -205,6 +205,27 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     if tick_ms is not None:
         head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
     return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
+
+
+_encode = json.JSONEncoder().encode   # json.dumps of one value (ASCII with escapes)
+
+
+def _request_lines(specs: list[RequestSpec]):
+    """``"    " + json.dumps(spec.to_json())`` for each spec. A request whose values are plain
+    ``int``, ``str`` and ``None`` (no ``prefix_blocks``) is formatted directly: the same text, several
+    times faster for a large trace."""
+    for spec in specs:
+        name, key, priority = spec.name, spec.prefix_key, spec.priority
+        arrival, prefix, suffix, output = spec.arrival, spec.prefix_tokens, spec.suffix_tokens, spec.output_tokens
+        if (type(name) is not str or not (key is None or type(key) is str) or spec.prefix_blocks is not None
+                or not type(arrival) is type(prefix) is type(suffix) is type(output) is int
+                or not (priority is None or type(priority) is int)):
+            yield "    " + json.dumps(spec.to_json())
+            continue
+        yield (f'    {{"name": {_encode(name)}, "arrival": {arrival}, '
+               f'"prefix_key": {"null" if key is None else _encode(key)}, "prefix_tokens": {prefix}, '
+               f'"suffix_tokens": {suffix}, "output_tokens": {output}'
+               + ("}" if priority is None else f', "priority": {priority}}}'))
 
 
 def workload_sha256(specs: list[RequestSpec]) -> str:
