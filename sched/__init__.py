@@ -5,12 +5,14 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
 - the model: ``workload`` (records, scenarios) → ``workload_file`` (decoding workload files: JSON,
   the canonical layout column by column) → ``validation`` (reading and checking workload files) →
   ``cache`` (prefix cache) → ``policy`` (admission order) → ``config`` and ``profiles`` (knobs) →
-  ``records`` (the records both engines hand on: their one shared interface) → ``engine`` (the tick engine) →
+  ``records`` (the records both engines hand on: their one shared interface) → ``steady`` (ticks the
+  engine need not walk in full: steady decoding and prefill) → ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
 - outputs: ``picture`` and ``report`` → ``artifacts`` (rendering); ``safe_write`` (directory kinds, atomic
   writes, ``--force`` rules); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
-  (the cases of a large run side by side in worker processes);
+  (the cases of a large run side by side in worker processes) with ``case_sections`` (each case's
+  ``requests.jsonl``/``timeline.jsonl`` lines rendered in the process that simulated it);
 - tools on artifacts: ``explain``, ``check``, ``rundiff`` (``diff``), ``compare_sides`` (a run's case
   as a side, read through ``trace``: the summary checked, requests.jsonl streamed) → ``compare``
   (contract, gates, decision) → ``compare_cli`` (the ``compare`` subcommand); ``bench`` (speed and memory,

@@ -12,11 +12,9 @@ same results as walking):
   every tick decodes it, so a tick in which every decoding request can pay costs O(1) per event
   (arrival, admission, prefill chunk, completion, deadline), not O(active requests);
 - *steady decoding* (every active request decoding, the budget enough for all, no admission
-  possible, no arrival, completion or deadline due) is advanced in one jump to the next event; a
-  tick in which runs only end (no arrival, deadline or admission) is simulated inside the jump,
-  which then goes on;
-- *steady prefill* (the same chunks as the tick before, no prompt completing, the rest as for
-  steady decoding) is simulated tick by tick without the full step;
+  possible, no arrival, completion or deadline due) is advanced in one jump to the next event, and
+  *steady prefill* (the same chunks as the tick before, nothing else happening) without the full
+  step (:mod:`sched.steady`);
 - the full step is kept for every other tick: admissions, arrivals, deadlines, a prompt
   completing, a decode tick whose budget cannot pay every decoding request (the per-tick walk
   over the active list, where order matters).
@@ -44,6 +42,7 @@ from .config import Batching, Case, EngineConfig
 from .policy import POLICIES
 from .records import (TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord,
                       _Clock)
+from .steady import SteadyTicks
 from .workload import RequestSpec
 
 _WAITING, _PREFILL, _DECODE, _DONE = Status.WAITING, Status.PREFILL, Status.DECODE, Status.DONE
@@ -230,7 +229,7 @@ class Simulation:
         valid configuration that cannot happen.
         """
         total = len(self.requests)
-        step, jump = self.step, (None if self.per_tick else self._jump)
+        step, jump = self.step, (None if self.per_tick else SteadyTicks(self).advance)
         clock, arrival_ticks, name = self._clock, self._arrival_ticks, self.case.name
         # The run allocates many long-lived objects and no reference cycles: pausing the cyclic
         # garbage collector keeps it from rescanning them all again and again (time stays linear).
@@ -323,158 +322,6 @@ class Simulation:
                 finished.append(request.name)
                 del self._active[seq]
         return decoded, finished
-
-    def _jump(self) -> None:
-        """Advance over steady decoding up to the next tick :meth:`step` must walk.
-
-        Steady: nothing in prefill or stalled, the budget pays every active request's decode and
-        no admission is possible. Ticks before the next event (arrival, deadline, a run's last
-        token) are jumped over in one record; a tick whose only event is that runs end (no
-        arrival, no deadline) is simulated here too (:meth:`_completion_tick`), and the jump goes
-        on while the state stays steady. Stops at the first tick :meth:`step` must walk, or once
-        nothing is active.
-        """
-        config = self.config
-        timeout, budget, cost = config.timeout_ticks, config.budget, config.decode_cost
-        continuous = self.case.batching is Batching.CONTINUOUS
-        arrival_ticks, active = self._arrival_ticks, self._active
-        while True:
-            num_active = len(active)
-            if not num_active or self._stalled:
-                return
-            if self._num_waiting and continuous and num_active < config.max_active:
-                return  # the next step admits
-            if self._prefilling:
-                self._prefill_span()
-                return
-            if num_active * cost > budget:
-                return
-            last = self._next_last_stamp()
-            if last is None:
-                return
-            t, target = self._clock.now, last - 1   # the tick that emits the last token of a run
-            event = self._next_arrival_or_deadline()   # never before t
-            walk = event is not None and event <= target   # step walks that tick; else it only ends runs
-            if walk:
-                target = event
-            span = target - t
-            if span < 0:
-                return
-            if span:
-                used = num_active * cost
-                self.budget_spent += span * used
-                self.busy_ticks += span
-                if self.timeline == "full":
-                    # The records a per-tick walk would have written: nothing but every active request decoding.
-                    waiting, names = self._waiting_names(), [r.name for r in active.values()]
-                    self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(names), [], used, [])
-                                      for tick in range(t, target))
-                elif self._counts is not None:
-                    self._counts.add([t, span, self._num_waiting, num_active, 0, 0, 0, span * num_active, 0,
-                                      span * used, 0])
-                self._clock.now = target
-            if walk:
-                return
-            self._completion_tick(target)
-
-    def _next_last_stamp(self) -> int | None:
-        """Stamp of the earliest last token of a still open run (stale heap entries dropped)."""
-        heap = self._completions
-        while heap:
-            last, _, start, request = heap[0]
-            if request.status is _DECODE and request._open_from == start:
-                return last
-            heapq.heappop(heap)
-        return None
-
-    def _next_arrival_or_deadline(self) -> int | None:
-        """The first tick at or after now with an arrival or a deadline, ``None`` if none is left."""
-        event = None
-        if self._next_arrival < len(self._arrival_ticks):
-            event = self._arrival_ticks[self._next_arrival]
-        timeout = self.config.timeout_ticks
-        if timeout is not None and self._deadline_cursor < len(self._arrived):
-            # The first not yet expired arrival's deadline bounds every unended request's.
-            deadline = self._arrived[self._deadline_cursor].spec.arrival + timeout
-            event = deadline if event is None or deadline < event else event
-        return event
-
-    def _prefill_span(self) -> None:
-        """Simulate, without :meth:`step`, the ticks from now that only repeat the same prefill
-        chunks: every decoding request decodes, the budget left is shared out to the requests in
-        prefill exactly as in the tick before (none of them completes its prompt), and no arrival,
-        deadline, admission or run end happens. Same records as :meth:`step`; stops before the
-        first tick that differs (the caller checked that nothing is stalled and no admission is
-        possible)."""
-        config, t = self.config, self._clock.now
-        active, prefilling, cost = self._active, self._prefilling, config.decode_cost
-        num_decoding = len(active) - len(prefilling)
-        remaining = config.budget - num_decoding * cost
-        if remaining <= 0:
-            return
-        cap, chunks, end = self.case.chunk_tokens, [], None
-        for request in prefilling.values():   # step's share-out (§3 step 5), none completing
-            spec = request.spec
-            left = spec.prefix_tokens + spec.suffix_tokens - request.hit_tokens - request.prefilled_tokens
-            tokens = left if left < remaining else remaining
-            if cap is not None and cap < tokens:
-                tokens = cap
-            if tokens == left:
-                return   # completes its prompt now: step walks this tick
-            chunks.append((request, tokens))
-            # The same chunk while more than one chunk is left: ticks t .. t + (left - 1) // tokens - 1.
-            last_tick = t + (left - 1) // tokens
-            end = last_tick if end is None or last_tick < end else end
-            remaining -= tokens
-            if not remaining:
-                break
-        event = self._next_arrival_or_deadline()
-        if event is not None and event < end:
-            end = event
-        last = self._next_last_stamp()
-        if last is not None and last - 1 < end:
-            end = last - 1   # the tick that emits a run's last token
-        span = end - t
-        if span <= 0:
-            return
-        num_prefill_tokens = sum(tokens for _, tokens in chunks)
-        used = num_decoding * cost + num_prefill_tokens
-        self.budget_spent += span * used
-        self.busy_ticks += span
-        for request, tokens in chunks:
-            request.prefilled_tokens += span * tokens
-        if self.timeline == "full":
-            waiting, names = self._waiting_names(), [r.name for r in active.values()]
-            decoded = [r.name for r in active.values() if r.status is _DECODE]
-            prefilled = [(request.name, tokens) for request, tokens in chunks]
-            self.ticks.extend(TickRecord(tick, list(waiting), list(names), [], [], [], list(decoded), list(prefilled),
-                                         used, []) for tick in range(t, end))
-        elif self._counts is not None:
-            add, num_waiting, num_active = self._counts.add, self._num_waiting, len(active)
-            for tick in range(t, end):
-                add([tick, 1, num_waiting, num_active, 0, 0, 0, num_decoding, num_prefill_tokens, used, 0])
-        self._clock.now = end
-
-    def _completion_tick(self, t: int) -> None:
-        """:meth:`step` for a steady tick ``t`` whose only events are runs ending (no arrival, no
-        deadline, no admission possible, nothing in prefill or stalled): every active request
-        decodes, those whose last token is stamped ``t + 1`` end; same records, same clock."""
-        active = self._active
-        num_active = len(active)
-        used = num_active * self.config.decode_cost
-        if self.timeline == "full":
-            names = [r.name for r in active.values()]
-            waiting = self._waiting_names()
-        finished = self._complete(t + 1)
-        self.budget_spent += used
-        self.busy_ticks += 1
-        if self.timeline == "full":
-            self.ticks.append(TickRecord(tick=t, waiting=waiting, active=names, admitted=[], cache_hits=[],
-                                         timeouts=[], decoded=list(names), prefilled=[], budget_used=used,
-                                         finished=finished))
-        elif self._counts is not None:
-            self._counts.add([t, 1, self._num_waiting, num_active, 0, 0, 0, num_active, 0, used, len(finished)])
-        self._clock.now = t + 1
 
     def _expire(self, t: int) -> list[str]:
         timeout = self.config.timeout_ticks
