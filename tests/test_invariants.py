@@ -11,13 +11,15 @@ import random
 import unittest
 from unittest import mock
 
-from sched import invariants
+from sched import invariants, vllm_invariants
 from sched.run_cli import run_lab
 from sched.config import EngineConfig, cases_for
 from sched.engine import Simulation
 from sched.invariants import InvariantError, check_case
 from sched.policy import POLICIES
 from sched.records import Request, SimulationError, Status
+from sched.vllm_config import VllmKnobs
+from sched.vllm_engine import simulate_vllm
 from sched.workload import SCENARIOS, RequestSpec, scenario
 from tests.helpers import run_cli, temp_dir
 
@@ -167,8 +169,10 @@ def _rule_by_rule(result, prefilled):
 
 def _clone(r):
     """An independent copy of a finished request."""
-    return Request(r.spec, r.index, r.status, r.admitted_at, r.hit_tokens, r.prefilled_tokens, r.prefill_done_at,
-                   r.token_times, r.done_at)
+    clone = Request(r.spec, r.index, r.status, r.admitted_at, r.hit_tokens, r.prefilled_tokens, r.prefill_done_at,
+                    r.token_times, r.done_at)
+    clone.num_preemptions, clone.preempted_at = r.num_preemptions, list(r.preempted_at)
+    return clone
 
 
 def _shift(request, step):
@@ -202,7 +206,13 @@ _TARGETED = (
                     setattr(r, "hit_tokens", r.spec.prefix_tokens), setattr(r, "prefilled_tokens", 0)),
     lambda rng, r: (setattr(r, "token_times", []), setattr(r, "done_at", None),         # ok, no token, no end
                     setattr(r, "spec", dataclasses.replace(r.spec, output_tokens=0))),
-    lambda rng, r: (_queued_timeout(r), setattr(r, "hit_tokens", 1)),                   # a hit, never admitted
+    lambda rng, r: (_queued_timeout(r), setattr(r, "hit_tokens", 16)),                  # a hit, never admitted
+    lambda rng, r: setattr(r, "hit_tokens", 16),                                        # one block's hit
+    lambda rng, r: r.token_times and (                                                  # timed out, one token too many
+        setattr(r, "status", Status.TIMEOUT), setattr(r, "done_at", max(r.spec.arrival + 30, r.token_times[-1])),
+        setattr(r, "spec", dataclasses.replace(r.spec, output_tokens=len(r.token_times) - 1))),
+    lambda rng, r: r.token_times and r.admitted_at is not None and _shift(r, r.admitted_at - r.token_times[0]),
+    lambda rng, r: setattr(r, "num_preemptions", r.num_preemptions + rng.choice((-1, 1))),
 )
 
 
@@ -249,31 +259,49 @@ def _break_one_field(rng, request):
 
 
 class InvariantsScreenTest(unittest.TestCase):
-    def test_screen_raises_exactly_what_the_rule_by_rule_pass_raises(self):
-        """check_case passes most requests through a one-expression screen and sends the rest to
-        _check_request: for every request of finished cases (scenarios and seeded random workloads,
-        with and without deadlines and per-tick records), changed by each aimed breaker and by
-        seeded random field changes, the screen must raise the very message the rule-by-rule pass
-        raises, and pass exactly when it passes."""
-        rng = random.Random(11)
-        workloads = [scenario(name) for name in ("baseline", "token-gaps")]
-        workloads += [sorted(_random_workload(rng), key=lambda spec: spec.arrival) for _ in range(2)]
+    """check_case passes most requests through a one-expression screen and sends the rest to the
+    rule-by-rule check: for every request of finished cases (scenarios and seeded random workloads,
+    with and without deadlines and per-tick records), changed by each aimed breaker and by seeded
+    random field changes, the screen must raise the very message the rule-by-rule pass raises, and
+    pass exactly when it passes."""
+
+    def assert_screen_matches(self, rng, results, screen, rule_by_rule):
         outcomes = set()
-        for workload, timeout, timeline in itertools.product(workloads, (None, 30), ("full", "off")):
-            for result in run_lab(workload, EngineConfig(timeout_ticks=timeout), timeline=timeline).results:
-                prefilled = invariants._check_ticks(result)[0] if timeline == "full" else None
-                for request in result.requests:
-                    breakers = [[aimed] for aimed in _TARGETED]
-                    breakers += [[_break_one_field] * rng.randint(1, 3) for _ in range(8)]
-                    for breaker in breakers:
-                        single = dataclasses.replace(result, requests=[_clone(request)])
-                        for change in breaker:
-                            change(rng, single.requests[0])
-                        expected = _outcome(_rule_by_rule, single, prefilled)
-                        self.assertEqual(_outcome(invariants._check_requests, single, prefilled), expected,
-                                         f"{result.case.name}, {request.name}: {single.requests[0]!r}")
-                        outcomes.add(expected is None)
+        for result, prefilled in results:
+            for request in result.requests:
+                breakers = [[aimed] for aimed in _TARGETED]
+                breakers += [[_break_one_field] * rng.randint(1, 3) for _ in range(8)]
+                for breaker in breakers:
+                    single = dataclasses.replace(result, requests=[_clone(request)])
+                    for change in breaker:
+                        change(rng, single.requests[0])
+                    expected = _outcome(rule_by_rule, single, prefilled)
+                    self.assertEqual(_outcome(screen, single, prefilled), expected,
+                                     f"{result.case.name}, {request.name}: {single.requests[0]!r}")
+                    outcomes.add(expected is None)
         self.assertEqual(outcomes, {True, False})   # both passing and broken requests were met
+
+    def workloads(self, rng):
+        workloads = [scenario(name) for name in ("baseline", "token-gaps")]
+        return workloads + [sorted(_random_workload(rng), key=lambda spec: spec.arrival) for _ in range(2)]
+
+    def test_lab_engine(self):
+        rng = random.Random(11)
+        results = []
+        for workload, timeout, timeline in itertools.product(self.workloads(rng), (None, 30), ("full", "off")):
+            for result in run_lab(workload, EngineConfig(timeout_ticks=timeout), timeline=timeline).results:
+                results.append((result, invariants._check_ticks(result)[0] if timeline == "full" else None))
+        self.assert_screen_matches(rng, results, invariants._check_requests, _rule_by_rule)
+
+    def test_vllm_engine(self):
+        rng = random.Random(12)
+        results = [(simulate_vllm(workload, VllmKnobs(64, 4, enable_prefix_caching=caching, num_gpu_blocks=blocks,
+                                                      timeout_ticks=timeout)), None)
+                   for workload, caching, blocks, timeout in itertools.product(
+                       self.workloads(rng), (False, True), (None, 40), (None, 30))]
+        self.assert_screen_matches(
+            rng, results, lambda result, _: vllm_invariants._check_requests(result, invariants._fail),
+            lambda result, _: [vllm_invariants._check_request(result, r, invariants._fail) for r in result.requests])
 
 
 class StallGuardTest(unittest.TestCase):
