@@ -22,10 +22,17 @@ very same formulas.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from fractions import Fraction
+from itertools import compress, repeat
+from operator import attrgetter, itemgetter, mul, truediv
 
-from .records import CaseResult, Request
+from .records import CaseResult, Request, Status
+
+#: The record fields summarize() reads, one tuple per request.
+_FIELDS = attrgetter("status", "spec.arrival", "admitted_at", "done_at", "hit_tokens", "spec.priority", "_runs",
+                      "_open_from")
 
 __all__ = ["percentile", "percentile_of_histogram", "gap_histogram", "mean", "fairness", "order_score", "ttft",
            "e2e", "queue_wait", "itls", "tpot", "summarize", "SUMMARY_FIELDS", "COMPARE_FIELDS"]
@@ -49,30 +56,39 @@ def _nearest_rank(ordered: list, p: float):
 
 def _ratio_percentile(ratios: list[tuple[int, int]], p: float) -> Fraction | None:
     """:func:`percentile` of the exact ratios ``num / den`` (den > 0) given as integer pairs."""
-    return _ratio_percentiles(ratios, (p,))[p]
+    nums, dens = (list(column) for column in zip(*ratios)) if ratios else ([], [])
+    return _ratio_percentiles(nums, dens, (p,))[p]
 
 
-def _ratio_percentiles(ratios: list[tuple[int, int]], ps) -> dict:
-    """``{p: percentile}`` of the exact ratios ``num / den`` (den > 0) for each ``p`` in ``ps``,
-    sorting once and without building a Fraction per value: the ``p``-th by float order lies among
-    the values with the same float (float division is monotonic), and that group is ordered exactly."""
-    if not ratios:
+def _ratio_percentiles(nums: list[int], dens: list[int], ps) -> dict:
+    """``{p: percentile}`` of the exact ratios ``nums[i] / dens[i]`` (dens > 0) for each ``p`` in
+    ``ps``, sorting plain floats once and without building a Fraction per value: the ``p``-th by
+    float order lies among the values with the same float (float division is monotonic), and that
+    group (in input order, as a stable sort by float leaves it) is ordered exactly."""
+    if not nums:
         return {p: None for p in ps}
-    ordered = sorted(ratios, key=lambda r: r[0] / r[1])
-    found = {}
+    if nums == dens:   # every ratio is 1 (a TPOT of one tick, the lab engine's steady decode)
+        return {p: Fraction(1) for p in ps}
+    values = list(map(truediv, nums, dens))
+    ordered = sorted(values)
+    found, groups = {}, {}
     for p in ps:
         rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered))) - 1
-        num, den = ordered[rank]
-        value = num / den
-        lo, hi = rank, rank + 1
-        while lo > 0 and ordered[lo - 1][0] / ordered[lo - 1][1] == value:
-            lo -= 1
-        while hi < len(ordered) and ordered[hi][0] / ordered[hi][1] == value:
-            hi += 1
-        group = ordered[lo:hi]
-        if any(n * den != num * d for n, d in group):
-            num, den = sorted(group, key=lambda r: Fraction(*r))[rank - lo]
-        found[p] = Fraction(num, den)
+        value = ordered[rank]
+        lo, hi = bisect_left(ordered, value), bisect_right(ordered, value)
+        if hi - lo == 1:   # the only ratio with this float
+            at = values.index(value)
+            found[p] = Fraction(nums[at], dens[at])
+            continue
+        if value not in groups:   # the ratios with this float, in input order
+            same = list(map(value.__eq__, values))
+            group_nums, group_dens = list(compress(nums, same)), list(compress(dens, same))
+            num, den = group_nums[0], group_dens[0]
+            if list(map(mul, group_nums, repeat(den))) == list(map(mul, group_dens, repeat(num))):
+                groups[value] = [(num, den)] * len(group_nums)   # all equal exactly
+            else:   # ordered exactly (a stable sort: input order among equals)
+                groups[value] = sorted(zip(group_nums, group_dens), key=lambda r: Fraction(*r))
+        found[p] = Fraction(*groups[value][rank - lo])
     return found
 
 
@@ -121,32 +137,32 @@ def order_score(pairs):
     Example: [(0, 5), (1, 3), (1, 5)] has two pairs: (5 vs 3) scores 0, (5 vs 5) scores 1/2 → 1/4.
     """
     pairs = list(pairs)
-    if len({priority for priority, _ in pairs}) < 2:
+    times_by_priority: dict = {}
+    for priority, time in pairs:
+        times_by_priority.setdefault(priority, []).append(time)
+    if len(times_by_priority) < 2:
         return None  # every request has the same priority: no pair to score
-    items = sorted((time, priority) for priority, time in pairs)
-    seen: dict = {}                     # priority -> requests with a strictly earlier time
-    score2 = num_pairs = 0              # score counted in halves
-    start = 0
-    while start < len(items):
-        end = start
-        while end < len(items) and items[end][0] == items[start][0]:
-            end += 1
-        group = [priority for _, priority in items[start:end]]
-        for priority in group:
-            for other, count in seen.items():
-                if other != priority:
-                    num_pairs += count
-                    if other < priority:    # the more urgent one was earlier: 1
-                        score2 += 2 * count
-        for i, priority in enumerate(group):   # ties in time: one half each
-            for other in group[i + 1:]:
-                if other != priority:
-                    num_pairs += 1
-                    score2 += 1
-        for priority in group:
-            seen[priority] = seen.get(priority, 0) + 1
-        start = end
-    return Fraction(score2, 2 * num_pairs) if num_pairs else None
+    # Pairs of different priority: all pairs minus those within one priority; those tied in time
+    # (one half each): pairs at one time minus those at one time and one priority.
+    num_pairs = (len(pairs) ** 2 - _sum_of_squares(map(len, times_by_priority.values()))) // 2
+    ties = (_sum_of_squares(Counter(map(itemgetter(1), pairs)).values())
+            - _sum_of_squares(Counter(pairs).values())) // 2
+    # Pairs whose more urgent one is strictly earlier (1 each): for each priority, the earlier
+    # times among the more urgent priorities, counted by bisection in their sorted times.
+    urgent: list = []
+    earlier = 0
+    for priority in sorted(times_by_priority):
+        times = times_by_priority[priority]
+        if urgent:
+            earlier += sum(map(bisect_left, repeat(urgent), times))
+        urgent += times
+        urgent.sort()
+    return Fraction(2 * earlier + ties, 2 * num_pairs)
+
+
+def _sum_of_squares(counts) -> int:
+    counts = list(counts)
+    return sum(map(mul, counts, counts))
 
 
 def ttft(request: Request) -> int | None:
@@ -190,15 +206,20 @@ def gap_histogram(requests) -> Counter:
     """Exact histogram {gap in ticks: count} of the ITL sample of ``requests`` (successful ones),
     read from token runs: a run of n tokens holds n − 1 gaps of 1, and each pair of adjacent runs
     one gap. Example: runs [(2, 3), (14, 1)] (times [2, 3, 4, 14]) give {1: 2, 10: 1}."""
+    flat_runs = [request.flat_token_runs for request in requests if request.succeeded]
+    return _runs_gap_histogram(flat_runs, sum(count for runs in flat_runs for count in runs[1::2]))
+
+
+def _runs_gap_histogram(flat_runs: list, num_tokens: int) -> Counter:
+    """:func:`gap_histogram` of the flat token runs (``[first stamp, count, ...]``) of successful
+    requests holding ``num_tokens`` tokens in all: the gaps of 1 inside runs (the bulk of the
+    sample) number every token minus every run."""
     counts = Counter()
-    ones = 0   # gaps of 1 inside runs, the bulk of the sample, summed apart
-    for request in requests:
-        if not request.succeeded:
-            continue
-        runs = request.flat_token_runs   # [first stamp, count, ...]
-        ones += sum(runs[1::2]) - len(runs) // 2
-        for i in range(2, len(runs), 2):
-            counts[runs[i] - (runs[i - 2] + runs[i - 1] - 1)] += 1
+    for runs in flat_runs:
+        if len(runs) > 2:
+            for i in range(2, len(runs), 2):
+                counts[runs[i] - (runs[i - 2] + runs[i - 1] - 1)] += 1
+    ones = num_tokens - sum(map(len, flat_runs)) // 2
     if ones:
         counts[1] += ones
     return counts
@@ -247,19 +268,43 @@ def summarize(result: CaseResult) -> dict:
     is empty or the makespan is zero.
     """
     requests = result.requests
-    ok = [r for r in requests if r.succeeded]
     arrived = len(requests)
-    emitted = sum(r.num_tokens for r in requests)
-    completed = sum(r.num_tokens for r in ok)
-    makespan = (max(r.done_at for r in requests) - min(r.spec.arrival for r in requests)) if requests else 0
-    gaps = gap_histogram(ok)
-    waits = [queue_wait(r) for r in ok]
-    ttfts = [ttft(r) for r in ok]
+    # One pass over the records (token stamps from the flat runs [first stamp, count, ...], for an
+    # ended request its stored list), keeping per successful request the differences it feeds.
+    emitted = hit_tokens = 0
+    latest, earliest = (requests[0].done_at, requests[0].spec.arrival) if requests else (0, 0)
+    rows = []   # per successful request: queue wait, TTFT, E2E, last − first token, tokens, priority, ...
+    for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
+        if open_from is not None:   # still decoding: its open run counts too
+            runs = r.flat_token_runs
+        if len(runs) == 2:
+            first, count = runs
+            span = count - 1
+        else:
+            count = sum(runs[1::2])
+            first, span = (runs[0], runs[-2] + runs[-1] - 1 - runs[0]) if runs else (None, None)
+        emitted += count
+        hit_tokens += hit
+        if done > latest:
+            latest = done
+        if arrival < earliest:
+            earliest = arrival
+        if status is Status.DONE:
+            rows.append((admitted - arrival, first - arrival, done - arrival, span, count, priority, first, done, runs))
+    # ... and their columns, in workload order.
+    waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = zip(*rows) if rows else ((),) * 9
+    num_ok = len(rows)
+    completed = sum(counts)
+    makespan = latest - earliest
+    gaps = _runs_gap_histogram(flat_runs, completed)
     sorted_ttfts, sorted_waits = sorted(ttfts), sorted(waits)   # each sorted once for its percentiles
-    sorted_e2es = sorted(e2e(r) for r in ok)
-    # TPOT as exact ratios (ticks, tokens) of every successful request with >= 2 tokens.
-    tpots = [(r.last_token_at - r.first_token_at, n - 1) for r in ok if (n := r.num_tokens) >= 2]
-    tpot_percentiles = _ratio_percentiles(tpots, (50, 90, 95, 99))  # sorted once
+    sorted_e2es = sorted(e2es)
+    # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
+    many = [n >= 2 for n in counts]
+    tpot_ticks, tpot_tokens = list(compress(spans, many)), [n - 1 for n in compress(counts, many)]
+    tpot_percentiles = _ratio_percentiles(tpot_ticks, tpot_tokens, (50, 90, 95, 99))  # sorted once
+    # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
+    urgencies = [p or 0 for p in priorities] if len({p or 0 for p in set(priorities)}) > 1 else None
     row = {
         "case": result.case.name,
         "p50_ttft": _nearest_rank(sorted_ttfts, 50),
@@ -271,25 +316,25 @@ def summarize(result: CaseResult) -> dict:
         "throughput": Fraction(emitted, makespan) if makespan else None,
         "completed_output_tps": Fraction(completed, makespan) if makespan else None,
         "output_tokens": emitted,
-        "hit_tokens": sum(r.hit_tokens for r in requests),
-        "succeeded": len(ok),
-        "timed_out": arrived - len(ok),
+        "hit_tokens": hit_tokens,
+        "succeeded": num_ok,
+        "timed_out": arrived - num_ok,
         "arrived": arrived,
-        "error_rate": Fraction(arrived - len(ok), arrived) if arrived else None,
+        "error_rate": Fraction(arrived - num_ok, arrived) if arrived else None,
         "makespan": makespan,
-        "latency_samples": len(ok),
+        "latency_samples": num_ok,
         "p50_queue_wait": _nearest_rank(sorted_waits, 50),
         "p99_queue_wait": _nearest_rank(sorted_waits, 99),
         "mean_queue_wait": mean(waits),
         "fairness": fairness(ttfts),
         "budget_utilization": Fraction(result.budget_spent, result.config.budget * makespan) if makespan else None,
         "busy_fraction": Fraction(result.busy_ticks, makespan) if makespan else None,
-        "completion_rate": Fraction(len(ok), arrived) if arrived else None,
-        "priority_first_token_order_score": order_score((r.spec.priority or 0, r.first_token_at) for r in ok),
-        "priority_order_score": order_score((r.spec.priority or 0, r.done_at) for r in ok),
+        "completion_rate": Fraction(num_ok, arrived) if arrived else None,
+        "priority_first_token_order_score": order_score(zip(urgencies, firsts)) if urgencies else None,
+        "priority_order_score": order_score(zip(urgencies, ends)) if urgencies else None,
     }
     row.update(_sorted_stats("ttft", sorted_ttfts))
-    row.update(_tpot_stats(tpots, tpot_percentiles))
+    row.update(_tpot_stats(tpot_ticks, tpot_tokens, tpot_percentiles))
     row.update(_itl_stats(gaps))
     row.update(_sorted_stats("e2e", sorted_e2es))
     row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": _nearest_rank(sorted_waits, 90),
@@ -304,16 +349,21 @@ def _sorted_stats(metric: str, ordered: list) -> dict:
             f"{metric}_samples": len(ordered)}
 
 
-def _tpot_stats(tpots: list[tuple[int, int]], percentiles: dict) -> dict:
-    """TPOT's mean, median, P90, P99 (``percentiles``: p -> value) and count over the ``(ticks,
-    tokens)`` ratios. The mean is a float (exactly rounded sum, numerators grouped by denominator):
-    an exact sum of up to millions of ratios with different denominators would be slow."""
-    by_tokens: Counter = Counter()
-    for ticks, tokens in tpots:
-        by_tokens[tokens] += ticks
-    average = math.fsum(ticks / tokens for tokens, ticks in by_tokens.items()) / len(tpots) if tpots else None
+def _tpot_stats(ticks: list[int], tokens: list[int], percentiles: dict) -> dict:
+    """TPOT's mean, median, P90, P99 (``percentiles``: p -> value) and count over the ratios
+    ``ticks[i] / tokens[i]``. The mean is a float (exactly rounded sum, numerators grouped by
+    denominator): an exact sum of up to millions of ratios with different denominators would be slow."""
+    if not ticks:
+        average = None
+    elif ticks == tokens:   # every ratio is 1, and so is the mean (n ones summed exactly, over n)
+        average = 1.0
+    else:
+        by_tokens: dict = {}
+        for num, den in zip(ticks, tokens):
+            by_tokens[den] = by_tokens.get(den, 0) + num
+        average = math.fsum(num / den for den, num in by_tokens.items()) / len(ticks)
     return {"mean_tpot": average, "median_tpot": percentiles[50], "p90_tpot": percentiles[90],
-            "p99_tpot": percentiles[99], "tpot_samples": len(tpots)}
+            "p99_tpot": percentiles[99], "tpot_samples": len(ticks)}
 
 
 def _itl_stats(gaps: Counter) -> dict:

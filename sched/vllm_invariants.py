@@ -19,6 +19,8 @@ step that completes the prompt samples it), and a request may be preempted and a
 
 from __future__ import annotations
 
+from operator import attrgetter
+
 from .records import CaseResult, Status
 from .vllm_records import StepRecord
 
@@ -29,8 +31,7 @@ def check_vllm_case(result: CaseResult, fail) -> None:
     """Check one finished vLLM-engine case; ``fail(result, where, what)`` raises."""
     knobs = result.config
     capacity = knobs.gpu_blocks_for([r.spec for r in result.requests]) - 1
-    for r in result.requests:
-        _check_request(result, r, fail)
+    _check_requests(result, fail)
     ended, admitted, preempted = {}, {}, {}
     previous = None
     for k in result.ticks:
@@ -66,6 +67,40 @@ def check_vllm_case(result: CaseResult, fail) -> None:
                 fail(result, where, f"admitted at {r.admitted_at}, the timeline says {admitted.get(r.name)}")
             if preempted.get(r.name, []) != list(r.preempted_at):
                 fail(result, where, f"preempted at {list(r.preempted_at)}, the timeline says {preempted.get(r.name)}")
+
+
+#: The record fields :func:`_check_requests` reads, one tuple per request.
+_FIELDS = attrgetter("status", "done_at", "admitted_at", "hit_tokens", "num_preemptions", "preempted_at", "_runs",
+                     "_open_from", "spec")
+
+
+def _check_requests(result: CaseResult, fail) -> None:
+    """The rules of :func:`_check_request` for every request, screened in one pass: a request that
+    ended with at most one run of tokens, no open run and no preemption is passed when all its rules
+    hold at once; any other (or any miss) goes through :func:`_check_request`, which names the first
+    broken rule."""
+    knobs = result.config
+    timeout, block_size, caching = knobs.timeout_ticks, knobs.block_size, knobs.enable_prefix_caching
+    done_status, timeout_status = Status.DONE, Status.TIMEOUT
+    for r, (status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec) in zip(
+            result.requests, map(_FIELDS, result.requests)):
+        if open_from is not None or preemptions or preempted_at or len(runs) not in (0, 2):
+            _check_request(result, r, fail)
+            continue
+        arrival, output, prompt = spec.arrival, spec.output_tokens, spec.prefix_tokens + spec.suffix_tokens
+        deadline = None if timeout is None else arrival + timeout
+        shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
+        first, count = runs if runs else (None, 0)
+        last = first + count - 1 if runs else None
+        if not (  # the rules of _check_request, in its order
+                (runs and count == output and done == last if status is done_status
+                 else status is timeout_status and deadline is not None and done is not None and done >= deadline
+                 and count <= output)
+                and (arrival <= admitted and (deadline is None or admitted < deadline) if admitted is not None
+                     else not (runs or hit))
+                and (not runs or (count >= 1 and first > admitted and last <= done))
+                and not hit % block_size and 0 <= hit <= shared and hit <= prompt - 1 and (caching or not hit)):
+            _check_request(result, r, fail)
 
 
 def _check_request(result: CaseResult, r, fail) -> None:

@@ -5,12 +5,15 @@ import os
 import unittest
 from fractions import Fraction
 
-from sched.config import Batching, Case, EngineConfig
+from sched.config import Batching, Case, EngineConfig, cases_for
+from sched.engine import simulate
 from sched.records import CaseResult, Request, Status
 import random
 
-from sched.metrics import fairness, itls, mean, order_score, percentile, summarize, tpot
-from sched.workload import RequestSpec
+from sched.metrics import e2e, fairness, itls, mean, order_score, percentile, queue_wait, summarize, tpot, ttft
+from sched.vllm_config import VllmKnobs
+from sched.vllm_engine import simulate_vllm
+from sched.workload import RequestSpec, scenario
 from tests.helpers import EXPECTED, read, run_cli, temp_dir
 
 CASE = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
@@ -219,6 +222,67 @@ class CompareMetricsTest(unittest.TestCase):
         self.assertEqual((s["p50_queue_wait"], s["p95_queue_wait"], s["p99_queue_wait"]), (1, 5, 5))
         self.assertEqual(s["mean_queue_wait"], 2)
         self.assertEqual(s["completion_rate"], Fraction(3, 4))
+
+
+def _by_definition(result) -> dict:
+    """The summary row computed literally from lab.md §5's per-request definitions."""
+    requests = result.requests
+    ok = [r for r in requests if r.succeeded]
+    ttfts, e2es, waits = ([f(r) for r in ok] for f in (ttft, e2e, queue_wait))
+    tpots = [tpot(r) for r in ok if tpot(r) is not None]
+    gaps = [gap for r in ok for gap in itls(r)]
+    makespan = max(r.done_at for r in requests) - min(r.spec.arrival for r in requests)
+    emitted, completed = sum(r.num_tokens for r in requests), sum(r.num_tokens for r in ok)
+
+    def rate(count, whole):
+        return Fraction(count, whole) if whole else None
+
+    row = {"case": result.case.name, "p50_ttft": percentile(ttfts, 50), "p95_ttft": percentile(ttfts, 95),
+           "p95_itl": percentile(gaps, 95), "p95_tpot": percentile(tpots, 95), "p95_e2e": percentile(e2es, 95),
+           "p95_queue_wait": percentile(waits, 95), "throughput": rate(emitted, makespan),
+           "completed_output_tps": rate(completed, makespan), "output_tokens": emitted,
+           "hit_tokens": sum(r.hit_tokens for r in requests), "succeeded": len(ok),
+           "timed_out": len(requests) - len(ok), "arrived": len(requests),
+           "error_rate": rate(len(requests) - len(ok), len(requests)), "makespan": makespan,
+           "latency_samples": len(ok), "p50_queue_wait": percentile(waits, 50),
+           "p99_queue_wait": percentile(waits, 99), "mean_queue_wait": mean(waits), "fairness": fairness(ttfts),
+           "budget_utilization": rate(result.budget_spent, result.config.budget * makespan),
+           "busy_fraction": rate(result.busy_ticks, makespan), "completion_rate": rate(len(ok), len(requests)),
+           "priority_first_token_order_score": order_score((r.spec.priority or 0, r.first_token_at) for r in ok),
+           "priority_order_score": order_score((r.spec.priority or 0, r.done_at) for r in ok)}
+    for name, sample in (("ttft", ttfts), ("tpot", tpots), ("itl", gaps), ("e2e", e2es), ("queue_wait", waits)):
+        row.update({f"mean_{name}": mean(sample), f"median_{name}": percentile(sample, 50),
+                    f"p90_{name}": percentile(sample, 90), f"p99_{name}": percentile(sample, 99),
+                    f"{name}_samples": len(sample)})
+    return row
+
+
+class SummaryByDefinitionTest(unittest.TestCase):
+    def test_summarize_equals_the_per_request_definitions(self):
+        """Seeded random workloads (priorities, deadlines, decodes that pause for the budget, vLLM
+        preemptions): every summary value equals its literal definition; the TPOT mean, a float
+        summed per denominator, to 12 digits."""
+        rng = random.Random(3)
+        gaps = EngineConfig(decode_cost=40)   # lab.md §5's worked example: W1's decode pauses
+        results = [simulate(scenario("token-gaps"), gaps, case) for case in cases_for(gaps)]
+        for _ in range(6):
+            workload = sorted((RequestSpec(f"R{i}", rng.randint(0, 60), *rng.choice(((None, 0), ("P", 32))),
+                                           rng.randint(1, 120), rng.randint(1, 30), priority=rng.choice((None, 0, 1, 2)))
+                               for i in range(rng.randint(1, 30))), key=lambda spec: spec.arrival)
+            timeout = rng.choice((None, 60, 150))
+            config = EngineConfig(decode_cost=rng.choice((8, 20, 40)), timeout_ticks=timeout)
+            results += [simulate(workload, config, case, rng.choice(("fcfs", "priority"))) for case in cases_for(config)]
+            results.append(simulate_vllm(workload, VllmKnobs(64, 4, num_gpu_blocks=14, timeout_ticks=timeout,
+                                                             policy=rng.choice(("fcfs", "priority")))))
+        for number, result in enumerate(results):
+            with self.subTest(run=number, case=result.case.name):
+                row, expected = summarize(result), _by_definition(result)
+                mean_tpot, expected_mean_tpot = row.pop("mean_tpot"), expected.pop("mean_tpot")
+                self.assertEqual(row, expected)
+                if expected_mean_tpot is None:
+                    self.assertIsNone(mean_tpot)
+                else:
+                    self.assertAlmostEqual(mean_tpot, float(expected_mean_tpot), delta=1e-12 * expected_mean_tpot)
 
 
 if __name__ == "__main__":
