@@ -84,6 +84,8 @@ class LabRun:
     timeline: str = "full"   # detail of the results' timeline records (sched.records.TIMELINE_DETAILS)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
     _sha256: list = field(default_factory=list, repr=False, compare=False)
+    #: ``[(workload.json text, its sha256)]`` once built (:meth:`workload_json`), else empty.
+    _workload_json: list = field(default_factory=list, repr=False, compare=False)
     #: Each case's ``requests.jsonl``/``timeline.jsonl`` lines rendered where it was simulated
     #: (:class:`sched.case_sections.CaseSections`; a case not written there is rendered from its
     #: result), or ``None``.
@@ -100,8 +102,21 @@ class LabRun:
     def workload_sha256(self) -> str:
         """sha256 of the canonical workload text (:func:`sched.workload.workload_sha256`), computed once."""
         if not self._sha256:
-            self._sha256.append(workload_sha256(self.workload))
+            self._sha256.append(self._workload_json[0][1] if self._workload_json else workload_sha256(self.workload))
         return self._sha256[0]
+
+    def close(self) -> None:
+        """Release what the run holds outside memory (the temporary files of its rendered
+        sections); call it once its artifacts are written. Safe to call more than once."""
+        if self._sections is not None:
+            self._sections.close()
+
+    def workload_json(self) -> tuple[str, str]:
+        """``(workload.json text, its sha256)``: :func:`sched.workload.workload_json_and_sha256`,
+        built once (or handed in ready as ``_workload_json``)."""
+        if not self._workload_json:
+            self._workload_json.append(workload_json_and_sha256(self.workload))
+        return self._workload_json[0]
 
 
 def _number(value):
@@ -368,9 +383,7 @@ def _sectioned(run: LabRun, name: str, case_lines):
 def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
     """Every artifact's text by file name (:data:`sched.safe_write.ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
-    workload_text, sha256 = workload_json_and_sha256(run.workload)   # the workload's text built once
-    if not run._sha256:
-        run._sha256.append(sha256)
+    workload_text, sha256 = run.workload_json()   # the workload's text built once
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
     svg = render_timeline_svg(run.results, units_note(run), raw_summaries, VllmLaneView() if is_vllm_run(run) else None)

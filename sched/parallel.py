@@ -63,7 +63,7 @@ def worth_workers(workload) -> bool:
 
 def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
                          timeline: str = "full", workers: int | None = None,
-                         render=None) -> tuple[list[CaseResult], list[dict]]:
+                         render=None, meanwhile=None) -> tuple[list[CaseResult], list[dict]]:
     """Simulate, check and summarise every case in forked worker processes.
 
     ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
@@ -104,6 +104,8 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             if render is not None and render(index, result):
                 result.ticks = []   # rendered: what they held is in render's output now
             gc.disable()   # Simulation.run enables it again on the way out
+        if meanwhile is not None:
+            meanwhile()
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
                 share, process = running.pop(receiver)

@@ -20,6 +20,7 @@ unit (whole microseconds, :mod:`sched.replay`, vllm-engine.md §6), and says so.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from enum import Enum
 
@@ -274,30 +275,41 @@ class CountsKeeper:
     def add(self, row: list[int]) -> None:
         """Keep ``row`` (taken over: not copied), merging as the class docstring says."""
         rows = self.rows
-        if self.span > 1 and rows and row[0] < rows[-1][0] + self.span:
-            _merge_rows(rows[-1], row)
-            return
+        if self.span > 1:
+            last = rows[-1]
+            if row[0] < last[0] + self.span:   # falls inside the last row's span: merged into it
+                last[1] = row[0] + row[1] - last[0]
+                if row[2] > last[2]:
+                    last[2] = row[2]
+                if row[3] > last[3]:
+                    last[3] = row[3]
+                last[4] += row[4]
+                last[5] += row[5]
+                last[6] += row[6]
+                last[7] += row[7]
+                last[8] += row[8]
+                last[9] += row[9]
+                last[10] += row[10]
+                return
         rows.append(row)
         if len(rows) >= MAX_COUNTS_RECORDS:
-            for first, second in zip(rows[::2], rows[1::2]):
-                _merge_rows(first, second)
-            del rows[1::2]
-            self.span *= 2
+            self._halve()
+
+    def _halve(self) -> None:
+        """Merge adjacent pairs of rows (an even number of them), column by column."""
+        columns = list(zip(*self.rows))
+        firsts = [column[0::2] for column in columns]
+        seconds = [column[1::2] for column in columns]
+        merged = [firsts[0],
+                  [tick + num_ticks - start for start, tick, num_ticks in zip(firsts[0], seconds[0], seconds[1])],
+                  list(map(max, firsts[2], seconds[2])), list(map(max, firsts[3], seconds[3]))]
+        merged += [list(map(operator.add, firsts[k], seconds[k])) for k in range(4, 11)]
+        self.rows = [list(row) for row in zip(*merged)]
+        self.span *= 2
 
     def records(self) -> list[TickCounts]:
         """The kept rows as :class:`TickCounts`, in tick order."""
         return [TickCounts(*row) for row in self.rows]
-
-
-def _merge_rows(first: list[int], later: list[int]) -> None:
-    """:meth:`TickCounts.merge` on two rows in field order."""
-    first[1] = later[0] + later[1] - first[0]
-    if later[2] > first[2]:
-        first[2] = later[2]
-    if later[3] > first[3]:
-        first[3] = later[3]
-    for k in range(4, 11):
-        first[k] += later[k]
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
 from .vllm_engine import simulate_vllm
-from .workload import SCENARIOS, scenario
+from .workload import SCENARIOS, scenario, workload_json_and_sha256
 from .validation import load_workload
 
 __all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
@@ -224,8 +224,12 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
         sections = open_case_sections(len(cases)) if timeline != "full" else None
         render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
-        results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline, render=render)
-        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections)
+        workload_json = []   # workload.json, built while the workers may still be busy
+        results, summaries = run_cases_in_workers(
+            workload, config, cases, policy, progress, timeline, render=render,
+            meanwhile=lambda: workload_json.append(workload_json_and_sha256(workload)))
+        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections,
+                      _workload_json=workload_json)
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)
@@ -377,6 +381,7 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         if warning:
             print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     progress = _progress_for(sys.stderr)
+    run = None
     try:
         if step_model is not None:
             run = msrun.run_with_step_model(workload, config, step_model, source,
@@ -391,11 +396,13 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
             files = render_artifacts(run)
         else:  # large: each artifact is streamed to disk line by line, never built in memory
             files = stream_artifacts(run)
+        if args.artifacts:  # written first: a refused directory must not look like a finished run
+            write_artifacts(files, args.artifacts, force=args.force)
     finally:
         if progress is not None:
             progress.close()
-    if args.artifacts:  # written first: a refused directory must not look like a finished run
-        write_artifacts(files, args.artifacts, force=args.force)
+        if run is not None:
+            run.close()
     sys.stdout.write(files["table.txt"])
     if args.artifacts:
         print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")

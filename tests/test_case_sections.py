@@ -46,7 +46,9 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         with mock.patch("sched.parallel.usable_cores", return_value=2), \
                 mock.patch("sched.parallel.MIN_REQUESTS_FOR_WORKERS", len(self.workload)):
             self.assertTrue(worth_workers(self.workload))
-            return run_lab(self.workload, self.config, "fcfs", "test", timeline="counts")
+            run = run_lab(self.workload, self.config, "fcfs", "test", timeline="counts")
+        self.addCleanup(run.close)
+        return run
 
     def test_rendered_in_two_processes(self):
         run = self.run_split()

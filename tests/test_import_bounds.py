@@ -12,6 +12,7 @@ import unittest
 from unittest import mock
 
 from sched import engine
+from sched import records as records_module
 from sched.cache import PrefixCache
 from sched.run_cli import LAB_PROFILE_MAX_REQUESTS, scale_warnings
 from sched.config import EngineConfig, cases_for
@@ -221,7 +222,7 @@ class CountsTimelineBoundTest(unittest.TestCase):
         """With the bound at 4 records, each case of the baseline keeps at most 4; the records stay in
         tick order without overlap, their budget sums to budget_spent and 8 requests finish."""
         config = EngineConfig()
-        with mock.patch.object(engine, "MAX_COUNTS_RECORDS", 4):
+        with mock.patch.object(records_module, "MAX_COUNTS_RECORDS", 4):   # the bound CountsKeeper reads
             results = engine.run_cases(scenario("baseline"), config, cases_for(config), timeline="counts")
         for result in results:
             with self.subTest(case=result.case.name):
