@@ -135,17 +135,8 @@ class Simulation:
         prefilling = self._prefilling
 
         # 1. Arrivals: everything with arrival <= t joins the waiting queue.
-        next_arrival = self._next_arrival
-        arrival_ticks = self._arrival_ticks
-        if next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
-            arrivals, waiting, key, arrived = self._arrivals, self._waiting, self._key, self._arrived
-            while next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
-                request = arrivals[next_arrival]
-                next_arrival += 1
-                arrived.append(request)
-                heapq.heappush(waiting, (key(request.spec, request.index, decode_cost), request))
-                self._num_waiting += 1
-            self._next_arrival = next_arrival
+        if self._next_arrival < len(self._arrival_ticks) and self._arrival_ticks[self._next_arrival] <= t:
+            self._arrive(t)
 
         # 2. Deadlines, before admission so a timed-out request frees its slot now.
         timeouts = self._expire(t) if config.timeout_ticks is not None else ()
@@ -267,6 +258,19 @@ class Simulation:
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _arrive(self, t: int) -> None:
+        """Step 1 of tick ``t``: every request with arrival <= t joins the waiting queue."""
+        next_arrival, arrival_ticks = self._next_arrival, self._arrival_ticks
+        arrivals, waiting, key, arrived = self._arrivals, self._waiting, self._key, self._arrived
+        decode_cost = self.config.decode_cost
+        while next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
+            request = arrivals[next_arrival]
+            next_arrival += 1
+            arrived.append(request)
+            heapq.heappush(waiting, (key(request.spec, request.index, decode_cost), request))
+            self._num_waiting += 1
+        self._next_arrival = next_arrival
 
     def _waiting_names(self) -> list[str]:
         return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]

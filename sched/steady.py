@@ -41,19 +41,20 @@ class SteadyTicks:
         Steady decoding (nothing in prefill or stalled, the budget pays every active request's
         decode, no admission possible): the ticks before the next event (arrival, deadline, a
         run's last token) are jumped over in one record; a tick whose only event is that runs end
-        is simulated here too (:meth:`_completion_tick`) and the jump goes on. With requests in
+        (or also arrivals that cannot be admitted in it) is simulated here too (:meth:`_quiet_tick`)
+        and the jump goes on. With requests in
         prefill: :meth:`_prefill_span`.
         """
         sim = self.sim
         config = sim.config
-        timeout, budget, cost = config.timeout_ticks, config.budget, config.decode_cost
-        continuous = sim.case.batching is Batching.CONTINUOUS
+        budget, cost, max_active = config.budget, config.decode_cost, config.max_active
+        static = sim.case.batching is Batching.STATIC
         arrival_ticks, active = sim._arrival_ticks, sim._active
         while True:
             num_active = len(active)
             if not num_active or sim._stalled:
                 return
-            if sim._num_waiting and continuous and num_active < config.max_active:
+            if sim._num_waiting and not static and num_active < max_active:
                 return  # the next step admits
             if sim._prefilling:
                 self._prefill_span()
@@ -64,10 +65,16 @@ class SteadyTicks:
             if last is None:
                 return
             t, target = sim._clock.now, last - 1   # the tick that emits the last token of a run
-            event = self._next_arrival_or_deadline()   # never before t
-            walk = event is not None and event <= target   # step walks that tick; else it only ends runs
+            arrival = arrival_ticks[sim._next_arrival] if sim._next_arrival < len(arrival_ticks) else None
+            deadline = self._next_deadline()
+            walk = deadline is not None and deadline <= target and (arrival is None or deadline <= arrival)
             if walk:
-                target = event
+                target = deadline
+            elif arrival is not None and arrival <= target:
+                # Arrivals that cannot be admitted in their tick (a static batch is running, or
+                # every slot is taken) only join the queue: a quiet tick. Others: step admits.
+                walk = not (static or num_active >= max_active)
+                target = arrival
             span = target - t
             if span < 0:
                 return
@@ -86,7 +93,7 @@ class SteadyTicks:
                 sim._clock.now = target
             if walk:
                 return
-            self._completion_tick(target)
+            self._quiet_tick(target)
 
     def _next_last_stamp(self) -> int | None:
         """Stamp of the earliest last token of a still open run (stale heap entries dropped)."""
@@ -99,18 +106,14 @@ class SteadyTicks:
             heapq.heappop(heap)
         return None
 
-    def _next_arrival_or_deadline(self) -> int | None:
-        """The first tick at or after now with an arrival or a deadline, ``None`` if none is left."""
+    def _next_deadline(self) -> int | None:
+        """The first deadline not yet passed (never before now), ``None`` without one."""
         sim = self.sim
-        event = None
-        if sim._next_arrival < len(sim._arrival_ticks):
-            event = sim._arrival_ticks[sim._next_arrival]
         timeout = sim.config.timeout_ticks
-        if timeout is not None and sim._deadline_cursor < len(sim._arrived):
-            # The first not yet expired arrival's deadline bounds every unended request's.
-            deadline = sim._arrived[sim._deadline_cursor].spec.arrival + timeout
-            event = deadline if event is None or deadline < event else event
-        return event
+        if timeout is None or sim._deadline_cursor >= len(sim._arrived):
+            return None
+        # The first not yet expired arrival's deadline bounds every unended request's.
+        return sim._arrived[sim._deadline_cursor].spec.arrival + timeout
 
     def _prefill_span(self) -> None:
         """Simulate, without the full step, the ticks from now that only repeat the same prefill
@@ -142,9 +145,11 @@ class SteadyTicks:
             remaining -= tokens
             if not remaining:
                 break
-        event = self._next_arrival_or_deadline()
-        if event is not None and event < end:
-            end = event
+        if sim._next_arrival < len(sim._arrival_ticks) and sim._arrival_ticks[sim._next_arrival] < end:
+            end = sim._arrival_ticks[sim._next_arrival]
+        deadline = self._next_deadline()
+        if deadline is not None and deadline < end:
+            end = deadline
         last = self._next_last_stamp()
         if last is not None and last - 1 < end:
             end = last - 1   # the tick that emits a run's last token
@@ -169,18 +174,22 @@ class SteadyTicks:
                 add([tick, 1, num_waiting, num_active, 0, 0, 0, num_decoding, num_prefill_tokens, used, 0])
         sim._clock.now = end
 
-    def _completion_tick(self, t: int) -> None:
-        """The step of a steady tick ``t`` whose only events are runs ending (no arrival, no
-        deadline, no admission possible, nothing in prefill or stalled): every active request
-        decodes, those whose last token is stamped ``t + 1`` end; same records, same clock."""
+    def _quiet_tick(self, t: int) -> None:
+        """The step of a steady tick ``t`` whose only events are arrivals that cannot be admitted
+        in it (they join the queue) and runs ending (no deadline, no admission possible, nothing
+        in prefill or stalled): every active request decodes, those whose last token is stamped
+        ``t + 1`` end; same records, same clock."""
         sim = self.sim
         active = sim._active
         num_active = len(active)
         used = num_active * sim.config.decode_cost
+        if sim._next_arrival < len(sim._arrival_ticks) and sim._arrival_ticks[sim._next_arrival] <= t:
+            sim._arrive(t)
         if sim.timeline == "full":
             names = [r.name for r in active.values()]
             waiting = sim._waiting_names()
-        finished = sim._complete(t + 1)
+        completions = sim._completions
+        finished = sim._complete(t + 1) if completions and completions[0][0] <= t + 1 else []
         sim.budget_spent += used
         sim.busy_ticks += 1
         if sim.timeline == "full":
