@@ -1,9 +1,9 @@
 """The four cases of a large run simulated side by side in worker processes (one per core).
 
 The cases of a run never see each other (lab.md §4: each starts cold), so they can be simulated
-at the same time. :func:`run_cases_in_workers` splits the cases into one share per core of about
-equal expected cost; this process simulates the first share itself and forks one worker per
-other share. Each case is simulated (:func:`sched.engine.simulate`), checked
+at the same time. :func:`run_cases_in_workers` forks one worker per other core; this process and
+the workers each take the next case nobody has taken, longest expected first, until none is left.
+Each case is simulated (:func:`sched.engine.simulate`), checked
 (:func:`sched.invariants.check_case`) and summarised (:func:`sched.metrics.summarize`); a worker
 then sends back the requests' final state and the timeline records as plain lists, which this
 process turns back into the same :class:`~sched.records.CaseResult` a sequential run gives: same
@@ -12,8 +12,8 @@ requests, same records, same summary, so every artifact has the same bytes.
 Only used where it pays (:func:`worth_workers`: a workload of at least
 :data:`MIN_REQUESTS_FOR_WORKERS` requests, at least two usable cores, and the ``fork`` start
 method, i.e. Linux and the like); small runs, every lab scenario included, stay in one process.
-On two cores this process takes static and continuous+APC, one worker chunked prefill and
-continuous (:func:`_split`). Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
+On two cores this process starts with chunked prefill and the worker with continuous; the first
+one free takes continuous+APC, the next static. Errors raised in a worker (a broken invariant, a stalled simulation) are raised again
 in the parent with the same type and message. Progress of the running cases is read from shared
 counters once this process's own cases are done (until then it shows its own), so the terminal
 display keeps working.
@@ -64,40 +64,49 @@ def worth_workers(workload) -> bool:
 def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
                          timeline: str = "full", workers: int | None = None,
                          render=None, meanwhile=None) -> tuple[list[CaseResult], list[dict]]:
-    """Simulate, check and summarise every case in forked worker processes.
+    """Simulate, check and summarise every case in this process and forked worker processes.
 
     ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
     :func:`sched.engine.run_cases`; ``progress``: the same display hook, called from this process
-    (this process's own cases as they run, then about four times a second the least advanced case
-    of a worker); ``workers``: processes at work, this one included (default: usable cores; at
-    most one per case); ``render``: optional ``render(index, result)``, called in the process that
-    simulated case ``index`` once it is checked and summarised (e.g.
+    (its own cases as they run, then about four times a second the least advanced case of the
+    workers); ``workers``: processes at work, this one included (default: usable cores; at most
+    one per case). Every process takes the next case nobody has taken, longest expected first
+    (:func:`_expected_cost`), until none is left, so the processes finish close together.
+
+    ``render``: optional ``render(index, result) -> bool``, called in the process that simulated
+    case ``index`` once it is checked and summarised (e.g.
     :meth:`sched.case_sections.CaseSections.write`: its artifact lines rendered there, side by
-    side; it must keep what it makes where the other processes see it). Returns ``(results, summaries)``, one
-    each per case in ``cases`` order, equal to ``run_cases`` followed by ``check_case`` and
-    ``summarize``. Raises what a worker raised (:class:`sched.records.SimulationError` and its
-    subclasses, ``KeyboardInterrupt``); a worker that dies without a word raises
-    :class:`sched.records.SimulationError`.
+    side; it must keep what it makes where the other processes see it); a case it rendered (True)
+    comes back without its timeline records (``CaseResult.ticks`` empty: sending and rebuilding
+    them would cost more than the rendering saved). ``meanwhile``: optional ``meanwhile()``,
+    called once in this process after its own cases, before it waits for the workers (work of the
+    run that needs no case, done while they may still be busy).
+
+    Returns ``(results, summaries)``, one each per case in ``cases`` order, equal to
+    ``run_cases`` followed by ``check_case`` and ``summarize``. Raises what a worker raised
+    (:class:`sched.records.SimulationError` and its subclasses, ``KeyboardInterrupt``); a worker
+    that dies without a word raises :class:`sched.records.SimulationError`.
     """
     cases = list(cases)
-    workers = max(1, workers or usable_cores())
+    workers = max(1, min(workers or usable_cores(), len(cases)))
     context = multiprocessing.get_context("fork")
     counters = context.RawArray("q", 2 * len(cases))   # per case: current tick, requests ended
+    order = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
     _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
-                counters=counters if progress is not None else None, render=render)
-    shares = _split(cases, workers)   # shares[0] is this process's own; one forked worker per other share
+                counters=counters if progress is not None else None, render=render, order=order,
+                taken=context.Value("i", 0))   # how many of ``order`` were taken, shared
     results, summaries = [None] * len(cases), [None] * len(cases)
-    running: dict = {}   # the parent's end of each worker's pipe -> (case indices, process)
+    running: dict = {}   # the parent's end of each worker's pipe -> its process
     collecting = gc.isenabled()
     gc.disable()   # many long-lived objects, no reference cycles (as in Simulation.run)
     try:
-        for share in shares[1:]:
+        for _ in range(workers - 1):
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(share, sender), daemon=True)
+            process = context.Process(target=_work, args=(sender,), daemon=True)
             process.start()
             sender.close()
-            running[receiver] = (share, process)
-        for index in shares[0]:   # this process's own cases: nothing to send back
+            running[receiver] = process
+        while (index := _take()) is not None:   # this process's own cases: nothing to send back
             result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
             check_case(result)
             results[index], summaries[index] = result, summarize(result)
@@ -108,30 +117,21 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             meanwhile()
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
-                share, process = running.pop(receiver)
+                process = running.pop(receiver)
                 try:
-                    for index in share:   # read here, in this thread: the memory is reused
-                        kind, payload = receiver.recv()
-                        if kind == "error":
-                            raise payload
-                        summary, num_columns, record_type, num_records, *rest = payload
-                        columns = [receiver.recv() for _ in range(num_columns)]
-                        records = [receiver.recv() for _ in range(num_records)]
-                        summaries[index], results[index] = _unpack(workload, config, cases[index],
-                                                                   (summary, columns, record_type, records, *rest))
-                        del columns, records, payload
+                    _receive(receiver, workload, config, cases, results, summaries)
                 except EOFError:
                     process.join()
-                    raise SimulationError(f"{cases[index].name}: the worker process ended without a result "
-                                          f"(exit code {process.exitcode})") from None
+                    raise SimulationError(f"a worker process ended without its results (exit code "
+                                          f"{process.exitcode})") from None
                 finally:
                     receiver.close()
                 process.join()
             if progress is not None and running:
-                index = min((i for share, _ in running.values() for i in share), key=lambda i: counters[2 * i + 1])
+                index = min((i for i in range(len(cases)) if results[i] is None), key=lambda i: counters[2 * i + 1])
                 progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
     finally:
-        for receiver, (_, process) in running.items():   # an error or Ctrl-C: stop the others
+        for receiver, process in running.items():   # an error or Ctrl-C: stop the others
             process.terminate()
             process.join()
             receiver.close()
@@ -143,17 +143,31 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     return results, summaries
 
 
-def _split(cases: list, workers: int) -> list[list[int]]:
-    """Case indices in ``workers`` shares of about equal expected cost (longest first, each to the
-    least loaded share; :func:`_expected_cost`), each share in ``cases`` order; empty shares
-    dropped except the first (this process's own)."""
-    shares = [[] for _ in range(max(1, min(workers, len(cases))))]
-    loads = [0] * len(shares)
-    for index in sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True):
-        least = loads.index(min(loads))
-        shares[least].append(index)
-        loads[least] += _expected_cost(cases[index])
-    return [sorted(shares[0])] + [sorted(share) for share in shares[1:] if share]
+def _take() -> int | None:
+    """The index of the next case nobody has taken (longest expected first), or ``None``."""
+    taken = _JOB["taken"]
+    with taken.get_lock():
+        position = taken.value
+        if position == len(_JOB["order"]):
+            return None
+        taken.value = position + 1
+    return _JOB["order"][position]
+
+
+def _receive(receiver, workload, config, cases, results, summaries) -> None:
+    """Read one worker's packed cases into ``results`` and ``summaries``; raise what it raised."""
+    while True:   # read here, in this thread: the memory is reused
+        kind, payload = receiver.recv()
+        if kind == "done":
+            return
+        if kind == "error":
+            raise payload
+        index, summary, num_columns, record_type, num_records, *rest = payload
+        columns = [receiver.recv() for _ in range(num_columns)]
+        records = [receiver.recv() for _ in range(num_records)]
+        summaries[index], results[index] = _unpack(workload, config, cases[index],
+                                                   (summary, columns, record_type, records, *rest))
+        del columns, records, payload
 
 
 def _give_back_free_memory() -> None:
@@ -168,29 +182,34 @@ def _give_back_free_memory() -> None:
 
 def _expected_cost(case) -> int:
     """Rough relative cost of a case, as measured on the Azure conversation trace (seconds for
-    simulation, checks and summary): static 1.0 (its queue holds every waiting request for long),
-    chunked prefill 0.9 (the most walked ticks), continuous 0.7, continuous+APC 0.6 (hits shorten
-    prefills). Split longest first (:func:`_split`), two processes then finish together."""
+    simulation, checks, summary and rendering): chunked prefill the most (its prompts take several
+    walked ticks), then continuous, continuous+APC (hits shorten prefills) and static (its arrivals
+    mostly only join the queue). Taken longest first (:func:`run_cases_in_workers`): the last,
+    shortest case goes to whichever process is free first."""
     if case.batching.value == "static":
-        return 4
-    return 3 if case.chunk_tokens is not None else (1 if case.apc else 2)
+        return 1
+    return 4 if case.chunk_tokens is not None else (2 if case.apc else 3)
 
 
-def _work(share: list[int], sender) -> None:
-    """In a worker: simulate, check and summarise each case of ``share``, then send every packed
-    result (or the first error) through ``sender``. Everything is computed before anything is sent:
-    the parent reads only once its own cases are done, and a full pipe would stall this worker."""
+def _work(sender) -> None:
+    """In a worker: simulate, check and summarise the next case nobody has taken until none is
+    left, then send every packed result (or the first error) and ``done`` through ``sender``.
+    Everything is computed before anything is sent: the parent reads only once its own cases are
+    done, and a full pipe would stall this worker."""
     try:
-        packed = [_packed_case(index) for index in share]
+        packed = []
+        while (index := _take()) is not None:
+            packed.append((index, _packed_case(index)))
     except BaseException as exc:   # Ctrl-C included: the parent raises it again
         sender.send(("error", exc))
     else:
-        for summary, columns, record_type, records, *rest in packed:
+        for index, (summary, columns, record_type, records, *rest) in packed:
             # One message per column: the parent's receive buffers stay small and are reused,
             # where one large message would leave megabytes of freed memory in its heap.
-            sender.send(("ok", (summary, len(columns), record_type, len(records), *rest)))
+            sender.send(("ok", (index, summary, len(columns), record_type, len(records), *rest)))
             for column in columns + records:
                 sender.send(column)
+        sender.send(("done", None))
     finally:
         sender.close()
 
