@@ -9,6 +9,9 @@ ends). Writing the artifacts then only reads the sections back in case order
 (:func:`sched.artifacts.stream_artifacts`): the bytes are those of rendering the whole run in one
 process, and no process holds the text in memory.
 
+The run's ``workload.json`` text and sha256 are rendered the same way, by the first worker before
+it takes a case (:meth:`CaseSections.write_workload`).
+
 A case whose section could not be written (a full temporary disk) is emptied and rendered from
 its results when the artifacts are written, as before (:meth:`CaseSections.written`); when the
 files cannot be made at all, the run is rendered the usual way.
@@ -20,6 +23,7 @@ import codecs
 import tempfile
 
 from .artifacts import LabRun, case_jsonl_lines, encoded_names
+from .workload import workload_json_and_sha256
 
 __all__ = ["CaseSections", "open_case_sections"]
 
@@ -46,7 +50,9 @@ class CaseSections:
 
     def __init__(self, num_cases: int) -> None:
         self._files: list[tuple] = []
+        self._workload_file = None
         try:
+            self._workload_file = tempfile.TemporaryFile()
             for _ in range(num_cases):
                 self._files.append((tempfile.TemporaryFile(), tempfile.TemporaryFile()))
         except OSError:
@@ -93,6 +99,32 @@ class CaseSections:
                     pass
             return False
 
+    def write_workload(self, workload) -> None:
+        """Render ``workload.json`` and its sha256 (:func:`sched.workload.workload_json_and_sha256`)
+        into the workload file: the sha256 on the first line, the text after it. A failed write
+        leaves the file empty (:meth:`workload_json` then gives ``None``)."""
+        text, sha256 = workload_json_and_sha256(workload)
+        handle = self._workload_file
+        try:
+            handle.write(f"{sha256}\n{text}".encode("utf-8"))
+            handle.flush()
+        except OSError:
+            try:
+                handle.seek(0)
+                handle.truncate()
+            except OSError:
+                pass
+
+    def workload_json(self) -> tuple[str, str] | None:
+        """``(workload.json text, its sha256)`` as :meth:`write_workload` wrote them, or ``None``
+        when they were not written."""
+        try:
+            self._workload_file.seek(0)
+            sha256, _, text = self._workload_file.read().decode("utf-8").partition("\n")
+        except (OSError, ValueError):
+            return None
+        return (text, sha256) if text else None
+
     def written(self, index: int) -> bool:
         """True when case ``index``'s lines are there (a case has at least one request: an empty
         ``requests.jsonl`` file is a case not written)."""
@@ -118,3 +150,5 @@ class CaseSections:
         for files in self._files:
             for handle in files:
                 handle.close()
+        if self._workload_file is not None:
+            self._workload_file.close()

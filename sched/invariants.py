@@ -26,7 +26,6 @@ from operator import attrgetter
 
 from .records import CaseResult, Request, SimulationError, Status
 from .vllm_config import VllmKnobs
-from .vllm_invariants import check_vllm_case
 
 __all__ = ["InvariantError", "check_case", "check_cases"]
 
@@ -51,6 +50,7 @@ def check_case(result: CaseResult) -> None:
     tick); per-request prefill work then comes from the ticks, otherwise from the requests.
     """
     if isinstance(result.config, VllmKnobs):   # the vLLM engine's own rules
+        from .vllm_invariants import check_vllm_case   # only a vLLM-engine case needs it (start-up)
         check_vllm_case(result, _fail)
         return
     # Per-tick rules need full records; counts records (large runs) and ``off`` carry none.

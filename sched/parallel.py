@@ -63,7 +63,7 @@ def worth_workers(workload) -> bool:
 
 def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress=None,
                          timeline: str = "full", workers: int | None = None,
-                         render=None, meanwhile=None) -> tuple[list[CaseResult], list[dict]]:
+                         render=None, prelude=None) -> tuple[list[CaseResult], list[dict]]:
     """Simulate, check and summarise every case in this process and forked worker processes.
 
     ``workload``, ``config``, ``cases``, ``policy``, ``timeline``: as for
@@ -78,9 +78,10 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     :meth:`sched.case_sections.CaseSections.write`: its artifact lines rendered there, side by
     side; it must keep what it makes where the other processes see it); a case it rendered (True)
     comes back without its timeline records (``CaseResult.ticks`` empty: sending and rebuilding
-    them would cost more than the rendering saved). ``meanwhile``: optional ``meanwhile()``,
-    called once in this process after its own cases, before it waits for the workers (work of the
-    run that needs no case, done while they may still be busy).
+    them would cost more than the rendering saved). ``prelude``: optional ``prelude()``, work of
+    the run that needs no case (e.g. :meth:`sched.case_sections.CaseSections.write_workload`),
+    called once in the first worker before it takes a case (in this process when it has no
+    worker); it must keep what it makes where this process sees it.
 
     Returns ``(results, summaries)``, one each per case in ``cases`` order, equal to
     ``run_cases`` followed by ``check_case`` and ``summarize``. Raises what a worker raised
@@ -94,18 +95,21 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     order = sorted(range(len(cases)), key=lambda i: _expected_cost(cases[i]), reverse=True)
     _JOB.update(workload=workload, config=config, cases=cases, policy=policy, timeline=timeline,
                 counters=counters if progress is not None else None, render=render, order=order,
-                taken=context.Value("i", 0))   # how many of ``order`` were taken, shared
+                taken=context.Value("i", 0),   # how many of ``order`` were taken, shared
+                prelude=prelude)
     results, summaries = [None] * len(cases), [None] * len(cases)
     running: dict = {}   # the parent's end of each worker's pipe -> its process
     collecting = gc.isenabled()
     gc.disable()   # many long-lived objects, no reference cycles (as in Simulation.run)
     try:
-        for _ in range(workers - 1):
+        for number in range(workers - 1):
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(sender,), daemon=True)
+            process = context.Process(target=_work, args=(sender, number == 0), daemon=True)
             process.start()
             sender.close()
             running[receiver] = process
+        if prelude is not None and not running:
+            prelude()
         while (index := _take()) is not None:   # this process's own cases: nothing to send back
             result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
             check_case(result)
@@ -113,8 +117,6 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             if render is not None and render(index, result):
                 result.ticks = []   # rendered: what they held is in render's output now
             gc.disable()   # Simulation.run enables it again on the way out
-        if meanwhile is not None:
-            meanwhile()
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
                 process = running.pop(receiver)
@@ -191,12 +193,14 @@ def _expected_cost(case) -> int:
     return 4 if case.chunk_tokens is not None else (2 if case.apc else 3)
 
 
-def _work(sender) -> None:
-    """In a worker: simulate, check and summarise the next case nobody has taken until none is
-    left, then send every packed result (or the first error) and ``done`` through ``sender``.
-    Everything is computed before anything is sent: the parent reads only once its own cases are
-    done, and a full pipe would stall this worker."""
+def _work(sender, first: bool) -> None:
+    """In a worker: the run's prelude if ``first``, then simulate, check and summarise the next
+    case nobody has taken until none is left; then send every packed result (or the first error)
+    and ``done`` through ``sender``. Everything is computed before anything is sent: the parent
+    reads only once its own cases are done, and a full pipe would stall this worker."""
     try:
+        if first and _JOB["prelude"] is not None:
+            _JOB["prelude"]()
         packed = []
         while (index := _take()) is not None:
             packed.append((index, _packed_case(index)))

@@ -26,8 +26,7 @@ from .invariants import check_cases
 from .policy import POLICIES
 from .profiles import PROFILES, profile_knobs
 from .vllm_config import VLLM_POLICIES, VllmKnobs, check_fits
-from .vllm_engine import simulate_vllm
-from .workload import SCENARIOS, scenario, workload_json_and_sha256
+from .workload import SCENARIOS, scenario
 from .validation import load_workload
 
 __all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
@@ -214,6 +213,7 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     timeline = timeline or default_timeline(workload)
     if isinstance(config, VllmKnobs):
         check_fits(workload, config, source)
+        from .vllm_engine import simulate_vllm   # only a vLLM-engine run needs it (start-up)
         results = [simulate_vllm(workload, config, progress, timeline=timeline)]
         check_cases(results)
         return LabRun(workload, config, config.policy, source, results, timeline)
@@ -224,12 +224,12 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
         sections = open_case_sections(len(cases)) if timeline != "full" else None
         render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
-        workload_json = []   # workload.json, built while the workers may still be busy
-        results, summaries = run_cases_in_workers(
-            workload, config, cases, policy, progress, timeline, render=render,
-            meanwhile=lambda: workload_json.append(workload_json_and_sha256(workload)))
+        prelude = None if sections is None else lambda: sections.write_workload(workload)   # workload.json
+        results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
+                                                  render=render, prelude=prelude)
+        workload_json = None if sections is None else sections.workload_json()
         return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections,
-                      _workload_json=workload_json)
+                      _workload_json=[] if workload_json is None else [workload_json])
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline)

@@ -56,6 +56,23 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         self.assertEqual(_text(stream_artifacts(run)), self.expected)
         self.assertTrue(all(result.ticks == [] for result in run.results))   # rendered, not kept
 
+    def test_workload_json_comes_from_the_worker(self):
+        run = self.run_split()
+        self.assertEqual(len(run._workload_json), 1)   # written in the worker, read back here
+        self.assertEqual(run._workload_json[0][0], self.expected["workload.json"])
+
+    def test_a_failed_workload_write_is_rendered_here(self):
+        real = CaseSections.write_workload
+
+        def full_disk(self, workload):
+            with mock.patch.object(self._workload_file, "write", side_effect=OSError(28, "No space")):
+                return real(self, workload)
+
+        with mock.patch.object(CaseSections, "write_workload", full_disk):
+            run = self.run_split()
+        self.assertEqual(run._workload_json, [])
+        self.assertEqual(_text(stream_artifacts(run)), self.expected)
+
     def test_chunks_cut_inside_a_character_are_decoded_whole(self):
         run = self.run_split()
         with mock.patch.object(case_sections, "_READ_SIZE", 7):   # "请" is 3 bytes: cuts fall inside
