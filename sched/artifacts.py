@@ -7,6 +7,7 @@ earlier run unless asked) is :mod:`sched.safe_write`'s.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import json
 from dataclasses import dataclass, field
@@ -220,23 +221,27 @@ def _tick_ms(workload) -> dict:
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 
-def _request_lines(run: LabRun, names: list[str] | None = None):
+def _request_lines(run: LabRun, parts: list[tuple] | None = None):
     """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
-    if run.timeline != "full" and names is None:
-        names = encoded_names(run.workload)   # encoded once for every case
+    if run.timeline != "full" and parts is None:
+        parts = request_line_parts(run.workload)   # built once for every case
     for result in run.results:
-        yield from _case_request_lines(run, result, names)
+        yield from _case_request_lines(run, result, parts)
 
 
-def encoded_names(workload: list[RequestSpec]) -> list[str]:
-    """Each request's name as JSON text, in workload order (as ``requests.jsonl`` writes it)."""
+def request_line_parts(workload: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
+    """What every case's ``requests.jsonl`` line of each request shares (large runs), in workload
+    order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens": ..., "hit_tokens": ',
+    output tokens as text, output tokens)``; formatted once, not once per case."""
     dumps = json.JSONEncoder(ensure_ascii=False).encode
-    return [dumps(spec.name) for spec in workload]
+    return [(f'"name": {dumps(spec.name)}, "arrival": {spec.arrival}, ',
+             f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
+             str(spec.output_tokens), spec.output_tokens) for spec in workload]
 
 
-def _case_request_lines(run: LabRun, result: CaseResult, names: list[str] | None):
+def _case_request_lines(run: LabRun, result: CaseResult, parts: list[tuple] | None):
     if run.timeline != "full":
-        yield from _compact_request_lines(result, names, is_vllm_run(run))
+        yield from _compact_request_lines(result, parts, is_vllm_run(run))
         return
     vllm = is_vllm_run(run)
     for r in result.requests:
@@ -256,15 +261,15 @@ def _case_request_lines(run: LabRun, result: CaseResult, names: list[str] | None
 _OK = Status.DONE
 
 
-def _compact_request_lines(result: CaseResult, names: list[str], vllm: bool):
+def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
     """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
     case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
     status_text = {status: status.value for status in Status}
-    for r, name in zip(result.requests, names):
-        spec, admitted, done, status = r.spec, r.admitted_at, r.done_at, r.status
-        arrival = spec.arrival
+    for r, (head, prompt, output_text, output) in zip(result.requests, parts):
+        admitted, done, status = r.admitted_at, r.done_at, r.status
+        arrival = r.spec.arrival
         runs = r._runs if r._open_from is None else r.flat_token_runs   # an ended request: its stored runs
         if status is _OK:
             first = runs[0]
@@ -272,16 +277,17 @@ def _compact_request_lines(result: CaseResult, names: list[str], vllm: bool):
         else:
             first = runs[0] if runs else None
             latencies = '"ttft": null, "queue_wait": null, "e2e": null'
-        if len(runs) == 2:
-            pairs, emitted = f"[{runs[0]}, {runs[1]}]", runs[1]
+        first_text = "null" if first is None else str(first)
+        if len(runs) == 2:   # one run of tokens: its count is every token emitted
+            emitted = output_text if runs[1] == output else str(runs[1])
+            pairs = f"[{first_text}, {emitted}]"
         else:
-            pairs, emitted = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)]), sum(runs[1::2])
-        line = (f'{{"case": {case}, "name": {name}, "arrival": {arrival}, '
-                f'"admitted_at": {"null" if admitted is None else admitted}, '
-                f'"first_token_at": {"null" if first is None else first}, '
+            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
+            emitted = sum(runs[1::2])
+        line = (f'{{"case": {case}, {head}'
+                f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
                 f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
-                f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": {r.hit_tokens}, '
-                f'"output_tokens": {spec.output_tokens}, "output_tokens_emitted": {emitted}, '
+                f'{prompt}{r.hit_tokens}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
                 f'{latencies}, "token_runs": [{pairs}]')
         if vllm:
             yield (f'{line}, "num_preemptions": {r.num_preemptions}, "preempted_at": '
@@ -290,14 +296,14 @@ def _compact_request_lines(result: CaseResult, names: list[str], vllm: bool):
             yield line + "}"
 
 
-def case_jsonl_lines(run: LabRun, names: list[str] | None = None) -> tuple:
+def case_jsonl_lines(run: LabRun, parts: list[tuple] | None = None) -> tuple:
     """``(request lines, timeline lines)`` of every case of ``run`` (iterators of encoded text
     lines without newlines), as :func:`stream_artifacts` writes them; for a lab-engine run of
-    ``counts`` or ``off`` detail. ``names``: :func:`encoded_names` of the workload, if at hand."""
+    ``counts`` or ``off`` detail. ``parts``: :func:`request_line_parts` of the workload, if at hand."""
     def encoded(lines):
         encode = json.JSONEncoder(ensure_ascii=False).encode
         return (line if isinstance(line, str) else encode(line) for line in lines)
-    return encoded(_request_lines(run, names)), encoded(_timeline_lines(run))
+    return encoded(_request_lines(run, parts)), encoded(_timeline_lines(run))
 
 
 def _timeline_lines(run: LabRun):
@@ -309,15 +315,24 @@ def _timeline_lines(run: LabRun):
         yield from _case_timeline_lines(run, result)
 
 
+@functools.lru_cache(maxsize=2)
+def _count_texts(num_requests: int) -> list[str]:
+    """``str(i)`` for ``i`` in ``0 .. num_requests``: a counts record's request counts (waiting,
+    active, admitted, hits, timeouts, finished) never exceed the workload's size, and looking
+    their text up is several times cheaper than formatting it again on every line."""
+    return [str(i) for i in range(num_requests + 1)]
+
+
 def _case_timeline_lines(run: LabRun, result: CaseResult):
     if run.timeline == "counts":
         case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
+        n = _count_texts(len(run.workload))
         for k in result.ticks:
-            yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {k.num_waiting}, '
-                   f'"active": {k.num_active}, "admitted": {k.num_admitted}, "cache_hits": {k.num_cache_hits}, '
-                   f'"timeouts": {k.num_timeouts}, "decoded": {k.num_decoded}, '
-                   f'"prefill_tokens": {k.num_prefill_tokens}, "budget_used": {k.budget_used}, '
-                   f'"finished": {k.num_finished}}}')
+            yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {n[k.num_waiting]}, '
+                   f'"active": {n[k.num_active]}, "admitted": {n[k.num_admitted]}, '
+                   f'"cache_hits": {n[k.num_cache_hits]}, "timeouts": {n[k.num_timeouts]}, '
+                   f'"decoded": {k.num_decoded}, "prefill_tokens": {k.num_prefill_tokens}, '
+                   f'"budget_used": {k.budget_used}, "finished": {n[k.num_finished]}}}')
         return
     for k in result.ticks:
         yield {
@@ -369,14 +384,14 @@ def stream_artifacts(run: LabRun) -> dict:
 def _sectioned(run: LabRun, name: str, case_lines):
     """``name``'s text chunks case after case: a case's section where it was written, else its
     lines rendered here from its result."""
-    names = None
+    parts = None
     for index, result in enumerate(run.results):
         if run._sections.written(index):
             yield from run._sections.chunks(index, name)
             continue
-        if names is None and name == "requests.jsonl":
-            names = encoded_names(run.workload)
-        yield from _jsonl_chunks(case_lines(run, result, names) if name == "requests.jsonl"
+        if parts is None and name == "requests.jsonl":
+            parts = request_line_parts(run.workload)
+        yield from _jsonl_chunks(case_lines(run, result, parts) if name == "requests.jsonl"
                                  else case_lines(run, result))
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import codecs
 import tempfile
 
-from .artifacts import LabRun, case_jsonl_lines, encoded_names
+from .artifacts import LabRun, case_jsonl_lines, request_line_parts
 from .workload import workload_json_and_sha256
 
 __all__ = ["CaseSections", "open_case_sections"]
@@ -58,13 +58,13 @@ class CaseSections:
         except OSError:
             self.close()
             raise
-        self._names: list[str] | None = None
+        self._parts: list[tuple] | None = None
 
     def renderer(self, workload, config, policy: str, source: str, timeline: str):
         """The ``render(index, result) -> bool`` hook of :func:`sched.parallel.run_cases_in_workers`
         for a run of these inputs (as :class:`sched.artifacts.LabRun` takes them): :meth:`write`
-        of that one case. Call it before the workers fork: the request names are encoded here, once."""
-        self._names = encoded_names(workload)
+        of that one case. Call it before the workers fork: what every case's lines share is formatted here, once."""
+        self._parts = request_line_parts(workload)
 
         def render(index: int, result) -> bool:
             return self.write(LabRun(workload, config, policy, source, [result], timeline), index)
@@ -77,7 +77,7 @@ class CaseSections:
         the artifacts are written (:meth:`written`)."""
         requests_file, timeline_file = self._files[index]
         try:
-            for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._names)):
+            for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._parts)):
                 chunk = []
                 for line in lines:
                     chunk.append(line)
