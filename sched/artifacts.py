@@ -223,20 +223,20 @@ def _tick_ms(workload) -> dict:
 
 def _request_lines(run: LabRun, parts: list[tuple] | None = None):
     """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
-    if run.timeline != "full" and parts is None:
-        parts = request_line_parts(run.workload)   # built once for every case
+    if run.timeline != "full" and parts is None and run.results:
+        parts = request_line_parts([r.spec for r in run.results[0].requests])   # once for every case
     for result in run.results:
         yield from _case_request_lines(run, result, parts)
 
 
-def request_line_parts(workload: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
-    """What every case's ``requests.jsonl`` line of each request shares (large runs), in workload
-    order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens": ..., "hit_tokens": ',
-    output tokens as text, output tokens)``; formatted once, not once per case."""
+def request_line_parts(specs: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
+    """What every case's ``requests.jsonl`` line of each request shares (large runs), for the
+    specs the cases' requests hold, in order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens":
+    ..., "hit_tokens": ', output tokens as text, output tokens)``; formatted once, not once per case."""
     dumps = json.JSONEncoder(ensure_ascii=False).encode
     return [(f'"name": {dumps(spec.name)}, "arrival": {spec.arrival}, ',
              f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
-             str(spec.output_tokens), spec.output_tokens) for spec in workload]
+             str(spec.output_tokens), spec.output_tokens) for spec in specs]
 
 
 def _case_request_lines(run: LabRun, result: CaseResult, parts: list[tuple] | None):
@@ -390,7 +390,7 @@ def _sectioned(run: LabRun, name: str, case_lines):
             yield from run._sections.chunks(index, name)
             continue
         if parts is None and name == "requests.jsonl":
-            parts = request_line_parts(run.workload)
+            parts = request_line_parts([r.spec for r in result.requests])
         yield from _jsonl_chunks(case_lines(run, result, parts) if name == "requests.jsonl"
                                  else case_lines(run, result))
 
