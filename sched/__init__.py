@@ -8,7 +8,8 @@ Modules, imports flowing one way (nothing imports ``cli``; the engine never writ
   ``records`` (the records both engines hand on: their one shared interface) → ``steady`` (ticks the
   engine need not walk in full: steady decoding and prefill) → ``engine`` (the tick engine) →
   ``invariants`` and ``metrics`` (the statistics contract);
-- outputs: ``picture`` and ``report`` → ``artifacts`` (rendering); ``safe_write`` (directory kinds, atomic
+- outputs: ``picture``, ``report`` and ``jsonl_lines`` (the lines of requests.jsonl and timeline.jsonl)
+  → ``artifacts`` (rendering); ``safe_write`` (directory kinds, atomic
   writes, ``--force`` rules); ``sweep`` (and
   ``cluster``: its points on a Dask cluster, Dask imported only when asked for); ``parallel``
   (the cases of a large run side by side in worker processes) with ``case_sections`` (each case's

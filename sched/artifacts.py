@@ -1,13 +1,13 @@
 """Artifacts of one run (lab.md §7), rendered deterministically.
 
-Rendering is pure (text in, text out); writing the directory safely (atomically, never over an
-earlier run unless asked) is :mod:`sched.safe_write`'s.
+Rendering is pure (text in, text out); the lines of ``requests.jsonl`` and ``timeline.jsonl``
+are :mod:`sched.jsonl_lines`'s; writing the directory safely (atomically, never over an earlier run
+unless asked) is :mod:`sched.safe_write`'s.
 """
 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import json
 from dataclasses import dataclass, field
@@ -15,12 +15,13 @@ from fractions import Fraction
 
 from . import __version__
 from .config import EngineConfig
-from .metrics import SUMMARY_FIELDS, e2e, queue_wait, summarize, ttft
+from .jsonl_lines import jsonl_chunks, jsonl_text, request_lines, sectioned_chunks, timeline_lines
+from .metrics import SUMMARY_FIELDS, summarize
 from .picture import render_timeline_svg
-from .records import CaseResult, Status
+from .records import CaseResult
 from .report import render_report
 from .vllm_picture import VllmLaneView
-from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header, timeline_lines
+from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header
 from .workload import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
 
 __all__ = ["LabRun", "render_artifacts", "render_table", "stream_artifacts", "UNITS_NOTE"]
@@ -221,128 +222,6 @@ def _tick_ms(workload) -> dict:
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 
-def _request_lines(run: LabRun, parts: list[tuple] | None = None):
-    """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
-    if run.timeline != "full" and parts is None and run.results:
-        parts = request_line_parts([r.spec for r in run.results[0].requests])   # once for every case
-    for result in run.results:
-        yield from _case_request_lines(run, result, parts)
-
-
-def request_line_parts(specs: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
-    """What every case's ``requests.jsonl`` line of each request shares (large runs), for the
-    specs the cases' requests hold, in order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens":
-    ..., "hit_tokens": ', output tokens as text, output tokens)``; formatted once, not once per case."""
-    dumps = json.JSONEncoder(ensure_ascii=False).encode
-    return [(f'"name": {dumps(spec.name)}, "arrival": {spec.arrival}, ',
-             f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
-             str(spec.output_tokens), spec.output_tokens) for spec in specs]
-
-
-def _case_request_lines(run: LabRun, result: CaseResult, parts: list[tuple] | None):
-    if run.timeline != "full":
-        yield from _compact_request_lines(result, parts, is_vllm_run(run))
-        return
-    vllm = is_vllm_run(run)
-    for r in result.requests:
-        line = {
-            "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
-            "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
-            "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
-            "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
-            "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
-        }
-        if vllm:   # vllm-engine.md §5 (lab runs never preempt: their lines stay as they were)
-            line["num_preemptions"] = r.num_preemptions
-            line["preempted_at"] = list(r.preempted_at)
-        yield line
-
-
-_OK = Status.DONE
-
-
-def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
-    """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
-    ``token_times``; every other field is as in a full run. Lines are formatted directly (the
-    same text ``json.dumps`` gives for these integers and strings, several times faster)."""
-    case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
-    status_text = {status: status.value for status in Status}
-    for r, (head, prompt, output_text, output) in zip(result.requests, parts):
-        admitted, done, status = r.admitted_at, r.done_at, r.status
-        arrival = r.spec.arrival
-        runs = r._runs if r._open_from is None else r.flat_token_runs   # an ended request: its stored runs
-        if status is _OK:
-            first = runs[0]
-            latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
-        else:
-            first = runs[0] if runs else None
-            latencies = '"ttft": null, "queue_wait": null, "e2e": null'
-        first_text = "null" if first is None else str(first)
-        if len(runs) == 2:   # one run of tokens: its count is every token emitted
-            emitted = output_text if runs[1] == output else str(runs[1])
-            pairs = f"[{first_text}, {emitted}]"
-        else:
-            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
-            emitted = sum(runs[1::2])
-        line = (f'{{"case": {case}, {head}'
-                f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
-                f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
-                f'{prompt}{r.hit_tokens}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
-                f'{latencies}, "token_runs": [{pairs}]')
-        if vllm:
-            yield (f'{line}, "num_preemptions": {r.num_preemptions}, "preempted_at": '
-                   f'[{", ".join(map(str, r.preempted_at))}]}}')
-        else:
-            yield line + "}"
-
-
-def case_jsonl_lines(run: LabRun, parts: list[tuple] | None = None) -> tuple:
-    """``(request lines, timeline lines)`` of every case of ``run`` (iterators of encoded text
-    lines without newlines), as :func:`stream_artifacts` writes them; for a lab-engine run of
-    ``counts`` or ``off`` detail. ``parts``: :func:`request_line_parts` of the workload, if at hand."""
-    def encoded(lines):
-        encode = json.JSONEncoder(ensure_ascii=False).encode
-        return (line if isinstance(line, str) else encode(line) for line in lines)
-    return encoded(_request_lines(run, parts)), encoded(_timeline_lines(run))
-
-
-def _timeline_lines(run: LabRun):
-    """Lines of ``timeline.jsonl``, case after case (dicts for ``full``, encoded text for ``counts``)."""
-    if is_vllm_run(run):
-        yield from timeline_lines(run)
-        return
-    for result in run.results:
-        yield from _case_timeline_lines(run, result)
-
-
-@functools.lru_cache(maxsize=2)
-def _count_texts(num_requests: int) -> list[str]:
-    """``str(i)`` for ``i`` in ``0 .. num_requests``: a counts record's request counts (waiting,
-    active, admitted, hits, timeouts, finished) never exceed the workload's size, and looking
-    their text up is several times cheaper than formatting it again on every line."""
-    return [str(i) for i in range(num_requests + 1)]
-
-
-def _case_timeline_lines(run: LabRun, result: CaseResult):
-    if run.timeline == "counts":
-        case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
-        n = _count_texts(len(run.workload))
-        for k in result.ticks:
-            yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {n[k.num_waiting]}, '
-                   f'"active": {n[k.num_active]}, "admitted": {n[k.num_admitted]}, '
-                   f'"cache_hits": {n[k.num_cache_hits]}, "timeouts": {n[k.num_timeouts]}, '
-                   f'"decoded": {k.num_decoded}, "prefill_tokens": {k.num_prefill_tokens}, '
-                   f'"budget_used": {k.budget_used}, "finished": {n[k.num_finished]}}}')
-        return
-    for k in result.ticks:
-        yield {
-            "case": result.case.name, "tick": k.tick, "waiting": k.waiting, "active": k.active,
-            "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts,
-            "decoded": k.decoded, "prefilled": dict(k.prefilled), "budget_used": k.budget_used,
-            "finished": k.finished,
-        }
-
-
 def _summary_csv(summaries: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
@@ -352,50 +231,19 @@ def _summary_csv(summaries: list[dict]) -> str:
     return out.getvalue()
 
 
-def _jsonl(records) -> str:
-    return "".join(_jsonl_chunks(records))
-
-
-def _jsonl_chunks(records, lines_per_chunk: int = 4096):
-    """The JSON Lines text of ``records`` in chunks of a few thousand lines (for streaming)."""
-    encode = json.JSONEncoder(ensure_ascii=False).encode
-    chunk = []
-    for record in records:  # a dict, or a line already encoded
-        chunk.append(record if isinstance(record, str) else encode(record))
-        if len(chunk) == lines_per_chunk:
-            yield "\n".join(chunk) + "\n"
-            chunk = []
-    if chunk:
-        yield "\n".join(chunk) + "\n"
-
-
 def stream_artifacts(run: LabRun) -> dict:
     """Like :func:`render_artifacts`, but ``requests.jsonl`` and ``timeline.jsonl`` are iterators
     of text chunks that :func:`sched.safe_write.write_artifacts` streams to disk; the bytes are the
     same. A run whose cases were rendered where they were simulated (``run._sections``) reads them
     back instead of rendering them again."""
-    files = render_artifacts(run, jsonl=_jsonl_chunks)   # lazy: nothing of these two rendered yet
+    files = render_artifacts(run, jsonl=jsonl_chunks)   # lazy: nothing of these two rendered yet
     if run._sections is not None:
-        files["requests.jsonl"] = _sectioned(run, "requests.jsonl", _case_request_lines)
-        files["timeline.jsonl"] = _sectioned(run, "timeline.jsonl", _case_timeline_lines)
+        files["requests.jsonl"] = sectioned_chunks(run, "requests.jsonl")
+        files["timeline.jsonl"] = sectioned_chunks(run, "timeline.jsonl")
     return files
 
 
-def _sectioned(run: LabRun, name: str, case_lines):
-    """``name``'s text chunks case after case: a case's section where it was written, else its
-    lines rendered here from its result."""
-    parts = None
-    for index, result in enumerate(run.results):
-        if run._sections.written(index):
-            yield from run._sections.chunks(index, name)
-            continue
-        if parts is None and name == "requests.jsonl":
-            parts = request_line_parts([r.spec for r in result.requests])
-        yield from _jsonl_chunks(case_lines(run, result, parts) if name == "requests.jsonl"
-                                 else case_lines(run, result))
-
-
-def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
+def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     """Every artifact's text by file name (:data:`sched.safe_write.ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
     workload_text, sha256 = run.workload_json()   # the workload's text built once
@@ -409,8 +257,8 @@ def render_artifacts(run: LabRun, jsonl=_jsonl) -> dict[str, str]:
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": _summary_csv(raw_summaries),
-        "requests.jsonl": jsonl(_request_lines(run)),
-        "timeline.jsonl": jsonl(_timeline_lines(run)),
+        "requests.jsonl": jsonl(request_lines(run)),
+        "timeline.jsonl": jsonl(timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
         "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload),

@@ -22,7 +22,8 @@ from __future__ import annotations
 import codecs
 import tempfile
 
-from .artifacts import LabRun, case_jsonl_lines, request_line_parts
+from .artifacts import LabRun
+from .jsonl_lines import case_jsonl_lines, request_line_parts
 from .workload import workload_json_and_sha256
 
 __all__ = ["CaseSections", "open_case_sections"]

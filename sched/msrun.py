@@ -28,7 +28,8 @@ import sys
 from dataclasses import replace
 from fractions import Fraction
 
-from .artifacts import LabRun, render_table, _manifest, _request_lines, _timeline_lines
+from .artifacts import LabRun, render_table, _manifest
+from .jsonl_lines import request_lines, timeline_lines
 from .cmdline import InputError
 from .config import ConfigError
 from .invariants import check_cases
@@ -147,7 +148,7 @@ def _request_line(line) -> str:
 def _timeline_lines_ms(run: LabRun):
     """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added."""
     records = [record for result in run.results for record in result.ticks]
-    for line, record in zip(_timeline_lines(run), records):
+    for line, record in zip(timeline_lines(run), records):
         line = json.loads(line) if isinstance(line, str) else dict(line)
         line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
         yield json.dumps(line, ensure_ascii=False) + "\n"
@@ -215,7 +216,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
-        "requests.jsonl": "".join(_request_line(line) + "\n" for line in _request_lines(run)),
+        "requests.jsonl": "".join(_request_line(line) + "\n" for line in request_lines(run)),
         "timeline.jsonl": "".join(_timeline_lines_ms(run)),
         "table.txt": table,
         "timeline.svg": svg,
