@@ -18,7 +18,7 @@ import importlib
 
 from . import run_cli
 from .safe_write import ArtifactError
-from .cmdline import EXIT_BAD_INPUT, EXIT_OK, EXIT_TERMINATED, StreamError, guarded_stream, interrupts_raise, one_line
+from .cmdline import EXIT_BAD_INPUT, EXIT_OK, StreamError, guarded_stream, interrupts_raise, one_line
 from .files import reset_written, written
 from .config import ConfigError
 from .records import SimulationError
@@ -138,8 +138,8 @@ def _main(argv: list[str]) -> int:
     except SystemExit as exc:  # argparse: --help, --version, usage errors
         return exc.code if isinstance(exc.code, int) else EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:  # every write is atomic: an interrupted write left nothing behind
-        code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # sched.cmdline.Interrupted: 130 or 143
-        done, what = written(), "terminated (SIGTERM)" if code == EXIT_TERMINATED else "interrupted"
+        code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # sched.cmdline.Interrupted: 128 + signal
+        done, what = written(), getattr(exc, "what", "interrupted")
         _report([f"{what} after writing {', '.join(done)} (complete)" if done else f"{what}; nothing was written"])
         return code
     except BrokenPipeError:

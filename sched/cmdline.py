@@ -49,38 +49,48 @@ def one_line(text: str) -> str:
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) or SIGTERM, raised where the program was; ``signum`` says which."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP, raised where the program was; ``signum`` says which.
+    ``what`` names it for the error line (default: from the signal)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, what: str | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        named = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated (SIGTERM)"}
+        if hasattr(signal, "SIGHUP"):
+            named[signal.SIGHUP] = "hung up (SIGHUP: the terminal closed)"
+        self.what = what or named.get(signum, f"ended by {signal.Signals(signum).name}")
 
     @property
     def exit_code(self) -> int:
-        """:data:`EXIT_TERMINATED` for SIGTERM, :data:`EXIT_INTERRUPTED` otherwise."""
-        return EXIT_TERMINATED if self.signum == signal.SIGTERM else EXIT_INTERRUPTED
+        """128 + the signal number, as a shell reports a process ended by it: :data:`EXIT_INTERRUPTED`
+        (130) for Ctrl-C, :data:`EXIT_TERMINATED` (143) for SIGTERM, 129 for SIGHUP."""
+        return 128 + self.signum
+
+
+#: The signals a command turns into :class:`Interrupted` (SIGHUP: the terminal closed).
+_CAUGHT = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 
 
 @contextlib.contextmanager
 def interrupts_raise():
-    """While inside, SIGINT and SIGTERM raise :class:`Interrupted` where the program is, so every
-    ``finally`` and ``except BaseException`` clean-up runs (staging directories are removed) for
-    ``kill``, ``timeout`` and CI cancellation exactly as for Ctrl-C. After the first signal both
-    are ignored until the block ends: a second Ctrl-C cannot cut the clean-up short or print a
+    """While inside, SIGINT, SIGTERM and SIGHUP raise :class:`Interrupted` where the program is, so
+    every ``finally`` and ``except BaseException`` clean-up runs (staging directories are removed)
+    for ``kill``, ``timeout``, CI cancellation and a closed terminal exactly as for Ctrl-C. After
+    the first signal all three are ignored until the block ends: a second Ctrl-C cannot cut the clean-up short or print a
     traceback. The previous handlers are restored on exit unless a signal came (the process is
     then ending, and a late Ctrl-C during its shutdown must not turn exit 130 into a kill).
     Outside the main thread: no effect."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signals = (signal.SIGINT, signal.SIGTERM)
+    signals = _CAUGHT
     previous = {signum: signal.getsignal(signum) for signum in signals}
     received, owner = [], os.getpid()
 
     def raise_interrupted(signum, _frame):
-        if os.getpid() != owner:  # a forked child (a sweep worker before its own set-up) ends quietly
-            if signum == signal.SIGTERM:
-                os._exit(EXIT_TERMINATED)
+        if os.getpid() != owner:  # a forked child (a worker before its own set-up) ends quietly
+            if signum != signal.SIGINT:
+                os._exit(128 + signum)
             return
         for other in signals:
             signal.signal(other, signal.SIG_IGN)

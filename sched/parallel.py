@@ -24,8 +24,10 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import signal
 from multiprocessing import connection
 
+from .cmdline import Interrupted
 from .engine import Simulation
 from .invariants import check_case
 from .metrics import summarize
@@ -86,7 +88,8 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     Returns ``(results, summaries)``, one each per case in ``cases`` order, equal to
     ``run_cases`` followed by ``check_case`` and ``summarize``. Raises what a worker raised
     (:class:`sched.records.SimulationError` and its subclasses, ``KeyboardInterrupt``); a worker
-    that dies without a word raises :class:`sched.records.SimulationError`.
+    stopped by a signal from outside raises :class:`sched.cmdline.Interrupted` (the run then exits
+    128 + that signal), one that ends without a word otherwise :class:`sched.records.SimulationError`.
     """
     cases = list(cases)
     workers = max(1, min(workers or usable_cores(), len(cases)))
@@ -104,7 +107,9 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
     try:
         for number in range(workers - 1):
             receiver, sender = context.Pipe(duplex=False)
-            process = context.Process(target=_work, args=(sender, number == 0), daemon=True)
+            # The worker closes its copies of the reading ends: with this process gone, its sends fail.
+            process = context.Process(target=_work, args=(sender, number == 0, [receiver, *running], os.getpid()),
+                                      daemon=True)
             process.start()
             sender.close()
             running[receiver] = process
@@ -124,8 +129,7 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
                     _receive(receiver, workload, config, cases, results, summaries)
                 except EOFError:
                     process.join()
-                    raise SimulationError(f"a worker process ended without its results (exit code "
-                                          f"{process.exitcode})") from None
+                    raise _lost(process.exitcode) from None
                 finally:
                     receiver.close()
                 process.join()
@@ -143,6 +147,21 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             gc.enable()
     _give_back_free_memory()
     return results, summaries
+
+
+def _lost(exitcode: int | None) -> BaseException:
+    """The error for a worker that ended without its results: stopped by a signal from outside
+    (killed, or its own clean exit on SIGTERM/SIGHUP: 128 + signal), an :class:`Interrupted` run
+    that exits 128 + that signal; any other end, a :class:`SimulationError` (a bug)."""
+    signum = -exitcode if exitcode is not None and exitcode < 0 else (
+        exitcode - 128 if exitcode is not None and 128 < exitcode < 160 else None)
+    try:
+        name = signal.Signals(signum).name if signum is not None else None
+    except ValueError:
+        name = None
+    if name is not None:
+        return Interrupted(signum, f"a worker process was stopped by {name} before it finished")
+    return SimulationError(f"a worker process ended without its results (exit code {exitcode})")
 
 
 def _take() -> int | None:
@@ -193,17 +212,26 @@ def _expected_cost(case) -> int:
     return 4 if case.chunk_tokens is not None else (2 if case.apc else 3)
 
 
-def _work(sender, first: bool) -> None:
+def _work(sender, first: bool, readers: list, parent: int) -> None:
     """In a worker: the run's prelude if ``first``, then simulate, check and summarise the next
     case nobody has taken until none is left; then send every packed result (or the first error)
     and ``done`` through ``sender``. Everything is computed before anything is sent: the parent
-    reads only once its own cases are done, and a full pipe would stall this worker."""
+    reads only once its own cases are done, and a full pipe would stall this worker.
+
+    The worker never outlives the parent (process ``parent``): it asks the system to end it with
+    the parent (Linux), stops between cases once the parent is gone, and closes its inherited
+    copies of the pipes' reading ends (``readers``) so a send to a vanished parent fails at once."""
+    for reader in readers:
+        reader.close()
+    _end_with_parent(parent)
     try:
         if first and _JOB["prelude"] is not None:
             _JOB["prelude"]()
         packed = []
-        while (index := _take()) is not None:
+        while os.getppid() == parent and (index := _take()) is not None:
             packed.append((index, _packed_case(index)))
+        if os.getppid() != parent:
+            os._exit(1)   # the parent is gone: nobody reads the results
     except BaseException as exc:   # Ctrl-C included: the parent raises it again
         sender.send(("error", exc))
     else:
@@ -216,6 +244,18 @@ def _work(sender, first: bool) -> None:
         sender.send(("done", None))
     finally:
         sender.close()
+
+
+def _end_with_parent(parent: int) -> None:
+    """Ask the system to kill this process when its parent ends (Linux ``prctl(PR_SET_PDEATHSIG)``;
+    elsewhere nothing), and end now if the parent already has."""
+    try:
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)   # 1: PR_SET_PDEATHSIG
+    except (ImportError, OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def _packed_case(index: int) -> tuple:

@@ -196,7 +196,7 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
 
 
 def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", source: str = "scenario:baseline",
-            progress=None, timeline: str | None = None) -> LabRun:
+            progress=None, timeline: str | None = None, *, sections: bool = True) -> LabRun:
     """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
 
     With a :class:`VllmKnobs` ``config`` the vLLM engine runs instead (vllm-engine.md): one case
@@ -208,7 +208,10 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     checked against the model's invariants (:mod:`sched.invariants`); a broken one raises
     :class:`sched.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
     simulation. A workload of :data:`sched.parallel.MIN_REQUESTS_FOR_WORKERS` requests or more is
-    simulated in worker processes, one case per core (:mod:`sched.parallel`; same results).
+    simulated in worker processes, one case per core (:mod:`sched.parallel`; same results), and
+    unless ``sections`` is false (artifacts that will not be written) each case's
+    ``requests.jsonl``/``timeline.jsonl`` lines are rendered there too (:mod:`sched.case_sections`;
+    the run holds temporary files until :meth:`LabRun.close`).
     """
     timeline = timeline or default_timeline(workload)
     if isinstance(config, VllmKnobs):
@@ -222,7 +225,7 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     if worth_workers(workload):  # large: the cases side by side, one per core (same results)
         cases = cases_for(config)
         # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
-        sections = open_case_sections(len(cases)) if timeline != "full" else None
+        sections = open_case_sections(len(cases)) if sections and timeline != "full" else None
         render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
         prelude = None if sections is None else lambda: sections.write_workload(workload)   # workload.json
         results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
@@ -387,7 +390,8 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
             run = msrun.run_with_step_model(workload, config, step_model, source,
                                             args.timeline or default_timeline(workload), progress)
         else:
-            run = run_lab(workload, config, args.policy, source, progress, args.timeline)
+            run = run_lab(workload, config, args.policy, source, progress, args.timeline,
+                          sections=args.artifacts is not None)
         if progress is not None:
             progress.note("rendering artifacts")
         if step_model is not None:

@@ -109,7 +109,20 @@ def _string(value) -> str | None:
 def _key(value) -> str | None:
     if value is not None and (not isinstance(value, str) or not value.strip()):
         return f"must be a non-empty string or null, got {_show(value)}"
+    if value is not None and not _encodable(value):
+        return f"must be Unicode text that UTF-8 can write (no lone surrogate such as \\ud800), got {_show(value)}"
     return None
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` can be written as UTF-8 (no lone surrogate from a ``\\ud800`` escape)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _tick_ms(value) -> str | None:
@@ -251,7 +264,7 @@ def _plain_fields(raw) -> dict | None:
     name, key, arrival = raw["name"], raw["prefix_key"], raw["arrival"]
     prefix, suffix, output = raw["prefix_tokens"], raw["suffix_tokens"], raw["output_tokens"]
     if (type(name) is str and name.strip() and len(name) <= MAX_NAME_LENGTH and name.isprintable()
-            and (key is None or type(key) is str and key.strip())
+            and (key is None or type(key) is str and key.strip() and _encodable(key))
             and type(arrival) is int and 0 <= arrival <= MAX_ARRIVAL
             and type(prefix) is int and 0 <= prefix <= MAX_TOKENS
             and type(suffix) is int and 0 <= suffix <= MAX_TOKENS
@@ -301,7 +314,8 @@ def _plain_columns(names, arrivals, keys, prefixes, suffixes, outputs, prioritie
             or any(abs(p) > MAX_PRIORITY for p in given) or not all(map(int.__add__, prefixes, suffixes))):
         return False
     pairs = set(zip(keys, prefixes))   # (key, prefix_tokens) as written: one pair per key, or a mismatch
-    return all((key is None) == (tokens == 0) and (key is None or key.strip()) for key, tokens in pairs) \
+    return all((key is None) == (tokens == 0) and (key is None or key.strip() and _encodable(key))
+               for key, tokens in pairs) \
         and len({key for key, _ in pairs}) == len(pairs)
 
 

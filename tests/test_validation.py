@@ -58,6 +58,9 @@ BAD_WORKLOADS = {
     "fractional arrival": (_workload(_request(arrival=1.5)), ["request 0 (R0)", "field 'arrival'", "1.5"]),
     "float output_tokens": (_workload(_request(output_tokens=2.0)), ["field 'output_tokens'", "write 2"]),
     "string suffix_tokens": (_workload(_request(suffix_tokens="16")), ["field 'suffix_tokens'", "string"]),
+    # A lone surrogate cannot be written to requests.jsonl or workload.json (it crashed the writer).
+    "prefix_key with a lone surrogate": (_with("prefix_key", '"K\\ud800"'),
+                                         ["request 0 (R0)", "field 'prefix_key'", "UTF-8", "\\ud800"]),
     "null output_tokens": (_workload(_request(output_tokens=None)), ["field 'output_tokens'", "null"]),
     "NaN": (_with("prefix_tokens", "NaN"), ["request 0 (R0)", "field 'prefix_tokens'", "NaN"]),
     "Infinity": (_with("output_tokens", "Infinity"), ["field 'output_tokens'", "Infinity"]),
