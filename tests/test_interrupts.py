@@ -54,6 +54,22 @@ def _slow_workload(path: str) -> str:
     return path
 
 
+def signal_while_writing(out: str, signal_name: str) -> str:
+    """Python code for ``-c``: a baseline run into ``out`` that sends itself ``signal_name`` as
+    it opens its 4th file for writing (an artifact, mid-way through writing the directory)."""
+    return (f"import builtins, os, signal, sys; sys.path.insert(0, {PROJECT!r})\n"
+            "from sched.cli import main\n"
+            "real_open, count = builtins.open, [0]\n"
+            "def open_(path, mode='r', *args, **kwargs):\n"
+            "    if 'w' in mode:\n"
+            "        count[0] += 1\n"
+            "        if count[0] == 4:\n"
+            f"            os.kill(os.getpid(), signal.{signal_name})\n"
+            "    return real_open(path, mode, *args, **kwargs)\n"
+            "builtins.open = open_\n"
+            f"sys.exit(main(['--artifacts', {out!r}]))\n")
+
+
 class SignalTest(unittest.TestCase):
     def setUp(self):
         self.base = temp_dir(self)
@@ -123,19 +139,7 @@ class SignalTest(unittest.TestCase):
     def test_sigterm_while_writing_leaves_no_staging_directory(self):
         """SIGTERM lands while the 4th artifact is written: the staging directory `.run.*.tmp` is
         removed (it used to stay, up to 36 MB), nothing else appears, exit 143."""
-        out = os.path.join(self.base, "run")
-        code = (f"import builtins, os, signal, sys; sys.path.insert(0, {PROJECT!r})\n"
-                "from sched.cli import main\n"
-                "real_open, count = builtins.open, [0]\n"
-                "def open_(path, mode='r', *args, **kwargs):\n"
-                "    if 'w' in mode:\n"
-                "        count[0] += 1\n"
-                "        if count[0] == 4:\n"
-                "            os.kill(os.getpid(), signal.SIGTERM)\n"
-                "    return real_open(path, mode, *args, **kwargs)\n"
-                "builtins.open = open_\n"
-                f"sys.exit(main(['--artifacts', {out!r}]))\n")
-        process = self.start(["-c", code])
+        process = self.start(["-c", signal_while_writing(os.path.join(self.base, "run"), "SIGTERM")])
         stdout, err = process.communicate(timeout=LIMIT)
         self.assertEqual((process.returncode, stdout), (143, ""))
         self.assertEqual(err, "infer_sched_lab.py: error: terminated (SIGTERM); nothing was written\n")

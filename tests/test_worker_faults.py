@@ -15,7 +15,7 @@ from sched import parallel
 from sched.cmdline import Interrupted
 from sched.records import SimulationError
 from tests.helpers import PROJECT, temp_dir
-from tests.test_interrupts import LIMIT, _alive, _children
+from tests.test_interrupts import LIMIT, _alive, _children, signal_while_writing
 
 FORK_AND_PROC = hasattr(os, "fork") and os.path.isdir("/proc/self/task")
 
@@ -105,18 +105,7 @@ class HangUpTest(unittest.TestCase):
         """The terminal closes (SIGHUP) while the 4th artifact is written: cleaned up like SIGTERM,
         one line, exit 129 (128 + SIGHUP); it used to leave the staging directory behind."""
         base = temp_dir(self)
-        out = os.path.join(base, "run")
-        code = (f"import builtins, os, signal, sys; sys.path.insert(0, {PROJECT!r})\n"
-                "from sched.cli import main\n"
-                "real_open, count = builtins.open, [0]\n"
-                "def open_(path, mode='r', *args, **kwargs):\n"
-                "    if 'w' in mode:\n"
-                "        count[0] += 1\n"
-                "        if count[0] == 4:\n"
-                "            os.kill(os.getpid(), signal.SIGHUP)\n"
-                "    return real_open(path, mode, *args, **kwargs)\n"
-                "builtins.open = open_\n"
-                f"sys.exit(main(['--artifacts', {out!r}]))\n")
+        code = signal_while_writing(os.path.join(base, "run"), "SIGHUP")
         process = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=base,
                                  timeout=LIMIT)
         self.assertEqual((process.returncode, process.stdout), (129, ""))
