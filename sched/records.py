@@ -36,7 +36,7 @@ TIMELINE_DETAILS = ("full", "counts", "off")
 
 #: Most ``counts`` records one case keeps (memory and file size stay bounded at any scale). When the
 #: list reaches it, adjacent pairs are merged and the span a record may cover doubles; a later record
-#: falling inside the last record's span is merged into it (see :meth:`TickCounts.merge`).
+#: falling inside the last record's span is merged into it (:class:`CountsKeeper`).
 MAX_COUNTS_RECORDS = 32768
 
 
@@ -239,20 +239,6 @@ class TickCounts:
     budget_used: int
     num_finished: int
 
-    def merge(self, later: "TickCounts") -> None:
-        """Absorb ``later`` (a record starting after this one): span to its end, counts summed,
-        the largest waiting and active counts kept."""
-        self.num_ticks = later.tick + later.num_ticks - self.tick
-        self.num_waiting = max(self.num_waiting, later.num_waiting)
-        self.num_active = max(self.num_active, later.num_active)
-        self.num_admitted += later.num_admitted
-        self.num_cache_hits += later.num_cache_hits
-        self.num_timeouts += later.num_timeouts
-        self.num_decoded += later.num_decoded
-        self.num_prefill_tokens += later.num_prefill_tokens
-        self.budget_used += later.budget_used
-        self.num_finished += later.num_finished
-
 
 class CountsKeeper:
     """Builds one case's ``counts`` timeline (:class:`TickCounts` records) while it runs, bounded by
@@ -261,9 +247,10 @@ class CountsKeeper:
     :meth:`add` takes one step's or jump's counts as a plain list in :class:`TickCounts` field
     order (``[tick, num_ticks, num_waiting, ..., num_finished]``: ticks, requests, tokens, budget
     units), cheaper to build than a record; :meth:`records` returns them as :class:`TickCounts`.
-    Merging follows :meth:`TickCounts.merge` exactly: when the list reaches the bound, adjacent
-    pairs merge and the span a row may cover doubles; a later row starting inside the last row's
-    span merges into it.
+    When the list reaches the bound, adjacent pairs merge and the span a row may cover doubles; a
+    later row starting inside the last row's span merges into it. A merged row spans from the
+    first row's tick to the end of the later one, sums the counts and keeps the largest
+    ``num_waiting`` and ``num_active``.
     """
 
     __slots__ = ("rows", "span")
