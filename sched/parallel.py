@@ -133,8 +133,9 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
                 finally:
                     receiver.close()
                 process.join()
-            if progress is not None and running:
-                index = min((i for i in range(len(cases)) if results[i] is None), key=lambda i: counters[2 * i + 1])
+            pending = [i for i in range(len(cases)) if results[i] is None]   # a worker's, not yet received
+            if progress is not None and running and pending:
+                index = min(pending, key=lambda i: counters[2 * i + 1])
                 progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
     finally:
         for receiver, process in running.items():   # an error or Ctrl-C: stop the others

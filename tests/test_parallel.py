@@ -3,6 +3,7 @@
 import multiprocessing
 from multiprocessing import connection
 import random
+import time
 import unittest
 from unittest import mock
 
@@ -11,6 +12,7 @@ from sched.config import EngineConfig, cases_for
 from sched.engine import run_cases
 from sched.invariants import InvariantError, check_cases
 from sched.metrics import summarize
+from sched import parallel
 from sched.parallel import MIN_REQUESTS_FOR_WORKERS, run_cases_in_workers, worth_workers
 from sched.records import SimulationError
 from sched.workload import RequestSpec, scenario
@@ -86,6 +88,26 @@ class WorkersAgreeTest(unittest.TestCase):
             self.assertIn(name, [case.name for case in cases_for(EngineConfig())])
             self.assertEqual(total, 8)
             self.assertTrue(0 <= ended <= 8 and tick >= 0)
+
+
+@unittest.skipUnless(FORK, "needs the fork start method")
+class LateWorkerTest(unittest.TestCase):
+    def test_a_worker_that_takes_no_case_while_progress_is_shown(self):
+        """The worker starts after this process has taken every case: nothing of its is pending,
+        the progress hook is not called for it (it used to fail on an empty list) and the results
+        are those of one process."""
+        real_work, calls = parallel._work, []
+
+        def late(*args):
+            time.sleep(0.5)
+            return real_work(*args)
+
+        with mock.patch.object(parallel, "_work", late):
+            results, summaries = run_cases_in_workers(scenario("baseline"), EngineConfig(), cases_for(EngineConfig()),
+                                                      progress=lambda *args: calls.append(args), workers=2)
+        alone = run_cases(scenario("baseline"), EngineConfig(), cases_for(EngineConfig()))
+        self.assertEqual(summaries, [summarize(result) for result in alone])
+        self.assertTrue(all(name in [c.name for c in cases_for(EngineConfig())] for name, *_ in calls))
 
 
 class WhenWorkersPayTest(unittest.TestCase):
