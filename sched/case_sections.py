@@ -20,6 +20,7 @@ files cannot be made at all, the run is rendered the usual way.
 from __future__ import annotations
 
 import codecs
+import itertools
 import tempfile
 
 from .artifacts import LabRun
@@ -79,15 +80,8 @@ class CaseSections:
         requests_file, timeline_file = self._files[index]
         try:
             for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._parts)):
-                chunk = []
-                for line in lines:
-                    chunk.append(line)
-                    if len(chunk) == 4096:
-                        chunk.append("")
-                        handle.write("\n".join(chunk).encode("utf-8"))
-                        chunk = []
-                if chunk:
-                    chunk.append("")
+                while chunk := list(itertools.islice(lines, 4096)):
+                    chunk.append("")   # every line ends with a newline
                     handle.write("\n".join(chunk).encode("utf-8"))
                 handle.flush()
             return True

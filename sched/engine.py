@@ -72,7 +72,8 @@ class Simulation:
         self.timeline = timeline
         self.per_tick = per_tick
         self._clock = _Clock()
-        self.requests = [Request(spec, index, _clock=self._clock) for index, spec in enumerate(workload)]
+        fresh, clock = Request.fresh, self._clock
+        self.requests = [fresh(spec, index, clock) for index, spec in enumerate(workload)]
         self._key = POLICIES[policy]
         self._cache = PrefixCache()
         # Requests not yet arrived, in arrival order (ties by workload order).

@@ -102,10 +102,10 @@ def case_jsonl_lines(run, parts: list[tuple] | None = None) -> tuple:
     """``(request lines, timeline lines)`` of every case of ``run`` (iterators of encoded text
     lines without newlines), as :func:`stream_artifacts` writes them; for a lab-engine run of
     ``counts`` or ``off`` detail. ``parts``: :func:`request_line_parts` of the workload, if at hand."""
-    def encoded(lines):
-        encode = json.JSONEncoder(ensure_ascii=False).encode
-        return (line if isinstance(line, str) else encode(line) for line in lines)
-    return encoded(request_lines(run, parts)), encoded(timeline_lines(run))
+    if run.timeline != "full":   # lines already text
+        return request_lines(run, parts), timeline_lines(run)
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    return map(encode, request_lines(run, parts)), map(encode, timeline_lines(run))
 
 
 def timeline_lines(run):

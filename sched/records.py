@@ -106,6 +106,17 @@ class Request:
             self._runs: list[int] = []
             self._num_closed = 0
 
+    @classmethod
+    def fresh(cls, spec: RequestSpec, index: int, clock: _Clock) -> "Request":
+        """``Request(spec, index, _clock=clock)``: a request not yet arrived, built without the
+        keyword handling (a simulation builds one per request per case)."""
+        request = cls.__new__(cls)
+        request.spec, request.index, request.status, request._clock = spec, index, Status.WAITING, clock
+        request.admitted_at = request.prefill_done_at = request.done_at = request._open_from = request._seq = None
+        request.hit_tokens = request.prefilled_tokens = request.num_preemptions = request._num_closed = 0
+        request.preempted_at, request._runs = (), []
+        return request
+
     def __repr__(self) -> str:
         return f"Request({self.name!r}, {self.status.value}, token_runs={self.token_runs})"
 

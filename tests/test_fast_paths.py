@@ -94,5 +94,19 @@ class WorkloadTextOnceTest(unittest.TestCase):
         self.assertEqual(json.loads(files["manifest.json"])["workload_sha256"], workload_sha256(run.workload))
 
 
+class FreshRequestTest(unittest.TestCase):
+    def test_fresh_equals_the_constructor(self):
+        """Request.fresh (the engine's way to build its requests) sets every slot as
+        Request(spec, index, _clock=clock) does."""
+        from sched.records import Request, _Clock
+        from sched.workload import scenario
+        clock, spec = _Clock(), scenario("baseline")[3]
+        made, fresh = Request(spec, 3, _clock=clock), Request.fresh(spec, 3, clock)
+        for slot in Request.__slots__:
+            with self.subTest(slot=slot):
+                self.assertEqual(getattr(fresh, slot), getattr(made, slot))
+        self.assertIsNot(fresh._runs, Request.fresh(spec, 3, clock)._runs)   # each its own list
+
+
 if __name__ == "__main__":
     unittest.main()
