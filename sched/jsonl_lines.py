@@ -26,7 +26,9 @@ __all__ = ["request_lines", "timeline_lines", "request_line_parts", "case_jsonl_
 def request_lines(run, parts: list[tuple] | None = None):
     """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
     if run.timeline != "full" and parts is None and run.results:
-        parts = request_line_parts([r.spec for r in run.results[0].requests])   # once for every case
+        specs = [r.spec for r in run.results[0].requests]
+        # Formatted once for every case; for a single case, as its lines go (nothing kept).
+        parts = request_line_parts(specs) if len(run.results) > 1 else map(_line_parts, specs)
     for result in run.results:
         yield from _case_request_lines(run, result, parts)
 
@@ -35,10 +37,16 @@ def request_line_parts(specs: list[RequestSpec]) -> list[tuple[str, str, str, in
     """What every case's ``requests.jsonl`` line of each request shares (large runs), for the
     specs the cases' requests hold, in order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens":
     ..., "hit_tokens": ', output tokens as text, output tokens)``; formatted once, not once per case."""
-    dumps = json.JSONEncoder(ensure_ascii=False).encode
-    return [(f'"name": {dumps(spec.name)}, "arrival": {spec.arrival}, ',
-             f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
-             str(spec.output_tokens), spec.output_tokens) for spec in specs]
+    return list(map(_line_parts, specs))
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _line_parts(spec: RequestSpec) -> tuple[str, str, str, int]:
+    return (f'"name": {_dumps(spec.name)}, "arrival": {spec.arrival}, ',
+            f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
+            str(spec.output_tokens), spec.output_tokens)
 
 
 def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None):
