@@ -16,7 +16,7 @@ import os
 import shutil
 import unittest
 
-from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
+from tests.helpers import PROJECT, assert_bad_input, full_only, read, run_cli, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
 RUN = os.path.join(RUN_DIR, "requests.jsonl")
@@ -162,6 +162,7 @@ class SmallCalibrationTest(unittest.TestCase):
         row = lines[40]
         self.assertIn(f"(TTFT {row['ttft_ms']:g} ms)", story)
 
+    @full_only("two more step-model runs: an overridden setting and policy are said")
     def test_explicit_flag_overrides_and_is_said(self):
         directory = temp_dir(self)
         code, stdout, err = run_cli(["--engine", "vllm", "--workload", os.path.join(self.out, "workload.json"),

@@ -99,7 +99,7 @@ class LateWorkerTest(unittest.TestCase):
         real_work, calls = parallel._work, []
 
         def late(*args):
-            time.sleep(0.5)
+            time.sleep(0.15)
             return real_work(*args)
 
         with mock.patch.object(parallel, "_work", late):

@@ -14,7 +14,7 @@ import unittest
 from sched import parallel
 from sched.cmdline import Interrupted
 from sched.records import SimulationError
-from tests.helpers import PROJECT, temp_dir
+from tests.helpers import PROJECT, full_only, temp_dir
 from tests.test_interrupts import LIMIT, _alive, _children, signal_while_writing
 
 FORK_AND_PROC = hasattr(os, "fork") and os.path.isdir("/proc/self/task")
@@ -81,6 +81,7 @@ class WorkerFaultTest(unittest.TestCase):
             if _alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
+    @full_only("a worker killed from outside (the parent-killed case runs by default)")
     def test_a_killed_worker_is_one_line_and_exit_137(self):
         os.kill(self.workers[0], signal.SIGKILL)
         stdout, err = self.process.communicate(timeout=LIMIT)
