@@ -17,7 +17,7 @@ if os.path.abspath(sys.path[0] or os.curdir) != _HERE:
 
 
 class _Terminated(BaseException):
-    """SIGTERM before the program's own handler (sched.cmdline.interrupts_raise) is in place."""
+    """SIGTERM before the program's own handler (sched.base.cmdline.interrupts_raise) is in place."""
 
 
 def _terminated(_signum, _frame):
@@ -28,7 +28,7 @@ if __name__ == "__main__":  # SIGTERM while loading: one line, as Ctrl-C (the de
     signal.signal(signal.SIGTERM, _terminated)
 
 try:  # Ctrl-C while the program is still loading: one line, as later (nothing was written yet)
-    from sched.cli import main  # noqa: E402
+    from sched.commands.main import main  # noqa: E402
 except KeyboardInterrupt:
     sys.stderr.write("infer_sched_lab.py: error: interrupted; nothing was written\n")
     sys.exit(130)

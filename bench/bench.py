@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark of the event-driven engine: a thin wrapper of ``python3 infer_sched_lab.py bench``
-(the code is :mod:`sched.bench`; README §14.7, docs/reference.md §4).
+(the code is :mod:`sched.runs.bench`; README §14.7, docs/reference.md §4).
 
     python3 bench/bench.py [--engine lab|vllm] [--azure PATH] [--mooncake PATH] [--sizes 1000,10000,100000,1000000]
 """
@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from sched.cli import main  # noqa: E402
+from sched.commands.main import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main(["bench", *sys.argv[1:]]))

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import unittest
 
-from sched.cli import main
+from sched.commands.main import main
 
 #: ``ISL_FULL=1`` (``.ci/run`` sets it): also run the heavy, duplicated and exhaustive tests that the
 #: learner's ``python3 -m unittest`` skips to stay within about 30 s (docs/reference.md, test variables).

@@ -9,11 +9,11 @@ import heapq
 from dataclasses import dataclass, field
 from enum import Enum
 
-from sched.cache import PrefixCache
-from sched.config import Batching, Case, EngineConfig
-from sched.policy import POLICIES
-from sched.records import CaseResult, Request, Status, TickRecord
-from sched.workload import RequestSpec
+from sched.lab.cache import PrefixCache
+from sched.core.config import Batching, Case, EngineConfig
+from sched.lab.policy import POLICIES
+from sched.core.records import CaseResult, Request, Status, TickRecord
+from sched.workload.specs import RequestSpec
 
 __all__ = ["ReferenceSimulation"]
 

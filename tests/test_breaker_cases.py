@@ -16,7 +16,7 @@ import subprocess
 import sys
 import unittest
 
-from sched.cli import main
+from sched.commands.main import main
 from tests.helpers import EXPECTED, PROJECT, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")

@@ -1,19 +1,19 @@
 """Each case's artifact lines rendered where it was simulated give the bytes of rendering the
-whole run in one process (sched/case_sections.py with sched/parallel.py)."""
+whole run in one process (sched/output/case_sections.py with sched/runs/parallel.py)."""
 
 import random
 import unittest
 from unittest import mock
 
-from sched import case_sections
-from sched.artifacts import LabRun, render_artifacts, stream_artifacts
-from sched.case_sections import CaseSections, open_case_sections
-from sched.config import EngineConfig, cases_for
-from sched.engine import run_cases
-from sched.invariants import check_cases
-from sched.parallel import worth_workers
-from sched.run_cli import run_lab
-from sched.workload import RequestSpec
+from sched.output import case_sections
+from sched.output.artifacts import LabRun, render_artifacts, stream_artifacts
+from sched.output.case_sections import CaseSections, open_case_sections
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import run_cases
+from sched.engines import check_cases
+from sched.runs.parallel import worth_workers
+from sched.commands.run import run_lab
+from sched.workload.specs import RequestSpec
 from tests.test_parallel import FORK
 
 
@@ -43,8 +43,8 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         cls.expected = render_artifacts(LabRun(cls.workload, cls.config, "fcfs", "test", alone, "counts"))
 
     def run_split(self):
-        with mock.patch("sched.parallel.usable_cores", return_value=2), \
-                mock.patch("sched.parallel.MIN_REQUESTS_FOR_WORKERS", len(self.workload)):
+        with mock.patch("sched.runs.parallel.usable_cores", return_value=2), \
+                mock.patch("sched.runs.parallel.MIN_REQUESTS_FOR_WORKERS", len(self.workload)):
             self.assertTrue(worth_workers(self.workload))
             run = run_lab(self.workload, self.config, "fcfs", "test", timeline="counts")
         self.addCleanup(run.close)
@@ -98,7 +98,7 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         self.assertEqual(_text(stream_artifacts(run)), self.expected)
 
     def test_no_temporary_files_means_the_usual_rendering(self):
-        with mock.patch("sched.case_sections.tempfile.TemporaryFile", side_effect=OSError(30, "Read-only")):
+        with mock.patch("sched.output.case_sections.tempfile.TemporaryFile", side_effect=OSError(30, "Read-only")):
             self.assertIsNone(open_case_sections(4))
             run = self.run_split()
         self.assertIsNone(run._sections)

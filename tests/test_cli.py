@@ -4,7 +4,7 @@ import json
 import os
 import unittest
 
-from sched.safe_write import ARTIFACT_FILES
+from sched.base.safe_write import ARTIFACT_FILES
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 
 REPLAYED = ("workload.json", "summary.json", "summary.csv", "requests.jsonl", "timeline.jsonl", "table.txt")
@@ -99,8 +99,8 @@ class BadInputTest(unittest.TestCase):
             self.assertIn(word, text)
 
     def test_shipped_baseline_workload_is_the_scenario(self):
-        from sched.workload import scenario
-        from sched.validation import load_workload
+        from sched.workload.specs import scenario
+        from sched.workload.validation import load_workload
         from tests.helpers import PROJECT
         self.assertEqual(load_workload(os.path.join(PROJECT, "workloads", "baseline.json")), scenario("baseline"))
 
@@ -109,7 +109,7 @@ class CommandsTest(unittest.TestCase):
     """Every sub-command is discoverable from ``--help``; a typo gets the closest name."""
 
     def test_help_lists_every_command_one_line_each_then_the_run_flags(self):
-        from sched.cli import SUBCOMMANDS
+        from sched.commands.main import SUBCOMMANDS
         code, out, _ = run_cli(["--help"])
         self.assertEqual(code, 0)
         lines = out.splitlines()
@@ -125,7 +125,7 @@ class CommandsTest(unittest.TestCase):
     def test_a_bare_handler_entry_gets_its_docstring_as_summary(self):
         """A new command added as ``name: handler`` still shows one line in --help."""
         from unittest import mock
-        from sched import cli
+        from sched.commands import main as cli
 
         def handler(argv):
             """do something new"""
@@ -180,8 +180,10 @@ class CommandsTest(unittest.TestCase):
 
 class SharedParserTest(unittest.TestCase):
     def test_cli_parsers_are_the_shared_line_parser(self):
-        """One one-line-error argparse subclass for every command (sched/cmdline.py), not a copy."""
-        from sched import cli, cmdline, run_cli as run_module
+        """One one-line-error argparse subclass for every command (sched/base/cmdline.py), not a copy."""
+        from sched.commands import main as cli
+        from sched.base import cmdline
+        from sched.commands import run as run_module
         self.assertFalse(hasattr(cli, "_Parser"))
         self.assertIsInstance(run_module._run_parser(), cmdline.LineParser)
         self.assertEqual((cli.EXIT_OK, cli.EXIT_BAD_INPUT), (cmdline.EXIT_OK, cmdline.EXIT_BAD_INPUT))
@@ -200,7 +202,7 @@ class BrokenPipeTest(unittest.TestCase):
             def write(self, text):
                 raise BrokenPipeError(32, "Broken pipe")
 
-        from sched.cli import main
+        from sched.commands.main import main
         out = os.path.join(temp_dir(self), "run")
         err = io.StringIO()
         with contextlib.redirect_stdout(ClosedPipe()), contextlib.redirect_stderr(err):

@@ -6,8 +6,8 @@ import shutil
 import tempfile
 import unittest
 
-from sched.compare import Thresholds, check_contract, compare
-from sched.compare_sides import check_evidence, load_side
+from sched.analysis.compare import Thresholds, check_contract, compare
+from sched.analysis.compare_sides import check_evidence, load_side
 from tests.helpers import read, run_cli, temp_dir
 
 

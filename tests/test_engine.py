@@ -2,10 +2,10 @@
 
 import unittest
 
-from sched.config import Batching, Case, EngineConfig
-from sched.engine import simulate
-from sched.records import Status
-from sched.workload import RequestSpec, scenario
+from sched.core.config import Batching, Case, EngineConfig
+from sched.lab.engine import simulate
+from sched.core.records import Status
+from sched.workload.specs import RequestSpec, scenario
 
 TINY = [
     #           name arrival key  prefix suffix output

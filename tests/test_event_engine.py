@@ -10,11 +10,11 @@ import random
 import unittest
 from unittest import mock
 
-from sched.config import EngineConfig, cases_for
-from sched.engine import Simulation
-from sched.metrics import summarize
-from sched.records import CountsKeeper, TickCounts
-from sched.workload import RequestSpec, scenario
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import Simulation
+from sched.core.metrics import summarize
+from sched.core.records import CountsKeeper, TickCounts
+from sched.workload.specs import RequestSpec, scenario
 from tests.helpers import FULL
 from tests.reference_engine import ReferenceSimulation
 
@@ -134,7 +134,7 @@ class EventEngineEqualsPerTickWalk(unittest.TestCase):
         merged when the fourth arrives, then 4 and 5 fall into the span of 2 of the last record
         ([2..3] has span 2: 4 starts a new record, 5 merges into it)."""
         keeper = CountsKeeper()
-        with mock.patch("sched.records.MAX_COUNTS_RECORDS", 4):
+        with mock.patch("sched.core.records.MAX_COUNTS_RECORDS", 4):
             for tick in range(6):
                 keeper.add([tick, 1, tick, 1, 1, 0, 0, 2, 3, 5, 1])
         self.assertEqual([_counts_row(k) for k in keeper.records()],

@@ -120,7 +120,7 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
 
     def test_worked_example_of_token_times_is_told(self):
         """lab.md §5's worked example as the ``token-gaps`` scenario with ``--decode-cost 40`` (the
-        tick-by-tick derivation is in ``sched.workload._token_gaps``): W1's tokens in chunk32 are
+        tick-by-tick derivation is in ``sched.workload.specs._token_gaps``): W1's tokens in chunk32 are
         stamped [2, 3, 4, 14], gaps [1, 1, 10], TPOT 12 / 3 = 4; its decodes of ticks 4–12 are
         skipped while L0 (ahead in the active list) takes 40 of the 64 units."""
         run = os.path.join(temp_dir(self), "run")

@@ -1,19 +1,19 @@
 """The quick ways through large workloads give exactly what the careful ones give (speed).
 
-Workload files in the canonical layout are read column by column (sched.workload_file); every bad
+Workload files in the canonical layout are read column by column (sched.workload.file); every bad
 value must leave that shortcut and get the careful path's one-line message. Expected messages
-are written out by hand from the rules in sched.validation (lab.md §2, §7).
+are written out by hand from the rules in sched.workload.validation (lab.md §2, §7).
 """
 
 import json
 import random
 import unittest
 
-from sched import validation
-from sched.picture import lane_segments
-from sched.records import Request, Status
-from sched.workload import RequestSpec, WorkloadError, scenario, workload_to_json
-from sched.workload_file import canonical_columns, decode_json
+from sched.workload import validation
+from sched.output.picture import lane_segments
+from sched.core.records import Request, Status
+from sched.workload.specs import RequestSpec, WorkloadError, scenario, workload_to_json
+from sched.workload.file import canonical_columns, decode_json
 
 
 def _line(name="a", arrival=0, key=None, prefix=0, suffix=8, output=4, priority=None) -> str:

@@ -5,11 +5,11 @@ import random
 import unittest
 from dataclasses import replace
 
-from sched import validation as validation_module
-from sched.artifacts import LabRun, render_artifacts
-from sched.run_cli import run_lab
-from sched.config import EngineConfig
-from sched.workload import (SCENARIOS, RequestSpec, WorkloadError, scenario, workload_json_and_sha256, workload_sha256,
+from sched.workload import validation as validation_module
+from sched.output.artifacts import LabRun, render_artifacts
+from sched.commands.run import run_lab
+from sched.core.config import EngineConfig
+from sched.workload.specs import (SCENARIOS, RequestSpec, WorkloadError, scenario, workload_json_and_sha256, workload_sha256,
                             workload_to_json)
 from tests.test_parallel import seeded_workload
 
@@ -98,8 +98,8 @@ class FreshRequestTest(unittest.TestCase):
     def test_fresh_equals_the_constructor(self):
         """Request.fresh (the engine's way to build its requests) sets every slot as
         Request(spec, index, _clock=clock) does."""
-        from sched.records import Request, _Clock
-        from sched.workload import scenario
+        from sched.core.records import Request, _Clock
+        from sched.workload.specs import scenario
         clock, spec = _Clock(), scenario("baseline")[3]
         made, fresh = Request(spec, 3, _clock=clock), Request.fresh(spec, 3, clock)
         for slot in Request.__slots__:

@@ -1,4 +1,4 @@
-"""Only regular files are read (sched/files.py): a FIFO named as input is refused at once, never waited on.
+"""Only regular files are read (sched/base/files.py): a FIFO named as input is refused at once, never waited on.
 
 Each command runs in-process (``main(argv)``) under a watchdog: if it is still running after
 :data:`PATIENCE` seconds, the watchdog opens every FIFO of the test for writing and closes it again,
@@ -12,7 +12,7 @@ import threading
 import time
 import unittest
 
-from sched.files import NotRegularFileError, open_regular, read_regular_text
+from sched.base.files import NotRegularFileError, open_regular, read_regular_text
 from tests.helpers import EXPECTED, run_cli, temp_dir
 
 BASELINE_DIR = os.path.join(EXPECTED, "baseline")

@@ -1,6 +1,6 @@
 """Randomised runs: seeded random workloads and knobs through all four cases and every policy.
 
-Each case checks the invariants of sched/invariants.py on every simulated configuration and that
+Each case checks the invariants of sched/lab/invariants.py on every simulated configuration and that
 replaying the exported ``workload.json`` reproduces every artifact byte for byte (lab.md §7).
 ``ISL_FUZZ_CASES`` sets the number of cases (default 50 in the learner's ``python3 -m unittest``;
 ``.ci/run`` sets 2000), ``ISL_FUZZ_SEED`` the seed (default 20261130); case ``n`` draws from its
@@ -21,12 +21,12 @@ import random
 import unittest
 from unittest import mock
 
-from sched.artifacts import render_artifacts
-from sched.run_cli import run_lab
-from sched.config import EngineConfig
-from sched.policy import POLICIES
-from sched.workload import RequestSpec, WorkloadError
-from sched.validation import parse_workload
+from sched.output.artifacts import render_artifacts
+from sched.commands.run import run_lab
+from sched.core.config import EngineConfig
+from sched.lab.policy import POLICIES
+from sched.workload.specs import RequestSpec, WorkloadError
+from sched.workload.validation import parse_workload
 
 # The learner's run (and the suite run again inside the extracted lab ZIP) is short; CI sets 2000.
 NUM_CASES = int(os.environ.get("ISL_FUZZ_CASES", "50"))
@@ -48,8 +48,8 @@ def case_rng(number: int) -> random.Random:
 
 
 def _without_pictures():
-    """Stub the two picture renderers of sched.artifacts (every other artifact is still rendered)."""
-    return mock.patch.multiple("sched.artifacts", render_timeline_svg=lambda *args: "",
+    """Stub the two picture renderers of sched.output.artifacts (every other artifact is still rendered)."""
+    return mock.patch.multiple("sched.output.artifacts", render_timeline_svg=lambda *args: "",
                                render_report=lambda *args: "")
 
 
@@ -96,7 +96,7 @@ class FuzzTest(unittest.TestCase):
             workload, config, policy = draw_case(number)
             pictures = number % PICTURE_EVERY == 0
             try:
-                # run_lab checks every case's invariants (sched/invariants.py) and raises on a broken one.
+                # run_lab checks every case's invariants (sched/lab/invariants.py) and raises on a broken one.
                 run = run_lab(workload, config, policy, "fuzz:original")
                 with contextlib.nullcontext() if pictures else _without_pictures():
                     files = render_artifacts(run)

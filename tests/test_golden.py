@@ -10,7 +10,7 @@ import os
 import re
 import unittest
 
-from sched.safe_write import ARTIFACT_FILES
+from sched.base.safe_write import ARTIFACT_FILES
 from tests.helpers import EXPECTED, REFERENCE_RUNS, read, run_cli, temp_dir
 
 

@@ -11,15 +11,15 @@ import stat
 import unittest
 from unittest import mock
 
-from sched import engine
-from sched import records as records_module
-from sched.cache import PrefixCache
-from sched.run_cli import LAB_PROFILE_MAX_REQUESTS, scale_warnings
-from sched.config import EngineConfig, cases_for
-from sched.importers import ImportOptions, import_trace
-from sched.sweep import parse_loads
-from sched.workload import RequestSpec, WorkloadError, scenario
-from sched.validation import load_workload, parse_workload
+from sched.lab import engine
+from sched.core import records as records_module
+from sched.lab.cache import PrefixCache
+from sched.commands.run import LAB_PROFILE_MAX_REQUESTS, scale_warnings
+from sched.core.config import EngineConfig, cases_for
+from sched.workload.importers import ImportOptions, import_trace
+from sched.runs.sweep import parse_loads
+from sched.workload.specs import RequestSpec, WorkloadError, scenario
+from sched.workload.validation import load_workload, parse_workload
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data")

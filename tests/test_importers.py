@@ -8,13 +8,13 @@ import json
 import os
 import unittest
 
-from sched.cache import PrefixCache
-from sched.config import EngineConfig, cases_for
-from sched.engine import run_cases
-from sched.importers import ImportOptions, import_trace
-from sched.metrics import summarize
-from sched.workload import RequestSpec, WorkloadError, scenario, workload_to_json
-from sched.validation import load_workload, parse_workload
+from sched.lab.cache import PrefixCache
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import run_cases
+from sched.workload.importers import ImportOptions, import_trace
+from sched.core.metrics import summarize
+from sched.workload.specs import RequestSpec, WorkloadError, scenario, workload_to_json
+from sched.workload.validation import load_workload, parse_workload
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data")
@@ -180,7 +180,7 @@ if __name__ == "__main__":
 
 class ProfileTest(unittest.TestCase):
     def test_profiles_and_overrides(self):
-        """vllm: budget 2048, decode cost 1, max active 256, chunk 512 (sched/profiles.py); an
+        """vllm: budget 2048, decode cost 1, max active 256, chunk 512 (sched/lab/profiles.py); an
         explicit --max-active wins over the profile; the lab profile is the default table header."""
         code, out, err = run_cli(["--profile", "vllm", "--max-active", "8"])
         self.assertEqual(code, 0, err)

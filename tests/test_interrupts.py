@@ -16,13 +16,13 @@ import threading
 import time
 import unittest
 
-from sched.safe_write import write_artifacts
-from sched.run_cli import long_run_warning
-from sched.cmdline import one_line
-from sched.config import EngineConfig
-from sched.engine import estimate_walked_ticks
-from sched.files import exclusive_lock
-from sched.workload import RequestSpec, scenario
+from sched.base.safe_write import write_artifacts
+from sched.commands.run import long_run_warning
+from sched.base.cmdline import one_line
+from sched.core.config import EngineConfig
+from sched.lab.engine import estimate_walked_ticks
+from sched.base.files import exclusive_lock
+from sched.workload.specs import RequestSpec, scenario
 from tests.helpers import PROJECT, full_only, read, temp_dir
 
 SCRIPT = os.path.join(PROJECT, "infer_sched_lab.py")
@@ -58,7 +58,7 @@ def signal_while_writing(out: str, signal_name: str) -> str:
     """Python code for ``-c``: a baseline run into ``out`` that sends itself ``signal_name`` as
     it opens its 4th file for writing (an artifact, mid-way through writing the directory)."""
     return (f"import builtins, os, signal, sys; sys.path.insert(0, {PROJECT!r})\n"
-            "from sched.cli import main\n"
+            "from sched.commands.main import main\n"
             "real_open, count = builtins.open, [0]\n"
             "def open_(path, mode='r', *args, **kwargs):\n"
             "    if 'w' in mode:\n"
@@ -150,8 +150,8 @@ class SignalTest(unittest.TestCase):
         """The same for `zip`: no `.lab-zip.*.tmp` beside the output."""
         out = os.path.join(self.base, "lab.zip")
         code = (f"import os, signal, sys; sys.path.insert(0, {PROJECT!r})\n"
-                "import sched.labzip as labzip\n"
-                "from sched.cli import main\n"
+                "import sched.runs.labzip as labzip\n"
+                "from sched.commands.main import main\n"
                 "real, count = labzip.open_regular, [0]\n"
                 "def open_(*args, **kwargs):\n"
                 "    count[0] += 1\n"
@@ -174,7 +174,7 @@ class SignalTest(unittest.TestCase):
             code = ("import builtins, os, runpy, signal, sys\n"
                     "real = builtins.__import__\n"
                     "def import_(name, *args, **kwargs):\n"
-                    "    if name == 'sched.cli':\n"
+                    "    if name == 'sched.commands.main':\n"
                     f"        os.kill(os.getpid(), signal.{signame})\n"
                     "    return real(name, *args, **kwargs)\n"
                     "builtins.__import__ = import_\n"

@@ -1,4 +1,4 @@
-"""Invariants of finished cases (sched/invariants.py) and the engine's stall guard (exit code 3).
+"""Invariants of finished cases (sched/lab/invariants.py) and the engine's stall guard (exit code 3).
 
 Each rule is shown to hold on the reference runs and to fire when a finished case is broken by hand.
 """
@@ -11,16 +11,17 @@ import random
 import unittest
 from unittest import mock
 
-from sched import invariants, vllm_invariants
-from sched.run_cli import run_lab
-from sched.config import EngineConfig, cases_for
-from sched.engine import Simulation
-from sched.invariants import InvariantError, check_case
-from sched.policy import POLICIES
-from sched.records import Request, SimulationError, Status
-from sched.vllm_config import VllmKnobs
-from sched.vllm_engine import simulate_vllm
-from sched.workload import SCENARIOS, RequestSpec, scenario
+from sched.lab import invariants
+from sched.vllm import invariants as vllm_invariants
+from sched.commands.run import run_lab
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import Simulation
+from sched.engines import InvariantError, check_case
+from sched.lab.policy import POLICIES
+from sched.core.records import Request, SimulationError, Status
+from sched.vllm.config import VllmKnobs
+from sched.vllm.engine import simulate_vllm
+from sched.workload.specs import SCENARIOS, RequestSpec, scenario
 from tests.helpers import FULL, run_cli, temp_dir
 
 
@@ -137,12 +138,12 @@ class InvariantsCatchTest(unittest.TestCase):
 
     def test_broken_case_in_the_cli_is_exit_3_and_no_artifacts(self):
         def broken_run_cases(*args, **kwargs):
-            from sched.engine import run_cases
+            from sched.lab.engine import run_cases
             results = run_cases(*args, **kwargs)
             _extra_token(results[1])
             return results
         out = os.path.join(temp_dir(self), "run")
-        with mock.patch("sched.run_cli.run_cases", broken_run_cases):
+        with mock.patch("sched.commands.run.run_cases", broken_run_cases):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 3)
         self.assertEqual(stdout, "")

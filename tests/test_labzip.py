@@ -16,7 +16,7 @@ import unittest
 import zipfile
 from unittest import mock
 
-from sched.labzip import TOP_FOLDER, LabZipError, build_lab_zip, lab_files
+from sched.runs.labzip import TOP_FOLDER, LabZipError, build_lab_zip, lab_files
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 NESTED = "INFER_SCHED_LAB_NESTED"
@@ -46,7 +46,7 @@ class LabZipTest(unittest.TestCase):
         self.assertEqual(names, sorted(names))
         self.assertTrue(all(name.startswith(f"{TOP_FOLDER}/") for name in names))
         inside = {name[len(TOP_FOLDER) + 1:] for name in names}
-        for required in ("infer_sched_lab.py", "sched/cli.py", "sched/engine.py", "workloads/baseline.json",
+        for required in ("infer_sched_lab.py", "sched/commands/main.py", "sched/lab/engine.py", "workloads/baseline.json",
                          "expected/baseline/requests.jsonl", "expected/baseline/timeline.svg", "tests/helpers.py",
                          "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
                          ".ci/run"):
@@ -141,7 +141,7 @@ class LabZipTest(unittest.TestCase):
 
     def test_interrupt_while_packing_leaves_no_temporary_file(self):
         base = temp_dir(self)
-        with mock.patch("sched.labzip.zipfile.ZipFile.writestr", side_effect=KeyboardInterrupt):
+        with mock.patch("sched.runs.labzip.zipfile.ZipFile.writestr", side_effect=KeyboardInterrupt):
             with self.assertRaises(KeyboardInterrupt):
                 build_lab_zip(PROJECT, os.path.join(base, "lab.zip"))
         self.assertEqual(os.listdir(base), [])

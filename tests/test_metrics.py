@@ -5,15 +5,15 @@ import os
 import unittest
 from fractions import Fraction
 
-from sched.config import Batching, Case, EngineConfig, cases_for
-from sched.engine import simulate
-from sched.records import CaseResult, Request, Status
+from sched.core.config import Batching, Case, EngineConfig, cases_for
+from sched.lab.engine import simulate
+from sched.core.records import CaseResult, Request, Status
 import random
 
-from sched.metrics import e2e, fairness, itls, mean, order_score, percentile, queue_wait, summarize, tpot, ttft
-from sched.vllm_config import VllmKnobs
-from sched.vllm_engine import simulate_vllm
-from sched.workload import RequestSpec, scenario
+from sched.core.metrics import e2e, fairness, itls, mean, order_score, percentile, queue_wait, summarize, tpot, ttft
+from sched.vllm.config import VllmKnobs
+from sched.vllm.engine import simulate_vllm
+from sched.workload.specs import RequestSpec, scenario
 from tests.helpers import EXPECTED, read, run_cli, temp_dir
 
 CASE = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
@@ -117,7 +117,7 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(summary_csv[3].split(",")[header.index("median_ttft")], "14")
 
     def test_token_gaps_scenario_is_the_worked_example(self):
-        """``--scenario token-gaps --decode-cost 40`` (derivation in sched.workload._token_gaps): in
+        """``--scenario token-gaps --decode-cost 40`` (derivation in sched.workload.specs._token_gaps): in
         chunk32 W1's tokens are [2, 3, 4, 14] and L0's nine are consecutive, so the pooled ITL has
         8 + 3 = 11 gaps, P95 = ceil(10.45) = 11th = 10; TPOT [1, 4] gives P95 4, mean 2.5."""
         out = os.path.join(temp_dir(self), "run")

@@ -10,7 +10,7 @@ import io
 import os
 import unittest
 
-from sched.cli import main
+from sched.commands.main import main
 from tests.helpers import EXPECTED, PROJECT, temp_dir
 from tests.test_calibrate import small_run
 

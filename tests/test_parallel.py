@@ -1,4 +1,4 @@
-"""Cases simulated in worker processes give exactly what one process gives (sched/parallel.py)."""
+"""Cases simulated in worker processes give exactly what one process gives (sched/runs/parallel.py)."""
 
 import multiprocessing
 from multiprocessing import connection
@@ -7,15 +7,15 @@ import time
 import unittest
 from unittest import mock
 
-from sched.artifacts import LabRun, render_artifacts
-from sched.config import EngineConfig, cases_for
-from sched.engine import run_cases
-from sched.invariants import InvariantError, check_cases
-from sched.metrics import summarize
-from sched import parallel
-from sched.parallel import MIN_REQUESTS_FOR_WORKERS, run_cases_in_workers, worth_workers
-from sched.records import SimulationError
-from sched.workload import RequestSpec, scenario
+from sched.output.artifacts import LabRun, render_artifacts
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import run_cases
+from sched.engines import InvariantError, check_cases
+from sched.core.metrics import summarize
+from sched.runs import parallel
+from sched.runs.parallel import MIN_REQUESTS_FOR_WORKERS, run_cases_in_workers, worth_workers
+from sched.core.records import SimulationError
+from sched.workload.specs import RequestSpec, scenario
 
 FORK = "fork" in multiprocessing.get_all_start_methods()
 
@@ -64,7 +64,7 @@ class WorkersAgreeTest(unittest.TestCase):
     def test_a_broken_invariant_in_a_worker_is_raised_here(self):
         def broken(result):
             raise InvariantError(f"invariant broken in case {result.case.name}, on purpose")
-        with mock.patch("sched.parallel.check_case", broken):  # inherited by the forked workers
+        with mock.patch("sched.runs.parallel.check_case", broken):  # inherited by the forked workers
             with self.assertRaises(InvariantError) as raised:
                 run_cases_in_workers(scenario("baseline"), EngineConfig(), cases_for(EngineConfig()), workers=2)
         self.assertIn("on purpose", str(raised.exception))
@@ -80,7 +80,7 @@ class WorkersAgreeTest(unittest.TestCase):
                 return []
             return real_wait(readers, timeout)
 
-        with mock.patch("sched.parallel.connection.wait", wait):
+        with mock.patch("sched.runs.parallel.connection.wait", wait):
             run_cases_in_workers(scenario("baseline"), EngineConfig(), cases_for(EngineConfig()),
                                  progress=lambda *args: calls.append(args), workers=2)
         self.assertTrue(calls)
@@ -113,9 +113,9 @@ class LateWorkerTest(unittest.TestCase):
 class WhenWorkersPayTest(unittest.TestCase):
     def test_small_workloads_stay_in_one_process(self):
         self.assertFalse(worth_workers(scenario("baseline")))
-        with mock.patch("sched.parallel.usable_cores", return_value=1):
+        with mock.patch("sched.runs.parallel.usable_cores", return_value=1):
             self.assertFalse(worth_workers([None] * MIN_REQUESTS_FOR_WORKERS))
-        with mock.patch("sched.parallel.usable_cores", return_value=2):
+        with mock.patch("sched.runs.parallel.usable_cores", return_value=2):
             self.assertEqual(worth_workers([None] * MIN_REQUESTS_FOR_WORKERS), FORK)
 
 

@@ -7,12 +7,12 @@ import unittest
 from unittest import mock
 import xml.etree.ElementTree as ET
 
-from sched.config import Batching, Case, EngineConfig
-from sched.engine import simulate
-from sched.metrics import SUMMARY_FIELDS
-from sched.picture import MAX_LANES, lane_segments, render_timeline_svg
-from sched.records import CaseResult
-from sched.workload import RequestSpec
+from sched.core.config import Batching, Case, EngineConfig
+from sched.lab.engine import simulate
+from sched.core.metrics import SUMMARY_FIELDS
+from sched.output.picture import MAX_LANES, lane_segments, render_timeline_svg
+from sched.core.records import CaseResult
+from sched.workload.specs import RequestSpec
 from tests.helpers import EXPECTED, REFERENCE_RUNS, read, run_cli, temp_dir
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -305,7 +305,7 @@ class BoundedPictureTest(unittest.TestCase):
         fine = lane_segments(b, {0: 4}, None)
         self.assertEqual([(s.phase, s.start, s.end, s.tokens, s.emitted) for s in fine],
                          [("prefill", 0, 1, (4,), 0), ("skipped", 1, 4, (), 0), ("decode", 4, 6, (), 2)])
-        with mock.patch("sched.picture.MAX_SEGMENTS", 2):
+        with mock.patch("sched.output.picture.MAX_SEGMENTS", 2):
             coarse = lane_segments(b, {0: 4}, None)
         self.assertEqual([(s.phase, s.start, s.end, s.emitted) for s in coarse],
                          [("prefill", 0, 1, 0), ("decode", 1, 6, 2)])

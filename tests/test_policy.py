@@ -2,11 +2,11 @@
 
 import unittest
 
-from sched.config import Batching, Case, EngineConfig, cases_for
-from sched.engine import run_cases, simulate
-from sched.metrics import order_score, summarize
-from sched.policy import POLICIES
-from sched.workload import RequestSpec, scenario
+from sched.core.config import Batching, Case, EngineConfig, cases_for
+from sched.lab.engine import run_cases, simulate
+from sched.core.metrics import order_score, summarize
+from sched.lab.policy import POLICIES
+from sched.workload.specs import RequestSpec, scenario
 
 CONTINUOUS = Case("continuous", Batching.CONTINUOUS, apc=False, chunk_tokens=None)
 ONE_SLOT = EngineConfig(budget=16, decode_cost=4, max_active=1, chunk_tokens=8)

@@ -4,10 +4,10 @@ import io
 import os
 import unittest
 
-from sched.run_cli import _Progress, _progress_for
-from sched.config import EngineConfig, cases_for
-from sched.engine import Simulation
-from sched.workload import scenario
+from sched.commands.run import _Progress, _progress_for
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import Simulation
+from sched.workload.specs import scenario
 from tests.helpers import run_cli, temp_dir
 
 

@@ -10,7 +10,7 @@ import os
 import shutil
 import unittest
 
-from sched.calibrate import load_real_run
+from sched.timing.calibrate import load_real_run
 from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
@@ -139,7 +139,7 @@ def assert_refused(test, argv, mentions):
 
 class VllmArtifactTest(unittest.TestCase):
     def test_impossible_preemption_fields(self):
-        """explain and diff both refuse them (one check, sched.vllm_artifacts.preemption_problem)."""
+        """explain and diff both refuse them (one check, sched.output.vllm_artifacts.preemption_problem)."""
         base, run = vllm_run(self)
 
         def with_fields(**fields):

@@ -8,10 +8,10 @@ import json
 import os
 import unittest
 
-from sched.compare import compare
-from sched.compare_sides import load_side
-from sched.export import export_rows
-from sched.workload import scenario
+from sched.analysis.compare import compare
+from sched.analysis.compare_sides import load_side
+from sched.timing.export import export_rows
+from sched.workload.specs import scenario
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 EXCERPT = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090")
@@ -90,7 +90,7 @@ class ExportTest(RealrunMixin, unittest.TestCase):
 
 
     def test_block_prompts_share_exactly_their_full_leading_blocks(self):
-        """Block size 4 (README §14.1, sched/cache.py: only full blocks are shared).
+        """Block size 4 (README §14.1, sched/lab/cache.py: only full blocks are shared).
         A [1, 2, 3], 12 tokens: 3 full blocks. B [1, 2, 9], 10 tokens: floor(10 / 4) = 2 full blocks,
         its 2-token block 9 is its own. C [1, "2"], 9 tokens: block "2" is not block 2, 1 own word.
         D [9], 6 tokens: 1 full block, 2 own words. So A and B share words 0-7, A and C words 0-3

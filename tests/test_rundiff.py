@@ -5,7 +5,7 @@ import os
 import shutil
 import unittest
 
-from sched.rundiff import diff_runs
+from sched.analysis.rundiff import diff_runs
 from tests.helpers import EXPECTED, assert_bad_input, read, run_cli, temp_dir
 
 BASELINE = os.path.join(EXPECTED, "baseline")

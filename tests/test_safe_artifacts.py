@@ -10,7 +10,7 @@ import os
 import unittest
 from unittest import mock
 
-from sched.safe_write import ARTIFACT_FILES, ArtifactError, write_artifacts, write_text_file
+from sched.base.safe_write import ARTIFACT_FILES, ArtifactError, write_artifacts, write_text_file
 from tests.helpers import read, run_cli, temp_dir
 
 FILES = {name: f"{name}\n" for name in ARTIFACT_FILES}
@@ -111,7 +111,7 @@ class ExistingRunTest(unittest.TestCase):
         out = os.path.join(temp_dir(self), "run")
         os.mkdir(out)
         denied = PermissionError(errno.EACCES, os.strerror(errno.EACCES), out)
-        with mock.patch("sched.safe_write.os.listdir", side_effect=denied):
+        with mock.patch("sched.base.safe_write.os.listdir", side_effect=denied):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 2)
         self.assertEqual(stdout, "")
@@ -165,7 +165,7 @@ class ForceIsAllOrNothingTest(unittest.TestCase):
                     raise OSError(errno.EIO, os.strerror(errno.EIO), destination)
             return real_rename(source, destination)
         new = {name: f"new {name}\n" for name in ARTIFACT_FILES}
-        with mock.patch("sched.safe_write.os.rename", failing_rename):
+        with mock.patch("sched.base.safe_write.os.rename", failing_rename):
             with self.assertRaises(ArtifactError):
                 write_artifacts(new, out, force=True)
         self.assertEqual({name: read(os.path.join(out, name)) for name in ARTIFACT_FILES}, before)
@@ -234,7 +234,7 @@ class UsageTest(unittest.TestCase):
     def test_ctrl_c_is_one_line_and_exit_130(self):
         base = temp_dir(self)
         out = os.path.join(base, "run")
-        with mock.patch("sched.run_cli.run_lab", side_effect=KeyboardInterrupt):
+        with mock.patch("sched.commands.run.run_lab", side_effect=KeyboardInterrupt):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 130)
         self.assertEqual(err, "infer_sched_lab.py: error: interrupted; nothing was written\n")

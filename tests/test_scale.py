@@ -7,13 +7,13 @@ import unittest
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
-from sched.artifacts import render_artifacts, stream_artifacts
-from sched.run_cli import default_timeline, run_lab
-from sched.config import EngineConfig
-from sched.metrics import gap_histogram, itls, percentile, percentile_of_histogram
-from sched.records import Request, Status
-from sched.sweep import render_sweep_manifest, render_sweep_svg, run_sweep, scale_arrivals
-from sched.workload import RequestSpec, scenario
+from sched.output.artifacts import render_artifacts, stream_artifacts
+from sched.commands.run import default_timeline, run_lab
+from sched.core.config import EngineConfig
+from sched.core.metrics import gap_histogram, itls, percentile, percentile_of_histogram
+from sched.core.records import Request, Status
+from sched.runs.sweep import render_sweep_manifest, render_sweep_svg, run_sweep, scale_arrivals
+from sched.workload.specs import RequestSpec, scenario
 from tests.helpers import EXPECTED, read, run_cli, temp_dir
 
 
@@ -36,7 +36,7 @@ class CompactTokensTest(unittest.TestCase):
     def test_ratio_percentile_equals_the_fraction_percentile(self):
         """Seeded random TPOT ratios, plus two that share one float: same answer as sorting Fractions."""
         import random
-        from sched.metrics import _ratio_percentile
+        from sched.core.metrics import _ratio_percentile
         rng = random.Random(5)
         ratios = [(rng.randint(1, 60), rng.randint(1, 12)) for _ in range(300)]
         ratios += [(1, 3), (333333333333333333, 10**18)]

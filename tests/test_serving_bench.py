@@ -14,7 +14,7 @@ import doctest
 import random
 import unittest
 
-from sched import serving_bench
+from sched.chapter import window as serving_bench
 from sched.serving_bench import (build_scheduler_trace_evidence, compare_scheduler_to_baseline,
                                  decide_scheduler_candidate, recommend_serving_scheduler_run, select_next_batch,
                                  simulate_serving_scheduler, summarize_serving_scheduler_runs,
@@ -277,7 +277,7 @@ class ProjectRecordsTest(unittest.TestCase):
 
 
 def load_tests(loader, tests, pattern):
-    """Also run the worked example in sched/serving_bench.py's docstring (§3's fifo numbers)."""
+    """Also run the worked example in sched/chapter/window.py's docstring (§3's fifo numbers)."""
     tests.addTests(doctest.DocTestSuite(serving_bench))
     return tests
 

@@ -13,7 +13,7 @@ import os
 import unittest
 import xml.etree.ElementTree as ET
 
-from sched.serving_artifacts import Setting, render_windows_svg
+from sched.chapter.artifacts import Setting, render_windows_svg
 from sched.serving_bench import (compare_scheduler_to_baseline, select_next_batch, simulate_serving_scheduler,
                                  summarize_serving_scheduler_runs)
 from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir

@@ -15,7 +15,7 @@ import os
 import shlex
 import unittest
 
-from sched.serving_artifacts import SERVING_FILES
+from sched.chapter.artifacts import SERVING_FILES
 from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data", "serving-bench")

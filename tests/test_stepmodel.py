@@ -8,11 +8,11 @@ import math
 import os
 import unittest
 
-from sched.calibrate import load_real_run, run_workload, training_split
-from sched.calibration_report import counts_error, percentile_table, relative_error
-from sched.cmdline import InputError
-from sched.fit import FrozenSchedule, Step, log_loss, nelder_mead
-from sched.stepmodel import StepModel, load_step_model, parse_step_model, step_model_to_json
+from sched.timing.calibrate import load_real_run, run_workload, training_split
+from sched.timing.calibration_report import counts_error, percentile_table, relative_error
+from sched.base.cmdline import InputError
+from sched.timing.fit import FrozenSchedule, Step, log_loss, nelder_mead
+from sched.timing.stepmodel import StepModel, load_step_model, parse_step_model, step_model_to_json
 from tests.helpers import PROJECT, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")

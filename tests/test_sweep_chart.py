@@ -5,7 +5,7 @@ import unittest
 from fractions import Fraction
 from unittest import mock
 
-from sched.sweep import linear_ticks, log_ticks, render_sweep_svg
+from sched.runs.sweep import linear_ticks, log_ticks, render_sweep_svg
 from tests.helpers import run_cli
 
 CASES = ("static", "continuous", "continuous+APC", "continuous+APC+chunk32")
@@ -64,7 +64,7 @@ class SweepChartTest(unittest.TestCase):
 
 class SweepWarningTest(unittest.TestCase):
     def test_the_lab_profile_on_a_big_workload_warns_like_the_run(self):
-        with mock.patch("sched.run_cli.LAB_PROFILE_MAX_REQUESTS", 4):   # the baseline's 8 requests count as big
+        with mock.patch("sched.commands.run.LAB_PROFILE_MAX_REQUESTS", 4):   # the baseline's 8 requests count as big
             code, _, err = run_cli(["sweep", "--loads", "1", "--workers", "1"])
             self.assertEqual(code, 0, err)
             self.assertIn("warning: the lab profile (budget 64, max active 4) is a teaching scale; with 8 requests", err)

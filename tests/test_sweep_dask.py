@@ -90,7 +90,7 @@ class DaskSweepTest(unittest.TestCase):
         self.assertIn("infer_sched_lab_code.zip", worker_log)   # the points ran on the code the sweep sent
 
     def test_no_scheduler_is_one_line_exit_2(self):
-        with mock.patch("sched.cluster.CONNECT_TIMEOUT_S", 2):
+        with mock.patch("sched.runs.cluster.CONNECT_TIMEOUT_S", 2):
             code, out, err = run_cli(["sweep", "--executor", f"dask://127.0.0.1:{free_port()}"])
         self.assertEqual((code, out), (2, ""), err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)

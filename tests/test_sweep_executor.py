@@ -1,4 +1,4 @@
-"""``sweep --executor``: the address and the missing-Dask path, without Dask (sched/cluster.py).
+"""``sweep --executor``: the address and the missing-Dask path, without Dask (sched/runs/cluster.py).
 
 The sweep on a real Dask cluster is tests/test_sweep_dask.py (run where Dask is installed).
 """
@@ -9,8 +9,8 @@ import sys
 import unittest
 from unittest import mock
 
-from sched.cluster import parse_dask_address
-from sched.config import ConfigError
+from sched.runs.cluster import parse_dask_address
+from sched.core.config import ConfigError
 from tests.helpers import PROJECT, assert_bad_input
 
 
@@ -38,7 +38,7 @@ class MissingDaskTest(unittest.TestCase):
             assert_bad_input(self, ["sweep", "--executor", "dask://127.0.0.1:8786"], "dask.distributed")
 
     def test_the_lab_never_imports_dask_unasked(self):
-        code = "import sys, sched.cli, sched.sweep, sched.cluster; print(sorted(m for m in sys.modules if m.startswith(('dask', 'distributed'))))"
+        code = "import sys, sched.commands.main, sched.runs.sweep, sched.runs.cluster; print(sorted(m for m in sys.modules if m.startswith(('dask', 'distributed'))))"
         out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True, text=True, timeout=60)
         self.assertEqual(out.stdout.strip(), "[]", out.stderr)
 

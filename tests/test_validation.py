@@ -5,8 +5,8 @@ import json
 import os
 import unittest
 
-from sched.workload import WorkloadError
-from sched.validation import MAX_TOKENS, parse_workload
+from sched.workload.specs import WorkloadError
+from sched.workload.validation import MAX_TOKENS, parse_workload
 from tests.helpers import read, run_cli, temp_dir
 
 

@@ -5,11 +5,11 @@ import random
 import unittest
 from fractions import Fraction
 
-from sched.kv_cache import PrefixCachingKV
-from sched.records import Status
-from sched.vllm_config import VllmKnobs
-from sched.vllm_engine import VllmSimulation, simulate_vllm
-from sched.workload import RequestSpec
+from sched.vllm.kv_cache import PrefixCachingKV
+from sched.core.records import Status
+from sched.vllm.config import VllmKnobs
+from sched.vllm.engine import VllmSimulation, simulate_vllm
+from sched.workload.specs import RequestSpec
 
 # Budget 8 tokens, 2 seqs, blocks of 4 tokens, 4 blocks (3 usable).
 TINY = [RequestSpec("A", 0, None, 0, 4, 6), RequestSpec("B", 0, None, 0, 4, 6)]
@@ -186,10 +186,10 @@ if __name__ == "__main__":
 
 
 class VllmInvariantsTest(unittest.TestCase):
-    """The vLLM engine's invariants (sched.vllm_invariants) catch a broken result."""
+    """The vLLM engine's invariants (sched.vllm.invariants) catch a broken result."""
 
     def test_broken_results_are_caught(self):
-        from sched.invariants import InvariantError, check_case
+        from sched.engines import InvariantError, check_case
 
         def broken(change):
             result = simulate_vllm(TINY, TINY_KNOBS, timeline="full")

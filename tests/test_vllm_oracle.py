@@ -14,9 +14,9 @@ import json
 import os
 import unittest
 
-from sched.vllm_config import VllmKnobs
-from sched.vllm_engine import simulate_vllm
-from sched.validation import load_workload
+from sched.vllm.config import VllmKnobs
+from sched.vllm.engine import simulate_vllm
+from sched.workload.validation import load_workload
 from tests.helpers import FULL
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle")

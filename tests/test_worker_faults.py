@@ -1,4 +1,4 @@
-"""Faults around the worker process of a large run (sched/parallel.py) and signals that end a
+"""Faults around the worker process of a large run (sched/runs/parallel.py) and signals that end a
 run (README §13), with real processes and real signals: SIGHUP while writing cleans up like
 SIGTERM; a worker stopped from outside is one line and exit 128 + its signal, not an internal
 error; a worker never outlives its parent. Each child process is bounded by a timeout."""
@@ -11,9 +11,9 @@ import sys
 import time
 import unittest
 
-from sched import parallel
-from sched.cmdline import Interrupted
-from sched.records import SimulationError
+from sched.runs import parallel
+from sched.base.cmdline import Interrupted
+from sched.core.records import SimulationError
 from tests.helpers import PROJECT, full_only, temp_dir
 from tests.test_interrupts import LIMIT, _alive, _children, signal_while_writing
 
@@ -34,8 +34,8 @@ def _big_workload(path: str) -> str:
 _SLEEPING_WORKER = (
     "import sys, time; sys.path.insert(0, {project!r})\n"
     "from unittest import mock\n"
-    "from sched import parallel\n"
-    "from sched.cli import main\n"
+    "from sched.runs import parallel\n"
+    "from sched.commands.main import main\n"
     "def sleep(index):\n"
     "    time.sleep(60)\n"
     "with mock.patch.object(parallel, '_packed_case', sleep), mock.patch.object(parallel, 'usable_cores', lambda: 2):\n"

@@ -1,0 +1,8 @@
+"""Tools that read a run's artifacts: ``explain``, ``check``, ``diff`` (``rundiff``), and ``compare``
+(``trace`` and ``compare_sides`` read a run as a side).
+
+May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.output``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "workload", "core", "output")

@@ -1,0 +1,364 @@
+"""``diff RUN_A RUN_B``: what changed between two simulated runs, request by request (README §12.5).
+
+Reads each run's ``manifest.json``, ``workload.json``, ``summary.json`` and ``requests.jsonl``
+(lab.md §7); nothing is simulated again. The report has four parts:
+
+1. **workload**: requests only in A, only in B, and every field that differs for a request of
+   the same name (``U6: suffix_tokens 160 -> 640``); the two runs may hold different workloads;
+2. **configuration**: policy, knobs and timeout that differ;
+3. **summary**: for each case in both runs, the lab.md §6 columns of A and B side by side with
+   B − A;
+4. **requests**: for each case, every request (matched by name) whose admission, first token,
+   end, TTFT, E2E, queue wait, hit tokens or status differs, largest change first: a status change
+   (e.g. ``ok -> timeout``) ranks first, then the largest absolute change in ticks or tokens.
+
+Every delta is B − A in ticks (tokens for hits): ``+`` means later or slower in B. Two
+``--step-model`` runs (``manifest.json`` ``time_unit: ms``, vllm-engine.md §6) are compared in ms
+throughout: the request times come from the ``*_ms`` fields of ``requests.jsonl`` (its tick fields
+are µs), like their summaries; a step-model run and a tick run are refused (two clocks). Exit code of
+the command: 0 when nothing differs, 1 when something does, 2 for unusable input (one line naming
+the file, the line, the request and the field).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
+from ..base.files import open_regular, read_regular_text
+from .trace import check_summary_row
+from ..output.vllm_artifacts import preemption_problem
+
+__all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
+
+EXIT_DIFFERENT = 1
+
+#: Per-request fields compared: requests.jsonl field -> label in the report (ticks, tokens for hits).
+REQUEST_FIELDS = {"admitted_at": "admission", "first_token_at": "first token", "done_at": "end",
+                  "ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "hit_tokens": "hits"}
+#: The ms fields of a step-model run's request line, by tick field (sched.timing.msrun).
+MS_REQUEST_FIELDS = {"admitted_at": "admitted_ms", "first_token_at": "first_token_ms", "done_at": "done_ms",
+                     "ttft": "ttft_ms", "e2e": "e2e_ms", "queue_wait": "queue_wait_ms", "hit_tokens": "hit_tokens"}
+#: Summary columns shown side by side (summary.json field -> header), as in table.txt (lab.md §6).
+SUMMARY_COLUMNS = {"p95_ttft": "P95 TTFT", "p95_itl": "P95 ITL", "p95_tpot": "P95 TPOT",
+                   "throughput": "output/tick", "hit_tokens": "hit tokens", "succeeded": "ok",
+                   "arrived": "arrived", "makespan": "makespan"}
+#: Most changed requests listed per case (the rest are counted).
+MAX_ROWS = 20
+
+
+class RunDiff:
+    """The differences between run A and run B (plain data; :func:`format_diff` renders it).
+
+    ``workload``: lines naming requests only in one run and changed fields; ``config``: lines
+    naming changed settings; ``summaries``: ``[(case, row_a, row_b)]`` for cases in both runs;
+    ``cases_only``: ``(cases only in A, cases only in B)``; ``requests``: case -> list of
+    ``(name, status_a, status_b, {field: (a, b)})`` sorted largest change first.
+    """
+
+    def __init__(self, a: str, b: str):
+        self.a, self.b = a, b
+        self.workload: list[str] = []
+        self.config: list[str] = []
+        self.summaries: list[tuple[str, dict, dict]] = []
+        self.cases_only: tuple[list[str], list[str]] = ([], [])
+        self.requests: dict[str, list] = {}
+        self.unit = "ticks"   # "ms" for two --step-model runs
+
+    @property
+    def any(self) -> bool:
+        """True when the two runs differ in anything compared."""
+        return bool(self.workload or self.config or any(self.cases_only) or any(self.requests.values())
+                    or any(_row_changed(a, b) for _, a, b in self.summaries))
+
+
+def _row_changed(a: dict, b: dict) -> bool:
+    return any(a.get(f) != b.get(f) for f in SUMMARY_COLUMNS)
+
+
+def _read_json(path: str):
+    try:
+        text = read_regular_text(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (is {os.path.dirname(path) or '.'} a run's --artifacts directory?)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    return parse_json(text, path)
+
+
+def _object_list(data, path: str, field: str) -> list[dict]:
+    if not isinstance(data, dict) or not isinstance(data.get(field), list) or \
+            not all(isinstance(item, dict) for item in data[field]):
+        raise InputError(f"{path}: field '{field}' must be a list of objects")
+    return data[field]
+
+
+def _manifest(directory: str) -> dict:
+    if not os.path.isdir(directory):
+        raise InputError(f"{directory}: no such run directory")
+    path = os.path.join(directory, "manifest.json")
+    manifest = _read_json(path)
+    if not isinstance(manifest, dict):
+        raise InputError(f"{path}: must be a JSON object")
+    if manifest.get("kind") is not None:
+        raise InputError(f"{directory}: is a {manifest['kind']!r} run, not a simulated one; diff compares two "
+                         "simulated runs (ticks)")
+    return manifest
+
+
+def _is_count(value) -> bool:
+    return value is None or (type(value) is int and value >= 0)
+
+
+def _is_ms(value) -> bool:
+    return value is None or (type(value) in (int, float) and value >= 0)
+
+
+def _unit(directory: str, manifest: dict) -> str:
+    """``"ms"`` for a ``--step-model`` run (``time_unit: ms``), else ``"ticks"``."""
+    return "ms" if manifest.get("time_unit") == "ms" else "ticks"
+
+
+def _summary_rows(directory: str) -> dict[str, dict]:
+    """case -> row of ``summary.json``, each row checked by the validator ``compare`` uses
+    (:func:`sched.analysis.trace.check_summary_row`): a string ``"56"`` or a negative P95 is refused here."""
+    path = os.path.join(directory, "summary.json")
+    rows = {}
+    for row in _object_list(_read_json(path), path, "cases"):
+        case = row.get("case")
+        if not isinstance(case, str) or case in rows:
+            raise InputError(f"{path}: field 'case': must be a distinct string, got {json.dumps(case)}")
+        check_summary_row(row, f"{path}: case {case!r}")
+        rows[case] = row
+    return rows
+
+
+def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False) -> dict[tuple[str, str], tuple]:
+    """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
+    (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
+    times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`). A simulated run has exactly
+    one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json): a line
+    of another case or request, a second line or a missing one is refused; so are impossible
+    preemption fields of a ``vllm`` run (:func:`sched.output.vllm_artifacts.preemption_problem`)."""
+    path = os.path.join(directory, "requests.jsonl")
+    keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
+    rows = {}
+    try:
+        with open_regular(path) as handle:
+            for number, line in enumerate(handle, 1):
+                where = f"{path}: line {number}"
+                record = parse_json(line, where)
+                if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
+                        or not isinstance(record.get("name"), str):
+                    raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
+                where = f"{where} (request {record['name']!r})"
+                if record["case"] not in cases:
+                    raise InputError(f"{where}: field 'case': {record['case']!r} is not a case of summary.json")
+                if record["name"] not in names:
+                    raise InputError(f"{where}: field 'name': not a request of workload.json")
+                for field in keys:
+                    if unit == "ms" and field not in record:
+                        raise InputError(f"{where}: field '{field}' is missing "
+                                         "(manifest.json says the run's times are ms)")
+                    if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
+                        what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
+                        raise InputError(f"{where}: field '{field}' must be "
+                                         f"{what} or null, got {json.dumps(record.get(field))}")
+                problem = vllm and preemption_problem(record)
+                if problem:
+                    raise InputError(f"{where}: {problem}")
+                if (record["case"], record["name"]) in rows:
+                    raise InputError(f"{where}: field 'name': a second line for this request in case "
+                                     f"{record['case']!r}")
+                rows[record["case"], record["name"]] = (str(record.get("status")), *(record.get(f) for f in keys))
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+    if len(rows) != len(cases) * len(names):
+        case, name = next((c, n) for c in cases for n in names if (c, n) not in rows)
+        raise InputError(f"{path}: case {case!r} (request {name!r}): no line for this request of workload.json")
+    return rows
+
+
+def _workload(directory: str) -> dict[str, dict]:
+    """name -> request of ``workload.json``."""
+    path = os.path.join(directory, "workload.json")
+    return {str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")}
+
+
+def _show(value) -> str:
+    return "none" if value is None else json.dumps(value, ensure_ascii=False)
+
+
+def _workload_lines(a: dict, b: dict) -> list[str]:
+    """Requests only in one run (``a``, ``b``: :func:`_workload`), then every differing field of
+    requests with the same name."""
+    lines = []
+    only_a, only_b = [n for n in a if n not in b], [n for n in b if n not in a]
+    if only_a:
+        lines.append(f"only in A: {', '.join(only_a)}")
+    if only_b:
+        lines.append(f"only in B: {', '.join(only_b)}")
+    for name, spec in a.items():
+        if name in b and spec != b[name]:
+            other = b[name]
+            changes = [f"{field} {_show(spec.get(field))} -> {_show(other.get(field))}"
+                       for field in [*spec, *(f for f in other if f not in spec)] if spec.get(field) != other.get(field)]
+            lines.append(f"{name}: {', '.join(changes)}")
+    return lines
+
+
+def _config_lines(a: dict, b: dict) -> list[str]:
+    lines = []
+    for field in ("policy", "timeout_ticks"):
+        if a.get(field) != b.get(field):
+            lines.append(f"{field} {_show(a.get(field))} -> {_show(b.get(field))}")
+    config_a = a.get("config") if isinstance(a.get("config"), dict) else {}
+    config_b = b.get("config") if isinstance(b.get("config"), dict) else {}
+    for field in [*config_a, *(f for f in config_b if f not in config_a)]:
+        if config_a.get(field) != config_b.get(field):
+            lines.append(f"{field} {_show(config_a.get(field))} -> {_show(config_b.get(field))}")
+    return lines
+
+
+def _change_size(status_a: str, status_b: str, fields: dict) -> tuple:
+    """Sort key, largest first: a status change, then the largest absolute delta."""
+    deltas = [abs(b - a) for a, b in fields.values() if a is not None and b is not None]
+    appeared = any((a is None) != (b is None) for a, b in fields.values())
+    return (status_a != status_b, appeared, max(deltas, default=0))
+
+
+def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
+    """Compare run ``dir_a`` (A) with run ``dir_b`` (B), every case in both or only ``case``.
+
+    Raises :class:`InputError` for unusable input, or a ``case`` that is not in both runs (the
+    message lists the cases they share).
+    """
+    manifests = [_manifest(d) for d in (dir_a, dir_b)]
+    units = [_unit(d, m) for d, m in zip((dir_a, dir_b), manifests)]
+    if units[0] != units[1]:
+        ms_dir, tick_dir = (dir_a, dir_b) if units[0] == "ms" else (dir_b, dir_a)
+        raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
+                         "engine steps); diff compares two runs on the same clock")
+    workloads = [_workload(d) for d in (dir_a, dir_b)]
+    sum_a, sum_b = [_summary_rows(d) for d in (dir_a, dir_b)]
+    result = RunDiff(dir_a, dir_b)
+    result.unit = units[0]
+    result.workload = _workload_lines(*workloads)
+    result.config = _config_lines(*manifests)
+    shared = [c for c in sum_a if c in sum_b]
+    if case is not None and case not in shared:
+        raise InputError(f"--case {case!r}: not a case of both runs; the cases they share are "
+                         f"{', '.join(shared) or 'none'}")
+    result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
+    if case is None:
+        result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, manifests[0].get("engine") == "vllm"),
+                      _requests(dir_b, sum_b, workloads[1], result.unit, manifests[1].get("engine") == "vllm"))
+    for shown, _, _ in result.summaries:
+        changed = []
+        for (row_case, name), a in rows_a.items():
+            b = rows_b.get((row_case, name))
+            if row_case != shown or b is None:
+                continue
+            fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:], b[1:]) if x != y}
+            if fields or a[0] != b[0]:
+                changed.append((name, a[0], b[0], fields))
+        order = {name: i for i, name in enumerate(n for c, n in rows_a if c == shown)}
+        changed.sort(key=lambda row: (tuple(-x for x in _change_size(*row[1:])), order[row[0]]))
+        result.requests[shown] = changed
+    return result
+
+
+def _delta(a, b, digits: int = 2) -> str:
+    if a is None or b is None or a == b:
+        return ""
+    difference = b - a
+    text = f"{difference:+.{digits}f}" if isinstance(difference, float) else f"{difference:+d}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _cell(value, digits: int = 2) -> str:
+    if value is None:
+        return "NA"
+    if isinstance(value, float) and digits > 2:   # ms of a step-model run: whole µs, trailing zeros dropped
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".")
+    return f"{value:.2f}" if isinstance(value, float) else str(value)
+
+
+def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
+    """The report text of :func:`diff_runs` (deltas B − A; ticks, or ms for two step-model runs;
+    tokens for hits)."""
+    out = [f"diff A {result.a}  ->  B {result.b}   (B − A in {result.unit}, hits in tokens; + is later or slower in B)"]
+    if result.unit == "ms":
+        out.append("clock: two --step-model runs; every time is ms of the step model's clock (requests.jsonl's *_ms "
+                   "fields, summary.json), a prediction, not a measurement")
+    out.append("workload: " + ("same requests" if not result.workload else
+                               f"{len(result.workload)} difference{'s' if len(result.workload) != 1 else ''}"))
+    out += [f"  {line}" for line in result.workload]
+    out.append("configuration: " + ("same" if not result.config else ", ".join(result.config)))
+    for label, cases in zip(("A", "B"), result.cases_only):
+        if cases:
+            out.append(f"cases only in {label}: {', '.join(cases)}")
+    if result.summaries:
+        out.append("")
+        out += _summary_table(result.summaries, result.unit)
+    digits = 3 if result.unit == "ms" else 2
+    for case, rows in result.requests.items():
+        out.append("")
+        if not rows:
+            out.append(f"== {case} ==  no request changed")
+            continue
+        out.append(f"== {case} ==  {len(rows)} request{'s' if len(rows) != 1 else ''} changed, largest change first")
+        width = max(len(name) for name, *_ in rows[:max_rows])
+        for name, status_a, status_b, fields in rows[:max_rows]:
+            parts = [f"status {status_a} -> {status_b}"] if status_a != status_b else []
+            parts += [f"{REQUEST_FIELDS[f]} {_cell(a, digits)} -> {_cell(b, digits)}"
+                      + (f" ({_delta(a, b, digits)})" if _delta(a, b, digits) else "") for f, (a, b) in fields.items()]
+            out.append(f"  {name:<{width}}  " + ", ".join(parts))
+        if len(rows) > max_rows:
+            out.append(f"  ... and {len(rows) - max_rows} more changed requests")
+    return "\n".join(out) + "\n"
+
+
+def _summary_table(summaries: list[tuple[str, dict, dict]], unit: str = "ticks") -> list[str]:
+    """The lab.md §6 columns of each case: a row for A, a row for B, a row for B − A (a step-model
+    run's throughput is output tokens per second)."""
+    header = ["summary", "run", *(("output tok/s" if f == "throughput" and unit == "ms" else title)
+                                  for f, title in SUMMARY_COLUMNS.items())]
+    rows, digits = [header], 3 if unit == "ms" else 2
+    for case, a, b in summaries:
+        rows.append([case, "A", *(_cell(a.get(f), digits) for f in SUMMARY_COLUMNS)])
+        rows.append(["", "B", *(_cell(b.get(f), digits) for f in SUMMARY_COLUMNS)])
+        rows.append(["", "B − A", *(_delta(a.get(f), b.get(f), digits) or "·" for f in SUMMARY_COLUMNS)])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1])]
+                      + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i > 1]).rstrip() for row in rows]
+
+
+def _diff(argv: list[str]) -> int:
+    parser = LineParser(prog="infer_sched_lab.py diff",
+                        description="Compare two simulated runs request by request and case by case: who got "
+                                    "faster or slower and by how many ticks (admission, first token, end, TTFT, "
+                                    "E2E, queue wait, hits, status), largest change first, with the summary rows "
+                                    "side by side. The runs may hold different workloads: requests are matched "
+                                    "by name and the workload differences are listed.",
+                        epilog="Exit codes: 0 no differences, 1 differences, 2 unusable input.")
+    parser.add_argument("run_a", metavar="RUN_A", help="the first run's --artifacts directory, e.g. runs/baseline")
+    parser.add_argument("run_b", metavar="RUN_B", help="the second run's, e.g. runs/u6-640")
+    parser.add_argument("--case", metavar="CASE", help="only this case, e.g. continuous")
+    parser.add_argument("--top", type=integer, default=MAX_ROWS, metavar="N",
+                        help=f"most changed requests listed per case (default {MAX_ROWS})")
+    args = parser.parse_args(argv)
+    if args.top < 1:
+        parser.error(f"argument --top: must be a positive integer, got {args.top}")
+    result = diff_runs(args.run_a, args.run_b, args.case)
+    print(format_diff(result, args.top), end="")
+    return EXIT_DIFFERENT if result.any else EXIT_OK
+
+
+def command(argv: list[str]) -> int:
+    """The ``diff`` sub-command: exit 0 no differences, 1 differences, 2 unusable input or usage."""
+    return run_command("infer_sched_lab.py diff", _diff, argv)

@@ -1,0 +1,210 @@
+"""``explain NAME`` for a vLLM-engine run: one request's story, preemptions included (vllm-engine.md §5).
+
+Read from the run's ``requests.jsonl`` row (admission, hit, token stamps, ``preempted_at``) and,
+with ``--timeline full``, its steps in ``timeline.jsonl`` (``scheduled``, ``preempted``,
+``preempted_for``). Example (``explain S4`` on the baseline with 64 tokens, 4 seqs, chunk cap 32,
+prefix caching and 41 blocks)::
+
+    == vllm ==
+      arrival      tick 9
+      waiting      ticks 9–17 (9 ticks in the queue: no free slot, no budget left, or no KV room ...)
+      admission    tick 18, cache hit: 128 prefix tokens skipped
+      prefill      tick 18: 16 tokens (prompt complete: the first token is sampled in this step)
+      first token  tick 19 (TTFT 10)
+      preempted    at tick 19 to free KV blocks for U3; back in the queue ticks 19–29; recomputed 17
+                   tokens from tick 30 (tick 30)
+      end          tick 45, ok, 16 of 16 tokens (E2E 36)
+"""
+
+from __future__ import annotations
+
+from .explain_error import ExplainError
+
+__all__ = ["VLLM_STEP_FIELDS", "StepClock", "check_step_times", "vllm_case_story", "vllm_costs"]
+
+#: Most prefill lines printed per request (the rest are summed in one line).
+MAX_PREFILL_LINES = 12
+
+
+def _names(value) -> bool:
+    return isinstance(value, list) and all(isinstance(n, str) for n in value)
+
+
+#: Shape checks of the step fields explain reads (see :func:`sched.analysis.explain._checked`).
+VLLM_STEP_FIELDS = {
+    "case": (lambda v: isinstance(v, str), "a string", True),
+    "tick": (lambda v: type(v) is int and v >= 0, "a tick (integer >= 0)", True),
+    "scheduled": (lambda v: isinstance(v, dict) and all(type(n) is int and n >= 0 for n in v.values()),
+                  "an object of name -> tokens", True),
+    "preempted": (_names, "a list of names", True),
+    "preempted_for": (lambda v: isinstance(v, dict) and all(isinstance(n, str) for n in v.values()),
+                      "an object of name -> name", False),
+    "duration": (lambda v: type(v) is int and v >= 0, "a duration in ticks (integer >= 0)", False),
+}
+
+
+def _span(start: int, end: int) -> str:
+    return f"tick {start}" if start == end else f"ticks {start}–{end}"
+
+
+class TickClock:
+    """How the story writes times of a run whose tick is one engine step."""
+
+    def at(self, tick: int) -> str:
+        return f"tick {tick}"
+
+    def span(self, start: int, end: int) -> str:
+        """The ticks ``start`` up to ``end`` (excluded)."""
+        return _span(start, end - 1)
+
+    def length(self, start: int, end: int) -> str:
+        return f"{end - start} ticks"
+
+    def dur(self, ticks: int) -> str:
+        return str(ticks)
+
+    def step(self, tick: int) -> str:
+        return f"tick {tick}"
+
+    def steps(self, ticks: list[int]) -> str:
+        return _span(ticks[0], ticks[-1])
+
+    def end(self, tick: int, record: dict) -> int:
+        """When the step starting at ``tick`` stamps its tokens."""
+        return tick + 1
+
+
+def _ms(us: int) -> str:
+    return f"{us / 1000:.3f}".rstrip("0").rstrip(".")
+
+
+class StepClock(TickClock):
+    """Times of a step-model run (vllm-engine.md §6): the tick fields are µs, printed as ms (equal to
+    requests.jsonl's ``*_ms`` fields); steps last a + b*prompt + c*decode ms, so steps are counted."""
+
+    def at(self, tick: int) -> str:
+        return f"{_ms(tick)} ms"
+
+    def span(self, start: int, end: int) -> str:
+        return f"{_ms(start)}–{_ms(end)} ms"
+
+    def length(self, start: int, end: int) -> str:
+        return f"{_ms(end - start)} ms"
+
+    def dur(self, ticks: int) -> str:
+        return f"{_ms(ticks)} ms"
+
+    def step(self, tick: int) -> str:
+        return f"step at {_ms(tick)} ms"
+
+    def steps(self, ticks: list[int]) -> str:
+        return f"{len(ticks)} step{'s' if len(ticks) > 1 else ''}"
+
+    def end(self, tick: int, record: dict) -> int:
+        return tick + record.get("duration", 0)
+
+
+def check_step_times(row: dict, steps: dict[int, dict], requests_path: str, timeline_path: str) -> None:
+    """On a step-model run, refuse a request line the steps of ``timeline.jsonl`` contradict: its
+    ``admitted_at`` must start a step scheduling it; ``first_token_at`` and ``done_at`` must end a
+    step naming it (a step stamps its tokens at its end; times in µs ticks). Raises
+    :class:`sched.analysis.explain_error.ExplainError`."""
+    where = f"{requests_path} (request {row['name']!r}, case {row['case']!r})"
+    admitted = row["admitted_at"]
+    if admitted is not None and row["name"] not in steps.get(admitted, {}).get("scheduled", {}):
+        raise ExplainError(f"{where}: field 'admitted_at': {admitted} µs starts no step of {timeline_path} that "
+                           "schedules it; the files disagree")
+    ends = {tick + record["duration"] for tick, record in steps.items() if "duration" in record}
+    for key in ("first_token_at", "done_at"):
+        value = row.get(key)
+        if value is not None and value not in ends:
+            raise ExplainError(f"{where}: field '{key}': {value} µs ends no step of {timeline_path} naming it; "
+                               "the files disagree")
+
+
+def vllm_costs(manifest: dict) -> str:
+    """The sentence on budget and KV capacity, from ``manifest.json``'s ``config``."""
+    config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
+    budget, blocks, size = (config.get(k) for k in ("max_num_batched_tokens", "num_gpu_blocks", "block_size"))
+    if not (budget and blocks and size):
+        return ""
+    return (f" Budget {budget} tokens per step (a decode is 1 token); KV cache {blocks - 1} usable blocks of "
+            f"{size} tokens.")
+
+
+def _stamps(row: dict) -> list[int]:
+    if isinstance(row.get("token_times"), list):
+        return list(row["token_times"])
+    return [start + k for start, count in row.get("token_runs") or [] for k in range(count)]
+
+
+def vllm_case_story(row: dict, steps: dict[int, dict] | None, clock: TickClock | None = None) -> list[str]:
+    """The story lines of one request (``row`` of requests.jsonl; ``steps``: tick -> its step record
+    for the steps naming it, or ``None`` without a full timeline; ``clock``: :class:`StepClock` for a
+    step-model run, whose times are then printed in ms)."""
+    c = clock or TickClock()
+    name, arrival, admitted, end = row["name"], row["arrival"], row["admitted_at"], row["done_at"]
+    lines = [f"  arrival      {c.at(arrival)}"]
+    queue_end = admitted if admitted is not None else end
+    if queue_end is not None and queue_end > arrival:
+        lines.append(f"  waiting      {c.span(arrival, queue_end)} ({c.length(arrival, queue_end)} in the queue: no "
+                     "free slot, no budget left, or no KV room for its whole prompt)")
+    if admitted is None:
+        lines.append("  admission    never")
+    else:
+        hit = row.get("hit_tokens", 0)
+        lines.append(f"  admission    {c.at(admitted)}, "
+                     + (f"cache hit: {hit} prefix tokens skipped" if hit else "no cache hit"))
+    stamps = _stamps(row)
+    preempted_at = row.get("preempted_at") if isinstance(row.get("preempted_at"), list) else []
+    if steps is not None and admitted is not None:
+        lines += _prefill_lines(name, admitted, stamps, preempted_at, steps, c)
+    first = row["first_token_at"]
+    lines.append(f"  first token  {c.at(first)} (TTFT {c.dur(first - arrival)})" if first is not None
+                 else "  first token  none")
+    for tick in preempted_at:
+        lines.append("  preempted    " + _preemption(name, tick, stamps, steps, end, c))
+    emitted, wanted = row.get("output_tokens_emitted"), row.get("output_tokens")
+    if row["status"] == "ok":
+        lines.append(f"  end          {c.at(end)}, ok, {emitted} of {wanted} tokens (E2E {c.dur(end - arrival)})")
+    else:
+        lines.append(f"  end          {c.at(end)}, {row['status']} with {emitted} of {wanted} tokens "
+                     "(no latency counted)")
+    lines.append(f"  hit tokens   {row.get('hit_tokens', 0)}")
+    lines.append(f"  preemptions  {len(preempted_at)}"
+                 + (f" (at {', '.join(c.at(t) for t in preempted_at)})" if preempted_at else ""))
+    return lines
+
+
+def _prefill_lines(name, admitted, stamps, preempted_at, steps, c: TickClock) -> list[str]:
+    """One line per step of the first prefill (admission up to the first token's step)."""
+    last = (stamps[0] - 1) if stamps else min(preempted_at + [max(steps, default=admitted)])
+    ticks = [t for t in sorted(steps) if admitted <= t <= last and name in steps[t]["scheduled"]]
+    lines = []
+    for t in ticks[:MAX_PREFILL_LINES]:
+        done = (" (prompt complete: the first token is sampled in this step)"
+                if stamps and c.end(t, steps[t]) == stamps[0] else "")
+        lines.append(f"  {'prefill' if not lines else '':<12} {c.step(t)}: {steps[t]['scheduled'][name]} tokens{done}")
+    if len(ticks) > MAX_PREFILL_LINES:
+        rest = ticks[MAX_PREFILL_LINES:]
+        lines.append(f"  {'':<12} … {len(rest)} more steps, {sum(steps[t]['scheduled'][name] for t in rest)} tokens")
+    return lines
+
+
+def _preemption(name, tick, stamps, steps, end, c: TickClock) -> str:
+    """``at tick 41 to free KV blocks for S2; recomputed 312 tokens from tick 44 (ticks 44–46)``."""
+    if steps is None:
+        return f"at {c.at(tick)} (recompute); who needed the blocks and the recompute need --timeline full"
+    why = steps.get(tick, {}).get("preempted_for", {}).get(name)
+    text = f"at {c.at(tick)} " + ("to free KV blocks for itself" if why == name else
+                                 f"to free KV blocks for {why}" if why else "to free KV blocks")
+    later = [t for t in sorted(steps) if t > tick and name in steps[t]["scheduled"]]
+    if not later:
+        return text + "; never scheduled again"
+    resumed = later[0]
+    following = [s for s in stamps if s > resumed]
+    until = following[0] - 1 if following else (end if end is not None else later[-1])
+    ticks = [t for t in later if t <= until]
+    tokens = sum(steps[t]["scheduled"][name] for t in ticks)
+    return (f"{text}; back in the queue {c.span(tick, resumed)}; recomputed {tokens} tokens from "
+            f"{c.at(resumed)} ({c.steps(ticks)})")

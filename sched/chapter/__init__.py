@@ -1,0 +1,8 @@
+"""The course's serving-scheduler chapter (serving-bench.md): the CPU window model (``window``,
+also importable as :mod:`sched.serving_bench`), its result files, decision and evidence record.
+
+May import: ``sched.base``, ``sched.core``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "core")

@@ -1,0 +1,413 @@
+"""The lab run, the default command: ``python3 infer_sched_lab.py [--scenario S | --workload FILE] [--artifacts DIR] ...``.
+
+Its flags (``_run_parser``, the engine flag helpers shared with ``sweep``), the flag-mixing
+refusals of the two engines, the scale warnings, :func:`run_lab` and the progress line. The
+entry point (:mod:`sched.commands.main`) dispatches here; this module never imports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import sys
+import textwrap
+import time
+
+from .. import __version__
+from ..output.artifacts import LabRun, render_artifacts, stream_artifacts
+from ..base.safe_write import check_target, write_artifacts
+from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree
+from ..base.cmdline import integer
+from ..core.config import ConfigError, EngineConfig, cases_for
+from ..lab.engine import estimate_walked_ticks, run_cases
+from ..core.records import TIMELINE_DETAILS
+from ..engines import check_cases
+from ..lab.policy import POLICIES
+from ..lab.profiles import PROFILES, profile_knobs
+from ..vllm.config import VLLM_POLICIES, VllmKnobs, check_fits
+from ..workload.specs import SCENARIOS, scenario
+from ..workload.validation import load_workload
+
+__all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
+           "FULL_TIMELINE_MAX_REQUESTS",
+           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
+           "LONG_RUN_TICKS"]
+
+#: Largest workload whose timeline is written in full by default: 1,000 requests keeps
+#: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
+FULL_TIMELINE_MAX_REQUESTS = 1000
+#: ... and at most this many prompt + output tokens: every walked tick advances at least one
+#: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
+FULL_TIMELINE_MAX_TOKENS = 50_000
+#: ... and at most this many requests × tokens: a full record lists every waiting and active
+#: request by name, so this bounds the names written (about 1 million names ~ 10 MB of JSON).
+FULL_TIMELINE_MAX_NAMES = 1_000_000
+#: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
+LAB_PROFILE_MAX_REQUESTS = 5000
+#: Above this many estimated walked ticks (all cases, all sweep points) a run draws a warning with
+#: the estimate: at the roughly 2 × 10⁵ ticks per second of a small laptop, 10⁸ is some minutes.
+LONG_RUN_TICKS = 10**8
+WALKED_TICKS_PER_SECOND = 200_000
+
+
+def _positive_int(text: str) -> int:
+    digits = text.strip().lstrip("+")
+    if not (digits.isascii() and digits.isdigit()):  # int() would also read "1_0" as ten
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    value = int(digits)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """The engine's flags (deadline, profile, knobs, policy), shared by the run and ``sweep``."""
+    parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
+                        help="deadline: a request not finished N ticks after its arrival times out")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default=None,
+                        help="the lab engine's knob defaults: lab (64/8/4/32, lab.md §3) or vllm "
+                             "(2048/1/256/512: vLLM-sized knobs under the lab's rules, not vLLM's "
+                             "scheduling; for that use --engine vllm); explicit knob flags override it "
+                             "(default lab)")
+    parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per tick (profile lab: 64)")
+    parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
+                        help="budget units per decode token; a prefill token costs 1 (profile lab: 8)")
+    parser.add_argument("--max-active", type=_positive_int, default=None, metavar="N",
+                        help="most requests active (admitted, not ended) at once (profile lab: 4)")
+    parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
+                        help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
+    parser.add_argument("--policy", "--scheduling-policy", dest="policy", choices=tuple(POLICIES),
+                        default="fcfs", action=SpellingsAgree,
+                        help="admission order of the waiting queue: fcfs (arrival), shortest (least "
+                             "prompt + decode_cost x output work), priority (lowest 'priority' field "
+                             "first; with --engine vllm also the preemption victim); default fcfs")
+
+
+#: The vLLM engine's flags (vLLM's own names) -> the VllmKnobs field they set.
+VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-seqs": "max_num_seqs",
+              "--long-prefill-token-threshold": "long_prefill_token_threshold",
+              "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
+              "--num-gpu-blocks": "num_gpu_blocks"}
+#: The lab engine's own flags -> what to do instead with ``--engine vllm`` (the error's second half).
+LAB_FLAGS = {"--profile": "drop it: the vllm engine starts from vLLM's own defaults (2048 tokens, 256 seqs)",
+             "--budget": "use --max-num-batched-tokens",
+             "--decode-cost": "drop it: a decode there costs 1 token of --max-num-batched-tokens",
+             "--max-active": "use --max-num-seqs", "--chunk-tokens": "use --long-prefill-token-threshold"}
+#: The vllm engine's flags -> the lab engine's nearest knob, or why it has none.
+VLLM_FLAG_IN_LAB = {"--max-num-batched-tokens": "the lab engine's is --budget",
+                    "--max-num-seqs": "the lab engine's is --max-active",
+                    "--long-prefill-token-threshold": "the lab engine's is --chunk-tokens",
+                    "--enable-prefix-caching": "the lab engine always runs an APC case of its own",
+                    "--block-size": "the lab engine has no KV blocks",
+                    "--num-gpu-blocks": "the lab engine has no KV-cache capacity"}
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = integer(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}")
+    return value
+
+
+def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
+    """``--engine`` and the vLLM engine's knobs under vLLM's flag names (vllm-engine.md §1)."""
+    parser.add_argument("--engine", choices=("lab", "vllm"), default="lab",
+                        help="scheduling rules: lab (the teaching engine, lab.md §3: four cases) or vllm "
+                             "(vLLM 0.33.0's scheduler exactly, vllm-engine.md: one case, KV blocks, "
+                             "recompute preemption, block-level prefix cache); default lab")
+    vllm = parser.add_argument_group("vllm engine knobs (only with --engine vllm; vLLM's flag names)")
+    vllm.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="TOKENS",
+                      help="tokens scheduled per step, prompt and output alike: the lab's --budget with a "
+                           "decode costing 1 (default 2048)")
+    vllm.add_argument("--max-num-seqs", type=_positive_int, metavar="N",
+                      help="most requests running at once: the lab's --max-active (default 256)")
+    vllm.add_argument("--long-prefill-token-threshold", type=_non_negative_int, metavar="TOKENS",
+                      help="most tokens one request gets per step, applied only while more than one request is "
+                           "running or waiting: the lab's --chunk-tokens; 0 = none (default 0)")
+    vllm.add_argument("--enable-prefix-caching", action="store_true", default=None,
+                      help="block-level prefix cache (the lab's APC case, in blocks of --block-size)")
+    vllm.add_argument("--block-size", type=_positive_int, metavar="TOKENS", help="tokens per KV block (default 16)")
+    vllm.add_argument("--num-gpu-blocks", type=_positive_int, metavar="N",
+                      help="KV cache blocks, vLLM's null block included (N - 1 usable), at least 2; default: "
+                           "enough that capacity never binds (the lab's KV cache is infinite)")
+
+
+def vllm_knobs_from_args(args) -> VllmKnobs:
+    """The :class:`VllmKnobs` of parsed run flags (``--engine vllm``); lab-only flags are refused.
+    Raises :class:`ConfigError` with one line naming the flag."""
+    for flag, instead in LAB_FLAGS.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None:
+            raise ConfigError(f"{flag} is a knob of the lab engine; with --engine vllm {instead}")
+    if args.policy not in VLLM_POLICIES:
+        raise ConfigError(f"--policy {args.policy}: the vllm engine orders its queue by {' or '.join(VLLM_POLICIES)}")
+    given = {field: getattr(args, field) for field in VLLM_FLAGS.values() if getattr(args, field) is not None}
+    return VllmKnobs(policy=args.policy, timeout_ticks=args.timeout_ticks, **given)
+
+
+def _refuse_vllm_flags(args) -> None:
+    for flag, field in VLLM_FLAGS.items():
+        if getattr(args, field) is not None:
+            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm ({VLLM_FLAG_IN_LAB[flag]})")
+
+
+def _run_parser(commands: str = "") -> argparse.ArgumentParser:
+    """The run's parser; ``commands``: the sub-command table its ``--help`` shows (:func:`sched.commands.main.commands_text`)."""
+    parser = LineParser(
+        prog="infer_sched_lab.py",
+        usage="%(prog)s [COMMAND ...] | [--scenario S | --workload FILE] [--artifacts DIR] [flags]",
+        description=textwrap.fill(
+            "Simulate four LLM-serving configurations (static, continuous, continuous+APC, "
+            "continuous+APC+chunked prefill) on one workload and write the lab's artifacts. "
+            "Time is in abstract ticks, work in abstract budget units. With --engine vllm: one "
+            "configuration under vLLM 0.33.0's scheduler rules (a tick is one engine step, work is tokens).", 100)
+                    + ("\n\n" + commands if commands else ""),
+        epilog="Exit codes: 0 ok, 1 differences (check, diff), 2 bad input or usage, 3 internal error, "
+               "130 interrupted (Ctrl-C), 141 stdout pipe closed, 143 terminated (SIGTERM). Every flag, exit code and file format: docs/reference.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
+                        help="built-in workload (lab.md §2); default: baseline")
+    source.add_argument("--workload", metavar="FILE",
+                        help="replay a workload JSON file, e.g. runs/baseline/workload.json")
+    parser.add_argument("--artifacts", metavar="DIR",
+                        help="write the run's artifacts into DIR (must be new or empty unless --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the lab's own files in an existing non-empty DIR (others are kept)")
+    _add_engine_flags(parser)
+    _add_vllm_flags(parser)
+    parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
+                        help="timeline.jsonl detail: full (one record per tick), counts (counts per "
+                             f"step or jump; requests.jsonl then gives token_runs) or off; default full "
+                             f"up to {FULL_TIMELINE_MAX_REQUESTS} requests, {FULL_TIMELINE_MAX_TOKENS} "
+                             f"prompt + output tokens and {FULL_TIMELINE_MAX_NAMES} requests x tokens, "
+                             "counts above")
+    parser.add_argument("--step-model", metavar="FILE",
+                        help="with --engine vllm: a step-model.json written by calibrate; applies the engine "
+                             "settings it was fitted with (explicit vLLM flags override them, and the run says so) "
+                             "and keeps time in ms (vllm-engine.md §6)")
+    parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
+    return parser
+
+
+def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", source: str = "scenario:baseline",
+            progress=None, timeline: str | None = None, *, sections: bool = True) -> LabRun:
+    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
+
+    With a :class:`VllmKnobs` ``config`` the vLLM engine runs instead (vllm-engine.md): one case
+    named ``vllm``, its policy the knobs' own (``policy`` is ignored); a request that could never
+    fit the KV cache raises :class:`ConfigError` before anything runs.
+
+    ``progress``: optional display hook, see :meth:`sched.lab.engine.Simulation.run`. ``timeline`` is
+    the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
+    checked against the model's invariants (:mod:`sched.engines`); a broken one raises
+    :class:`sched.core.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
+    simulation. A workload of :data:`sched.runs.parallel.MIN_REQUESTS_FOR_WORKERS` requests or more is
+    simulated in worker processes, one case per core (:mod:`sched.runs.parallel`; same results), and
+    unless ``sections`` is false (artifacts that will not be written) each case's
+    ``requests.jsonl``/``timeline.jsonl`` lines are rendered there too (:mod:`sched.output.case_sections`;
+    the run holds temporary files until :meth:`LabRun.close`).
+    """
+    timeline = timeline or default_timeline(workload)
+    if isinstance(config, VllmKnobs):
+        check_fits(workload, config, source)
+        from ..vllm.engine import simulate_vllm   # only a vLLM-engine run needs it (start-up)
+        results = [simulate_vllm(workload, config, progress, timeline=timeline)]
+        check_cases(results)
+        return LabRun(workload, config, config.policy, source, results, timeline)
+    from ..output.case_sections import open_case_sections   # only a large lab-engine run needs these (start-up)
+    from ..runs.parallel import run_cases_in_workers, worth_workers
+    if worth_workers(workload):  # large: the cases side by side, one per core (same results)
+        cases = cases_for(config)
+        # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
+        sections = open_case_sections(len(cases)) if sections and timeline != "full" else None
+        render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
+        prelude = None if sections is None else lambda: sections.write_workload(workload)   # workload.json
+        results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
+                                                  render=render, prelude=prelude)
+        workload_json = None if sections is None else sections.workload_json()
+        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections,
+                      _workload_json=[] if workload_json is None else [workload_json])
+    results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
+    check_cases(results)
+    return LabRun(workload, config, policy, source, results, timeline)
+
+
+def default_timeline(workload) -> str:
+    """``full`` for a small workload, ``counts`` above the bounds.
+
+    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests, at most
+    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked),
+    and at most :data:`FULL_TIMELINE_MAX_NAMES` requests × tokens (which bounds the names listed).
+    """
+    if len(workload) > FULL_TIMELINE_MAX_REQUESTS:
+        return "counts"
+    tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
+    small = tokens <= FULL_TIMELINE_MAX_TOKENS and len(workload) * tokens <= FULL_TIMELINE_MAX_NAMES
+    return "full" if small else "counts"
+
+
+def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
+    """One-line warnings (stderr only, never in artifacts) for a run at a scale its flags do not
+    suit: the ``lab`` profile above :data:`LAB_PROFILE_MAX_REQUESTS` requests, and an explicit
+    ``--timeline full`` where :func:`default_timeline` would not choose it (one record per walked
+    tick, built in memory: gigabytes on a real trace)."""
+    warnings = []
+    if profile in ("lab", None) and len(workload) > LAB_PROFILE_MAX_REQUESTS:
+        warnings.append(f"the lab profile (budget 64, max active 4) is a teaching scale; with {len(workload)} "
+                        "requests consider --profile vllm")
+    if timeline == "full" and default_timeline(workload) != "full":
+        warnings.append(f"--timeline full on {len(workload)} requests keeps one record per walked tick in memory "
+                        "and may write gigabytes; consider --timeline counts")
+    return warnings
+
+
+def long_run_warning(workload, config: EngineConfig, points: int = 1) -> str | None:
+    """A one-line warning when the estimated work (:func:`sched.lab.engine.estimate_walked_ticks` × the
+    four cases × ``points`` sweep points) exceeds :data:`LONG_RUN_TICKS`, with the estimate in ticks
+    and in time at :data:`WALKED_TICKS_PER_SECOND`; ``None`` otherwise. The run is not refused."""
+    ticks = estimate_walked_ticks(workload, config) * len(cases_for(config)) * points
+    if ticks <= LONG_RUN_TICKS:
+        return None
+    minutes = ticks / WALKED_TICKS_PER_SECOND / 60
+    when = f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.0f} hours"
+    return (f"about {ticks:.2g} ticks to simulate one by one ({len(workload)} requests, budget {config.budget}, "
+            f"decode cost {config.decode_cost}, max active {config.max_active}): roughly {when} at "
+            f"{WALKED_TICKS_PER_SECOND:,} ticks per second; a larger --budget, a smaller --decode-cost or "
+            "--profile vllm makes it shorter (Ctrl-C stops it cleanly)")
+
+
+def config_from_args(args) -> EngineConfig:
+    """The :class:`EngineConfig` of parsed run flags: the profile's knobs, explicit flags winning."""
+    knobs = profile_knobs(args.profile or "lab", budget=args.budget, decode_cost=args.decode_cost,
+                          max_active=args.max_active, chunk_tokens=args.chunk_tokens)
+    return EngineConfig(timeout_ticks=args.timeout_ticks, **knobs)
+
+
+class _Progress:
+    """Progress on ``stream`` once a run has lasted ``delay`` seconds, refreshed every ``every`` s.
+
+    Built only for a terminal (see :func:`_progress_for`): artifacts and piped output never see it.
+    """
+
+    def __init__(self, stream, clock=time.monotonic, delay: float = 1.0, every: float = 0.25) -> None:
+        self.stream, self.clock, self.delay, self.every = stream, clock, delay, every
+        self.started = clock()
+        self.shown_at = None
+        self.width = 0
+
+    def _show(self, text: str, force: bool = False) -> None:
+        now = self.clock()
+        if now - self.started < self.delay or (
+                not force and self.shown_at is not None and now - self.shown_at < self.every):
+            return
+        self.shown_at = now
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def __call__(self, case: str, tick: int, num_ended: int, num_requests: int) -> None:
+        self._show(f"simulating {case}: tick {tick}, {num_ended}/{num_requests} requests ended")
+
+    def note(self, text: str) -> None:
+        """Show ``text`` now (a change of stage), if the run has lasted long enough."""
+        self._show(text, force=True)
+
+    def close(self) -> None:
+        """Erase the progress line, if one was shown."""
+        if self.shown_at is not None:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+
+
+def _progress_for(stream) -> _Progress | None:
+    isatty = getattr(stream, "isatty", None)
+    return _Progress(stream) if isatty is not None and isatty() else None
+
+
+def _main_run(argv: list[str], commands: str = "") -> int:
+    """The plain run; ``commands``: the sub-command table its ``--help`` shows."""
+    # A run builds millions of long-lived objects (requests, token runs, step records, parsed JSON)
+    # and no reference cycles worth collecting. The engines pause the cyclic collector while they
+    # simulate; pausing it for the whole run also spares the loading, checks, summaries and
+    # artifacts its full passes over those objects (about 0.3 s of a 19,366-request trace). The
+    # process ends soon after; a caller in the same process gets the collector back as it was.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _run_with_collector_paused(argv, commands)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
+    parser = _run_parser(commands)
+    args = parser.parse_args(argv)
+    if args.artifacts == "":
+        parser.error("argument --artifacts: needs a directory name, got an empty string")
+    if args.force and args.artifacts is None:
+        parser.error("argument --force: only replaces an earlier run's files; give --artifacts DIR too")
+    if args.workload is not None:
+        workload = load_workload(args.workload)
+        # A file name that is not UTF-8 is recorded with its bad bytes escaped (\xff): JSON holds text only.
+        source = f"workload:{os.fsencode(os.path.basename(args.workload)).decode('utf-8', 'backslashreplace')}"
+    else:
+        name = args.scenario or "baseline"
+        workload = scenario(name)
+        source = f"scenario:{name}"
+    step_model = overridden = None
+    if args.step_model is not None and args.engine != "vllm":
+        raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
+    if args.step_model is not None and args.timeout_ticks is not None:
+        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
+    if args.engine == "vllm":   # every knob checked before anything runs
+        config = vllm_knobs_from_args(args)
+        if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
+            from ..timing import msrun   # only a run with a step model needs it
+            step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
+        check_fits(workload, config, source)
+    else:
+        _refuse_vllm_flags(args)
+        config = config_from_args(args)
+    if args.artifacts is not None:
+        check_target(args.artifacts, force=args.force, kind="simulated")  # refuse before simulating
+    warnings = scale_warnings(workload, args.profile if args.engine == "lab" else "vllm", args.timeline)
+    if args.engine == "lab":  # the estimate follows the lab's tick rules
+        warnings.append(long_run_warning(workload, config))
+    for warning in warnings:
+        if warning:
+            print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+    progress = _progress_for(sys.stderr)
+    run = None
+    try:
+        if step_model is not None:
+            run = msrun.run_with_step_model(workload, config, step_model, source,
+                                            args.timeline or default_timeline(workload), progress)
+        else:
+            run = run_lab(workload, config, args.policy, source, progress, args.timeline,
+                          sections=args.artifacts is not None)
+        if progress is not None:
+            progress.note("rendering artifacts")
+        if step_model is not None:
+            files = msrun.render_ms_artifacts(run, step_model, overridden)
+        elif run.timeline == "full":
+            files = render_artifacts(run)
+        else:  # large: each artifact is streamed to disk line by line, never built in memory
+            files = stream_artifacts(run)
+        if args.artifacts:  # written first: a refused directory must not look like a finished run
+            write_artifacts(files, args.artifacts, force=args.force)
+    finally:
+        if progress is not None:
+            progress.close()
+        if run is not None:
+            run.close()
+    sys.stdout.write(files["table.txt"])
+    if args.artifacts:
+        print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
+    return EXIT_OK

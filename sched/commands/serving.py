@@ -1,0 +1,164 @@
+"""The ``serving-bench`` subcommand: ``run`` (the chapter's window model) and ``decide`` (its real-engine decision).
+
+Parsing only: the model is :mod:`sched.chapter.window`, the runs and artifacts
+:mod:`sched.chapter.artifacts`, the result files and decision :mod:`sched.chapter.decide`, the
+evidence record and printed view :mod:`sched.chapter.evidence`.
+Exit codes: 0 (any decision), 2 bad input or usage (one line naming the file and field).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+from itertools import product
+
+from ..base.safe_write import check_target, write_artifacts
+from ..base.cmdline import EXIT_OK, InputError, LineParser, fraction_arg, one_line, run_command, write_text_atomically
+from ..base.cmdline import decimal, integer
+from ..chapter.artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings
+from ..chapter.window import MAX_SPEEDUP, MIN_SPEEDUP, POLICIES
+from ..chapter.decide import Gates, decide_pair, read_group
+from ..chapter.evidence import evidence_record, render_view
+
+__all__ = ["command"]
+
+PROG = "infer_sched_lab.py serving-bench"
+ACTIONS = ("run", "decide")
+
+
+def _listed(convert):
+    """An argparse type for a comma-separated list, each item converted; duplicates dropped, order kept."""
+    def parse(text: str) -> list:
+        items = []
+        for part in text.split(","):
+            try:
+                value = convert(part.strip())
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+            if value not in items:
+                items.append(value)
+        return items
+    return parse
+
+
+def _policy(text: str) -> str:
+    if text not in POLICIES:
+        raise ValueError(f"unknown policy {text!r}; choose from {', '.join(POLICIES)}")
+    return text
+
+
+def _batch_size(text: str) -> int:
+    try:
+        value = integer(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"batch size must be an integer >= 1, got {text!r}")
+    return value
+
+
+def _speedup(text: str) -> float:
+    try:
+        value = decimal(text)
+    except ValueError:
+        value = float("nan")
+    if not MIN_SPEEDUP <= value <= MAX_SPEEDUP:
+        raise ValueError(f"batch speed-up must be a number between {MIN_SPEEDUP:g} and {MAX_SPEEDUP:g}, got {text!r}")
+    return value
+
+
+def _parser() -> LineParser:
+    parser = LineParser(prog=PROG, description="The serving-scheduler benchmark chapter (serving-bench.md): its "
+                                               "CPU window model (run) and its real-engine decision (decide).")
+    sub = parser.add_subparsers(dest="action", required=True, parser_class=LineParser, metavar="{run,decide}")
+    run = sub.add_parser("run", help="the window model on a requests file; several settings in one table",
+                         description="Run the chapter's window model (serving-bench.md §1) on REQUESTS (JSON list, "
+                                     "{\"requests\": [...]} or JSON lines with request_id, arrival_ms, service_ms, "
+                                     "output_tokens, priority). Comma lists compare every combination in one "
+                                     "table (the chapter's Step 2). Times in ms, throughput in output tokens/s.",
+                         epilog="Example: serving-bench run tests/data/serving-bench/requests.json --policies "
+                                "fifo,shortest,priority --batch-sizes 1,2,4 --artifacts runs/sb")
+    run.add_argument("requests", metavar="REQUESTS", help="the requests file")
+    run.add_argument("--policies", "--policy", type=_listed(_policy), default=["fifo"], metavar="P[,P...]",
+                     help=f"window policies: {', '.join(POLICIES)} (default fifo)")
+    run.add_argument("--batch-sizes", "--batch-size", type=_listed(_batch_size), default=[1], metavar="N[,N...]",
+                     help="requests per window at most (default 1)")
+    run.add_argument("--batch-speedups", "--batch-speedup", type=_listed(_speedup), default=[1.0], metavar="X[,X...]",
+                     help="the model's batching gain: a window lasts max(service_ms) / X (default 1)")
+    run.add_argument("--arrivals", type=_listed(parse_pattern), default=["given"], metavar="PATTERN[,...]",
+                     help="arrival patterns: given (the file's), burst (all at 0 ms), spaced:MS (request i at "
+                          "i x MS ms); default given")
+    run.add_argument("--artifacts", metavar="DIR", help="write the run's files into DIR (new or empty unless --force)")
+    run.add_argument("--force", action="store_true", help="replace an earlier serving-bench run's files in DIR")
+    decide = sub.add_parser("decide", help="decide FCFS vs priority from two real result files; write evidence",
+                            description="Read the two groups' result files of the chapter's real-engine experiment "
+                                        "(serving-bench.md §4), print the read-only view, decide in the chapter's "
+                                        "order with its four gates and write the inference-benchmark/v1 evidence "
+                                        "record (never over either result file).",
+                            epilog="Exit codes: 0 a decision was made (accept, tune or reject), 2 unusable input.")
+    decide.add_argument("baseline", metavar="BASELINE.json", help="the FCFS group's result file")
+    decide.add_argument("candidate", metavar="CANDIDATE.json", help="the priority group's result file")
+    decide.add_argument("--out", metavar="EVIDENCE.json", required=True, help="the evidence record to write")
+    decide.add_argument("--force", action="store_true", help="replace an existing evidence record")
+    decide.add_argument("--project", default="infer-sched-lab", help="project name in the record (default infer-sched-lab)")
+    g = Gates()
+    for flag, default, text in (("--min-order-gain", g.min_order_gain, "smallest first-token order score gain"),
+                                ("--min-throughput-ratio", g.min_throughput_ratio, "smallest throughput ratio"),
+                                ("--max-ttft-ratio", g.max_ttft_ratio, "largest P95 TTFT ratio"),
+                                ("--max-low-e2e-ratio", g.max_low_e2e_ratio, "largest low-priority E2E P95 ratio")):
+        decide.add_argument(flag, type=fraction_arg, default=default, metavar="X", help=f"{text} (default {default})")
+    return parser
+
+
+def _run(args) -> int:
+    if args.artifacts == "":
+        raise InputError("--artifacts: needs a directory name, got an empty string")
+    if args.force and args.artifacts is None:
+        raise InputError("--force: only replaces an earlier run's files; give --artifacts DIR too")
+    requests = load_requests(args.requests)
+    if args.artifacts is not None:
+        check_target(args.artifacts, force=args.force, names=SERVING_FILES, kind="serving-bench")
+    settings = [Setting(a, p, b, s) for a, p, b, s in
+                product(args.arrivals, args.policies, args.batch_sizes, args.batch_speedups)]
+    runs = run_settings(requests, settings)
+    grid = {"arrivals": args.arrivals, "policies": args.policies, "batch_sizes": args.batch_sizes,
+            "batch_speedups": args.batch_speedups}
+    files = render_files(requests, runs, grid)
+    if args.artifacts is not None:  # written first: a refused directory must not look like a finished run
+        write_artifacts(files, args.artifacts, force=args.force)
+    print(files["table.txt"], end="")
+    if args.artifacts is not None:
+        print(f"wrote {len(files)} artifacts to {args.artifacts}/: {', '.join(files)}")
+    return EXIT_OK
+
+
+def _decide(args) -> int:
+    target = os.path.realpath(args.out)
+    for path in (args.baseline, args.candidate):
+        if os.path.realpath(path) == target:
+            raise InputError(f"--out {args.out}: is one of the two result files; choose another path")
+    baseline, candidate = read_group(args.baseline, "baseline"), read_group(args.candidate, "candidate")
+    gates = Gates(args.min_order_gain, args.min_throughput_ratio, args.max_ttft_ratio, args.max_low_e2e_ratio)
+    decision = decide_pair(baseline, candidate, gates)
+    record = evidence_record(baseline, candidate, decision, args.project)
+    write_text_atomically(args.out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
+    report = render_view(baseline, candidate, decision) + f"wrote {args.out}\n"
+    print(report.encode("utf-8", "backslashreplace").decode("utf-8"), end="")
+    return EXIT_OK
+
+
+def _command(argv: list[str]) -> int:
+    if argv and not argv[0].startswith("-") and argv[0] not in ACTIONS:
+        close = difflib.get_close_matches(argv[0], ACTIONS, n=1, cutoff=0.6)
+        hint = f"did you mean '{close[0]}'?" if close else f"choose one of {', '.join(ACTIONS)}"
+        raise InputError(f"unknown action {one_line(argv[0])!r}; {hint}")
+    args = _parser().parse_args(argv)
+    return _run(args) if args.action == "run" else _decide(args)
+
+
+def command(argv: list[str]) -> int:
+    """The ``serving-bench`` subcommand: exit 0 (any decision), 2 for unusable input or usage."""
+    action = argv[0] if argv and argv[0] in ("run", "decide") else None  # named like argparse's own lines
+    return run_command(f"{PROG} {action}" if action else PROG, _command, argv)

@@ -1,0 +1,8 @@
+"""What a run writes and draws (lab.md §7): requests.jsonl and timeline.jsonl lines, summary and
+table, the timeline pictures (ticks, vLLM steps, milliseconds), report.html, case sections.
+
+May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "workload", "core", "vllm")

@@ -1,0 +1,187 @@
+"""The lines of a run's two JSON Lines artifacts, ``requests.jsonl`` and ``timeline.jsonl``
+(lab.md §7): one line per request and one per timeline record, case after case.
+
+A ``full`` run's lines are dicts (encoded by :func:`jsonl_text`); a large run's (``counts`` or
+``off`` detail) are formatted here directly as text, the same text ``json.dumps`` would give,
+several times faster. :func:`case_jsonl_lines` renders the cases of a run (one, in a worker:
+:mod:`sched.output.case_sections`); :func:`sectioned_chunks` reads a case back from where it was
+rendered. ``run`` is a :class:`sched.output.artifacts.LabRun` throughout (not imported: that module
+imports this one).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from ..core.metrics import e2e, queue_wait, ttft
+from ..core.records import CaseResult, Status
+from .vllm_artifacts import is_vllm_run, timeline_lines as vllm_timeline_lines
+from ..workload.specs import RequestSpec
+
+__all__ = ["request_lines", "timeline_lines", "request_line_parts", "case_jsonl_lines", "jsonl_text",
+           "jsonl_chunks", "sectioned_chunks"]
+
+
+def request_lines(run, parts: list[tuple] | None = None):
+    """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
+    if run.timeline != "full" and parts is None and run.results:
+        specs = [r.spec for r in run.results[0].requests]
+        # Formatted once for every case; for a single case, as its lines go (nothing kept).
+        parts = request_line_parts(specs) if len(run.results) > 1 else map(_line_parts, specs)
+    for result in run.results:
+        yield from _case_request_lines(run, result, parts)
+
+
+def request_line_parts(specs: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
+    """What every case's ``requests.jsonl`` line of each request shares (large runs), for the
+    specs the cases' requests hold, in order: ``('"name": ..., "arrival": ..., ', '"prompt_tokens":
+    ..., "hit_tokens": ', output tokens as text, output tokens)``; formatted once, not once per case."""
+    return list(map(_line_parts, specs))
+
+
+_dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+
+def _line_parts(spec: RequestSpec) -> tuple[str, str, str, int]:
+    return (f'"name": {_dumps(spec.name)}, "arrival": {spec.arrival}, ',
+            f'"prompt_tokens": {spec.prefix_tokens + spec.suffix_tokens}, "hit_tokens": ',
+            str(spec.output_tokens), spec.output_tokens)
+
+
+def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None):
+    if run.timeline != "full":
+        yield from _compact_request_lines(result, parts, is_vllm_run(run))
+        return
+    vllm = is_vllm_run(run)
+    for r in result.requests:
+        line = {
+            "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
+            "admitted_at": r.admitted_at, "first_token_at": r.first_token_at, "done_at": r.done_at,
+            "status": r.status.value, "prompt_tokens": r.spec.prompt_tokens, "hit_tokens": r.hit_tokens,
+            "output_tokens": r.spec.output_tokens, "output_tokens_emitted": len(r.token_times),
+            "ttft": ttft(r), "queue_wait": queue_wait(r), "e2e": e2e(r), "token_times": r.token_times,
+        }
+        if vllm:   # vllm-engine.md §5 (lab runs never preempt: their lines stay as they were)
+            line["num_preemptions"] = r.num_preemptions
+            line["preempted_at"] = list(r.preempted_at)
+        yield line
+
+
+_OK = Status.DONE
+
+
+def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
+    """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
+    ``token_times``; every other field is as in a full run. Lines are formatted directly (the
+    same text ``json.dumps`` gives for these integers and strings, several times faster)."""
+    case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
+    status_text = {status: status.value for status in Status}
+    for r, (head, prompt, output_text, output) in zip(result.requests, parts):
+        admitted, done, status = r.admitted_at, r.done_at, r.status
+        arrival = r.spec.arrival
+        runs = r._runs if r._open_from is None else r.flat_token_runs   # an ended request: its stored runs
+        if status is _OK:
+            first = runs[0]
+            latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
+        else:
+            first = runs[0] if runs else None
+            latencies = '"ttft": null, "queue_wait": null, "e2e": null'
+        first_text = "null" if first is None else str(first)
+        if len(runs) == 2:   # one run of tokens: its count is every token emitted
+            emitted = output_text if runs[1] == output else str(runs[1])
+            pairs = f"[{first_text}, {emitted}]"
+        else:
+            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
+            emitted = sum(runs[1::2])
+        line = (f'{{"case": {case}, {head}'
+                f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
+                f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
+                f'{prompt}{r.hit_tokens}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
+                f'{latencies}, "token_runs": [{pairs}]')
+        if vllm:
+            yield (f'{line}, "num_preemptions": {r.num_preemptions}, "preempted_at": '
+                   f'[{", ".join(map(str, r.preempted_at))}]}}')
+        else:
+            yield line + "}"
+
+
+def case_jsonl_lines(run, parts: list[tuple] | None = None) -> tuple:
+    """``(request lines, timeline lines)`` of every case of ``run`` (iterators of encoded text
+    lines without newlines), as :func:`stream_artifacts` writes them; for a lab-engine run of
+    ``counts`` or ``off`` detail. ``parts``: :func:`request_line_parts` of the workload, if at hand."""
+    if run.timeline != "full":   # lines already text
+        return request_lines(run, parts), timeline_lines(run)
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    return map(encode, request_lines(run, parts)), map(encode, timeline_lines(run))
+
+
+def timeline_lines(run):
+    """Lines of ``timeline.jsonl``, case after case (dicts for ``full``, encoded text for ``counts``)."""
+    if is_vllm_run(run):
+        yield from vllm_timeline_lines(run)
+        return
+    for result in run.results:
+        yield from _case_timeline_lines(run, result)
+
+
+@functools.lru_cache(maxsize=2)
+def _count_texts(num_requests: int) -> list[str]:
+    """``str(i)`` for ``i`` in ``0 .. num_requests``: a counts record's request counts (waiting,
+    active, admitted, hits, timeouts, finished) never exceed the workload's size, and looking
+    their text up is several times cheaper than formatting it again on every line."""
+    return [str(i) for i in range(num_requests + 1)]
+
+
+def _case_timeline_lines(run, result: CaseResult):
+    if run.timeline == "counts":
+        case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
+        n = _count_texts(len(run.workload))
+        for k in result.ticks:
+            yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {n[k.num_waiting]}, '
+                   f'"active": {n[k.num_active]}, "admitted": {n[k.num_admitted]}, '
+                   f'"cache_hits": {n[k.num_cache_hits]}, "timeouts": {n[k.num_timeouts]}, '
+                   f'"decoded": {k.num_decoded}, "prefill_tokens": {k.num_prefill_tokens}, '
+                   f'"budget_used": {k.budget_used}, "finished": {n[k.num_finished]}}}')
+        return
+    for k in result.ticks:
+        yield {
+            "case": result.case.name, "tick": k.tick, "waiting": k.waiting, "active": k.active,
+            "admitted": k.admitted, "cache_hits": k.cache_hits, "timeouts": k.timeouts,
+            "decoded": k.decoded, "prefilled": dict(k.prefilled), "budget_used": k.budget_used,
+            "finished": k.finished,
+        }
+
+
+def jsonl_text(records) -> str:
+    return "".join(jsonl_chunks(records))
+
+
+def jsonl_chunks(records, lines_per_chunk: int = 4096):
+    """The JSON Lines text of ``records`` in chunks of a few thousand lines (for streaming)."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    chunk = []
+    for record in records:  # a dict, or a line already encoded
+        chunk.append(record if isinstance(record, str) else encode(record))
+        if len(chunk) == lines_per_chunk:
+            yield "\n".join(chunk) + "\n"
+            chunk = []
+    if chunk:
+        yield "\n".join(chunk) + "\n"
+
+
+def sectioned_chunks(run, name: str):
+    """``name``'s (``requests.jsonl`` or ``timeline.jsonl``) text chunks case after case: a
+    case's section where it was rendered (``run._sections``, :mod:`sched.output.case_sections`), else
+    its lines rendered here from its result."""
+    parts = None
+    for index, result in enumerate(run.results):
+        if run._sections.written(index):
+            yield from run._sections.chunks(index, name)
+            continue
+        if name == "requests.jsonl":
+            if parts is None:
+                parts = request_line_parts([r.spec for r in result.requests])
+            yield from jsonl_chunks(_case_request_lines(run, result, parts))
+        else:
+            yield from jsonl_chunks(_case_timeline_lines(run, result))

@@ -1,0 +1,8 @@
+"""Many cases or points at once: worker processes for a large run (``parallel``), load sweeps
+(``sweep``, on Dask with ``cluster``), the speed benchmark (``bench``), the lab ZIP (``labzip``).
+
+May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.lab``, ``sched.vllm``, ``sched.output``, ``sched.engines``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "workload", "core", "lab", "vllm", "output", "engines")

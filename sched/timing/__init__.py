@@ -1,0 +1,9 @@
+"""Milliseconds (vllm-engine.md §6): the step model, its fit and calibration on real runs, replay on
+a µs clock, real-run readers (``realrun``, ``runmeta``), a run in ms (``msrun``), export to a
+benchmark client.
+
+May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``, ``sched.output``, ``sched.engines``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "workload", "core", "vllm", "output", "engines")

@@ -1,0 +1,151 @@
+"""Error tables of a calibration (vllm-engine.md §6): measured against predicted, in milliseconds.
+
+Pure functions over plain numbers, no engine. Percentiles by nearest rank (:func:`sched.core.metrics.percentile`,
+the lab's method), relative error ``(predicted − measured) / measured`` of each percentile: the
+comparison is of the two distributions over the same requests, as a learner reads a benchmark.
+
+- :func:`percentile_table`: P50/P90/P95/P99 of TTFT, E2E, queue wait and TPOT over some requests.
+- :func:`counts_error`: running and waiting counts over time against the run's ``timeseries.csv``
+  (row ``t`` read as ``t`` seconds after the first arrival; the replay's state at that instant is
+  the step in progress then, its counts taken when it was scheduled).
+- :func:`render_table` and friends: the text a learner reads.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+
+from ..core.metrics import percentile
+from .stepmodel import limits_for
+
+__all__ = ["METRICS", "PERCENTILES", "percentile_table", "relative_error", "counts_error", "render_percentile_table",
+           "render_rows", "render_calibration"]
+
+#: Metric name -> what it is (all in ms).
+METRICS = {"ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "tpot": "TPOT"}
+PERCENTILES = (50, 90, 95, 99)
+
+
+def relative_error(predicted, measured):
+    """``(predicted − measured) / measured``, or ``None`` when either is unknown or measured is 0.
+
+    Example: ``relative_error(110, 100) == 0.1``.
+    """
+    if predicted is None or measured is None or measured == 0:
+        return None
+    return (predicted - measured) / measured
+
+
+def percentile_table(measured: dict, predicted: dict, names) -> list[dict]:
+    """One row per (metric, percentile) over ``names``.
+
+    ``measured`` and ``predicted`` map a request name to ``{"ttft": ms, "e2e": ms, "queue_wait":
+    ms or None, "tpot": ms or None}``. Returns ``{"metric", "p", "measured", "predicted",
+    "error"}`` rows (ms; ``error`` relative, ``None`` when unknown), metrics in :data:`METRICS` order.
+    """
+    rows = []
+    for metric in METRICS:
+        real = [measured[n][metric] for n in names if measured[n][metric] is not None]
+        simulated = [predicted[n][metric] for n in names if predicted[n][metric] is not None]
+        for p in PERCENTILES:
+            m, s = percentile(real, p), percentile(simulated, p)
+            rows.append({"metric": metric, "p": p, "measured": m, "predicted": s, "error": relative_error(s, m)})
+    return rows
+
+
+def counts_error(samples: list[tuple[float, int, int]], timeseries: list[tuple[float, int, int]]) -> dict | None:
+    """Mean absolute error of the running and waiting counts against ``timeseries``.
+
+    ``samples``: ``(start ms, end ms, running, waiting)`` per replayed step in time order;
+    ``timeseries``: ``(t s, running, waiting)`` rows. A row outside every step (before the first,
+    in an idle gap, after the last) compares with an idle engine (0 running, 0 waiting). Returns ``{"rows", "running_mae", "waiting_mae",
+    "running_mean", "waiting_mean"}`` (the means are the measured averages, for scale), or
+    ``None`` without a time series.
+    """
+    if not timeseries:
+        return None
+    starts = [start for start, _, _, _ in samples]
+    running_error = waiting_error = 0.0
+    for t, running, waiting in timeseries:
+        index = bisect.bisect_right(starts, t * 1000) - 1
+        in_step = index >= 0 and t * 1000 < samples[index][1]
+        simulated = samples[index][2:] if in_step else (0, 0)  # between steps the engine is idle
+        running_error += abs(simulated[0] - running)
+        waiting_error += abs(simulated[1] - waiting)
+    count = len(timeseries)
+    return {"rows": count, "running_mae": running_error / count, "waiting_mae": waiting_error / count,
+            "running_mean": sum(r for _, r, _ in timeseries) / count,
+            "waiting_mean": sum(w for _, _, w in timeseries) / count}
+
+
+def _ms(value) -> str:
+    return "NA" if value is None else f"{value:.1f}"
+
+
+def _percent(value) -> str:
+    return "NA" if value is None else f"{100 * value:+.1f}%"
+
+
+def render_percentile_table(rows: list[dict], baseline: list[dict] | None = None) -> list[str]:
+    """Text lines of :func:`percentile_table` rows; with ``baseline`` (the same rows of another
+    prediction) its predicted value and error are shown beside them."""
+    head = f"  {'metric':<11}{'pct':>4}{'measured':>11}{'predicted':>11}{'error':>9}"
+    if baseline is not None:
+        head += f"{'const step':>12}{'error':>9}"
+    lines = [head + "   (ms)"]
+    for index, row in enumerate(rows):
+        line = (f"  {METRICS[row['metric']]:<11}{'P' + str(row['p']):>4}{_ms(row['measured']):>11}"
+                f"{_ms(row['predicted']):>11}{_percent(row['error']):>9}")
+        if baseline is not None:
+            other = baseline[index]
+            line += f"{_ms(other['predicted']):>12}{_percent(other['error']):>9}"
+        lines.append(line)
+    return lines
+
+
+def render_rows(rows: list[tuple[str, dict, int]]) -> list[str]:
+    """The ablation: one line per ``(label, {metric: {p: error}}, preemptions)``: P50/P95 errors of TTFT and E2E."""
+    lines = [f"  {'replay':<46}{'P50 TTFT':>9}{'P95 TTFT':>9}{'P50 E2E':>9}{'P95 E2E':>9}{'preempt':>9}"]
+    for label, errors, preemptions in rows:
+        cells = [_percent(errors[metric][p]) for metric in ("ttft", "e2e") for p in (50, 95)]
+        lines.append(f"  {label:<46}" + "".join(f"{cell:>9}" for cell in cells) + f"{preemptions:>9}")
+    return lines
+
+
+def render_calibration(result: dict) -> str:
+    """The text ``calibrate`` prints and writes to ``calibration.txt`` (``result`` from :func:`sched.timing.calibrate.calibrate`)."""
+    model = result["model"]
+    fitted_on, settings = model.fitted_on, model.settings
+    train, held_out = result["train"], result["held_out"]
+    lines = [f"Calibrated the vLLM engine's step time on {fitted_on.get('source')} ({fitted_on.get('num_requests')} "
+             f"requests): {fitted_on.get('model') or 'an unknown model'} on {fitted_on.get('device') or 'an unknown GPU'}, "
+             f"vLLM {fitted_on.get('vllm_version') or '?'}.",
+             "Settings replayed: " + ", ".join(f"{key} {value}" for key, value in settings.items()) + "."]
+    lines += [f"Note: {note}." for note in result["notes"]]
+    lines += ["", f"Fit on the first {len(train)} requests by arrival ({train[0]} .. {train[-1]}); "
+              f"{len(result['history'])} replays (frozen-schedule Nelder-Mead, see sched/timing/fit.py):",
+              f"  {model.formula}",
+              f"  training error: mean |ln(predicted/measured)| of TTFT and E2E = {result['loss']:.4f} "
+              f"(typical error {100 * (math.exp(result['loss']) - 1):.1f}%)",
+              f"  constant-step baseline: step_ms = {result['constant_step_ms']:.2f} (median measured TPOT of the "
+              "training requests)", ""]
+    lines.append(f"Held-out requests ({len(held_out)}: {held_out[0]} .. {held_out[-1]}), never seen by the fit; "
+                 "percentiles by nearest rank:")
+    lines += render_percentile_table(result["held_out_table"], result["baseline_table"])
+    lines += ["", "Training requests (what the fit saw), same columns:"]
+    lines += render_percentile_table(result["training_table"])
+    lines += ["", "What each ingredient buys (held-out requests; error of each percentile):"]
+    lines += render_rows(result["ablation"])
+    counts, baseline_counts = result["counts"], result["baseline_counts"]
+    lines.append("")
+    if counts is None:
+        lines.append("Running/waiting counts: no timeseries.csv beside the run, not compared.")
+    else:
+        lines.append(f"Running/waiting counts against timeseries.csv ({counts['rows']} rows, t = seconds after the "
+                     f"first arrival): mean absolute error running {counts['running_mae']:.1f}, waiting "
+                     f"{counts['waiting_mae']:.1f} (measured means {counts['running_mean']:.1f} and "
+                     f"{counts['waiting_mean']:.1f}; constant step: {baseline_counts['running_mae']:.1f} and "
+                     f"{baseline_counts['waiting_mae']:.1f}).")
+    lines += ["", "Limits:"] + [f"- {line}" for line in limits_for(fitted_on)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,175 @@
+"""Fitting a step-time model to a real run (vllm-engine.md §6): the loss and the search.
+
+Pure arithmetic over per-step records; no engine here (the replays come from
+:mod:`sched.timing.calibrate`, which passes them in).
+
+**Loss.** For each training request, the absolute log error of its predicted TTFT and of its
+predicted E2E, averaged over both and over the requests:
+``mean(|ln(ttft_pred / ttft_meas)| + |ln(e2e_pred / e2e_meas)|) / 2``. A log error treats a
+request waiting 0.5 s and one waiting 60 s alike (an overloaded run holds both) and is symmetric:
+twice too long costs what half too long costs. ``exp(loss) − 1`` reads as a typical relative error.
+
+**Search.** Replaying the run for every candidate ``(a, b, c)`` would cost a whole simulation per
+candidate, so the search alternates two cheap moves, all deterministic:
+
+1. *Freeze the schedule* of the latest replay: which steps ran, how many prompt and decode tokens
+   each computed, in which step every request got its first token and finished. With the
+   schedule fixed, every stamp is linear in ``(a, b, c)``: a step ending ``n`` steps into a busy
+   period that began at time ``B`` (an arrival) ends at ``B + a·n + b·P + c·D``, with ``P`` and
+   ``D`` the prompt and decode tokens of those ``n`` steps.
+2. *Nelder–Mead* (:func:`nelder_mead`, coefficients kept ``>= 0`` by taking absolute values)
+   minimises the loss of that frozen schedule, which costs one pass over the training requests.
+3. *Replay* with the new coefficients (the schedule may change: other arrivals join other steps,
+   other preemptions happen) and score it with the true loss. Repeat from 1 until the
+   coefficients move by less than 0.1% or :data:`MAX_REPLAYS` replays were made; a replay that
+   scores worse than the best so far is retried half-way back towards the best. The best replayed
+   coefficients are kept: the reported training error is always a real replay's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+__all__ = ["Step", "FrozenSchedule", "log_loss", "nelder_mead", "fit_coefficients", "MAX_REPLAYS"]
+
+#: Most replays of the run one fit makes (each replay is one simulation of every request).
+MAX_REPLAYS = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One engine step of a replay: ``start`` and ``duration`` in ms, tokens computed in it."""
+
+    start: float
+    duration: float
+    prompt_tokens: int
+    decode_tokens: int
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+def log_loss(pairs) -> float:
+    """Mean absolute log error over ``(predicted, measured)`` pairs of positive durations (ms).
+
+    Durations below 1 µs count as 1 µs (a log needs a positive number). Example: pairs
+    ``[(2, 1), (1, 2)]`` give ``ln 2 ≈ 0.693`` (twice too long and half too long cost the same).
+    """
+    total, count = 0.0, 0
+    for predicted, measured in pairs:
+        total += abs(math.log(max(predicted, 1e-3) / max(measured, 1e-3)))
+        count += 1
+    return total / count if count else 0.0
+
+
+class FrozenSchedule:
+    """The stamps of training requests as linear functions of ``(a, b, c)`` (module docstring, 1).
+
+    ``steps`` in time order; ``targets`` one ``(arrival, first step index, done step index,
+    measured ttft, measured e2e)`` per training request (ms; indices into ``steps``).
+    """
+
+    def __init__(self, steps: list[Step], targets: list[tuple]) -> None:
+        # Per step: (busy period start, steps so far in the period, prompt tokens so far, decode so far).
+        self.rows = []
+        base = n = prompt = decode = 0
+        previous_end = None
+        for step in steps:
+            if previous_end is None or abs(step.start - previous_end) > 1e-6:  # idle: a new busy period
+                base, n, prompt, decode = step.start, 0, 0, 0
+            n, prompt, decode = n + 1, prompt + step.prompt_tokens, decode + step.decode_tokens
+            self.rows.append((base, n, prompt, decode))
+            previous_end = step.end
+        self.targets = targets
+
+    def end(self, index: int, a: float, b: float, c: float) -> float:
+        """End of step ``index`` (ms) under coefficients ``a, b, c`` with this schedule."""
+        base, n, prompt, decode = self.rows[index]
+        return base + a * n + b * prompt + c * decode
+
+    def loss(self, coefficients) -> float:
+        """:func:`log_loss` of TTFT and E2E of the targets under ``coefficients`` (absolute values)."""
+        a, b, c = (abs(x) for x in coefficients)
+        pairs = []
+        for arrival, first, done, ttft, e2e in self.targets:
+            pairs.append((self.end(first, a, b, c) - arrival, ttft))
+            pairs.append((self.end(done, a, b, c) - arrival, e2e))
+        return log_loss(pairs)
+
+
+def nelder_mead(function, start, scales, iterations: int = 300, tolerance: float = 1e-10) -> tuple[list, float]:
+    """Minimise ``function(point) -> float`` from ``start`` (a list); returns ``(best point, value)``.
+
+    The standard simplex method (reflection 1, expansion 2, contraction 1/2, shrink 1/2), its
+    first simplex ``start`` plus ``scales[i]`` along axis ``i``; stops after ``iterations`` or when
+    the values of the simplex differ by less than ``tolerance``. Deterministic.
+    """
+    dimension = len(start)
+    simplex = [list(start)] + [[x + (scales[i] if i == j else 0.0) for j, x in enumerate(start)]
+                               for i in range(dimension)]
+    values = [function(point) for point in simplex]
+    for _ in range(iterations):
+        order = sorted(range(dimension + 1), key=lambda i: values[i])
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        if values[-1] - values[0] <= tolerance:
+            break
+        centroid = [sum(point[j] for point in simplex[:-1]) / dimension for j in range(dimension)]
+        worst = simplex[-1]
+
+        def toward(factor):
+            return [centroid[j] + factor * (worst[j] - centroid[j]) for j in range(dimension)]
+
+        reflected = toward(-1.0)
+        reflected_value = function(reflected)
+        if reflected_value < values[0]:
+            expanded = toward(-2.0)
+            expanded_value = function(expanded)
+            simplex[-1], values[-1] = (expanded, expanded_value) if expanded_value < reflected_value else (
+                reflected, reflected_value)
+        elif reflected_value < values[-2]:
+            simplex[-1], values[-1] = reflected, reflected_value
+        else:
+            contracted = toward(-0.5) if reflected_value < values[-1] else toward(0.5)
+            contracted_value = function(contracted)
+            if contracted_value < min(values[-1], reflected_value):
+                simplex[-1], values[-1] = contracted, contracted_value
+            else:  # shrink towards the best point
+                best = simplex[0]
+                simplex = [best] + [[best[j] + 0.5 * (point[j] - best[j]) for j in range(dimension)]
+                                    for point in simplex[1:]]
+                values = [values[0]] + [function(point) for point in simplex[1:]]
+    best = min(range(dimension + 1), key=lambda i: values[i])
+    return simplex[best], values[best]
+
+
+def fit_coefficients(replay, start: tuple[float, float, float], max_replays: int = MAX_REPLAYS):
+    """The search of the module docstring; returns ``(coefficients, loss, replays)``.
+
+    ``replay(a, b, c) -> (steps, targets)`` simulates the run with those coefficients and returns
+    its :class:`Step` list and the training targets as :class:`FrozenSchedule` wants them;
+    ``start`` is the first ``(a, b, c)`` (e.g. a constant step of the median TPOT). ``replays``
+    lists ``(coefficients, true loss)`` of every replay made, in order.
+    """
+    history = []
+    best, best_loss = None, math.inf
+    current = tuple(start)
+    for _ in range(max_replays):
+        steps, targets = replay(*current)
+        frozen = FrozenSchedule(steps, targets)
+        true_loss = frozen.loss(current)
+        history.append((current, true_loss))
+        if true_loss < best_loss:
+            best, best_loss = current, true_loss
+        elif best is not None:  # worse than the best: try half-way back before fitting again
+            current = tuple((x + y) / 2 for x, y in zip(best, current))
+            continue
+        a = max(current[0], 1e-3)
+        scales = [0.25 * a, 0.25 * current[1] or a / 2000, 0.25 * current[2] or a / 256]
+        point, _ = nelder_mead(frozen.loss, list(current), scales)
+        proposal = tuple(abs(x) for x in point)
+        if all(abs(x - y) <= 1e-3 * max(abs(y), 1e-9) for x, y in zip(proposal, current)):
+            break
+        current = proposal
+    return best, best_loss, history

@@ -1,0 +1,245 @@
+"""A vLLM-engine run that keeps time in milliseconds, with a step model (vllm-engine.md §6).
+
+``infer_sched_lab.py --engine vllm --workload W --step-model step-model.json``:
+
+- **Settings**: the engine settings stored in the step model (the ones it was fitted with) are
+  applied; a vLLM flag given explicitly overrides its setting, and the run says so (stderr,
+  ``manifest.json`` ``step_model.overridden``, the table's header): the step time was not fitted
+  for the new value, so the prediction becomes an extrapolation.
+- **Clock**: arrivals are milliseconds (``arrival × tick_ms`` when the workload records a
+  ``tick_ms`` header, as ``calibrate`` and ``import`` write; otherwise the arrival numbers are read
+  as ms and the run says so). The engine runs on whole microseconds (``step_us``, see
+  :mod:`sched.timing.stepmodel`): a request arriving at ``A`` joins the first step starting at or after
+  ``A``; a step lasting ``a + b·prompt + c·decode`` ms stamps its tokens at its end.
+- **Artifacts**: the usual files, with every time also in ms. ``requests.jsonl`` keeps the
+  engine's clock (ticks of 1 µs) and adds ``arrival_ms, admitted_ms, first_token_ms, done_ms,
+  ttft_ms, queue_wait_ms, e2e_ms, tpot_ms`` and ``token_times_ms``; ``timeline.jsonl`` adds
+  ``start_ms`` and ``duration_ms`` per step; ``summary.json``/``summary.csv``, ``table.txt``,
+  ``report.html`` and ``timeline.svg`` are in ms (throughput in output tokens per second).
+Without ``--step-model`` nothing here runs and every file is as before.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from dataclasses import replace
+from fractions import Fraction
+
+from ..output.artifacts import LabRun, render_table, _manifest
+from ..output.jsonl_lines import request_lines, timeline_lines
+from ..base.cmdline import InputError
+from ..core.config import ConfigError
+from ..engines import check_cases
+from ..core.metrics import SUMMARY_FIELDS, summarize
+from ..output.ms_picture import render_ms_timeline_svg
+from ..output.report import render_report
+from .stepmodel import StepModel, limits_for, load_step_model
+from ..vllm.config import VllmKnobs, check_fits
+from ..vllm.engine import simulate_vllm
+from ..workload.specs import workload_tick_ms, workload_to_json
+
+__all__ = ["settle_knobs", "knobs_for", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
+
+UNITS_NOTE_MS = ("Times are milliseconds from a step model fitted to a real run (vLLM 0.33.0's scheduler rules, "
+                 "step_ms = a + b*prompt + c*decode); the engine's own clock (the tick fields) is in microseconds. "
+                 "A prediction, not a measurement.")
+#: Summary fields in time units (ticks of 1 µs -> ms) and in tokens per time (per µs -> per second).
+_TIME_FIELDS = ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait", "makespan",
+                "p50_queue_wait", "p99_queue_wait", "mean_queue_wait",
+                # summary.json's detail columns (mean, median, P90, P99 of each latency)
+                *(f"{stat}_{metric}" for metric in ("ttft", "tpot", "itl", "e2e") for stat in ("mean", "median", "p90", "p99")),
+                "median_queue_wait", "p90_queue_wait")
+_RATE_FIELDS = ("throughput", "completed_output_tps")
+MS_FIELDS = {**{f: "ms per output token" if f.endswith("_tpot") else "ms" for f in _TIME_FIELDS},
+             "throughput": "output tokens per second (all emitted tokens / makespan)",
+             "completed_output_tps": "output tokens per second (successful requests only / makespan)",
+             "busy_fraction": "fraction of the makespan spent in steps",
+             "budget_utilization": "tokens scheduled / (budget x steps)"}
+_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold", "enable_prefix_caching",
+          "block_size", "num_gpu_blocks")
+
+
+def settle_knobs(model: StepModel, given: dict, policy: str | None, timeout_ticks) -> tuple[VllmKnobs, list[str]]:
+    """The knobs of a step-model run: the model's settings, explicit flags overriding.
+
+    ``given`` maps a :class:`VllmKnobs` field to the value of a flag given explicitly; ``policy``
+    is ``--policy`` when given explicitly (else ``None``). Returns the knobs and one text per
+    override, e.g. ``"--num-gpu-blocks 1000 (fitted with 2588)"``.
+    """
+    settings = model.settings
+    values = {knob: given.get(knob, settings[knob]) for knob in _KNOBS}
+    values["policy"] = policy or settings["policy"]
+    overridden = [f"--{knob.replace('_', '-')} {values[knob]} (fitted with {settings[knob]})"
+                  for knob in (*_KNOBS, "policy") if values[knob] != settings[knob]]
+    return VllmKnobs(timeout_ticks=timeout_ticks, **values), overridden
+
+
+def _arrival_us(spec, tick_ms: float) -> int:
+    return round(spec.arrival * tick_ms * 1000)
+
+
+def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: str, timeline: str,
+                        progress=None) -> LabRun:
+    """Simulate ``workload`` (arrivals in ms, see the module docstring) with ``model``'s step time.
+
+    Returns a :class:`LabRun` whose ``workload`` is the given one and whose results keep the
+    engine's microsecond clock. Deadlines are not supported here (``knobs.timeout_ticks`` must be
+    ``None``: a deadline can fall inside a step, which the engine's records do not yet express).
+    Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
+    """
+    if knobs.timeout_ticks is not None:
+        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
+    tick_ms = workload_tick_ms(workload) or 1.0
+    clocked = [replace(spec, arrival=_arrival_us(spec, tick_ms)) for spec in workload]
+    check_fits(clocked, knobs, source)
+    result = simulate_vllm(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
+    check_cases([result])
+    return LabRun(workload, knobs, knobs.policy, source, [result], timeline)
+
+
+def _ms(value):
+    return None if value is None else round(value / 1000, 3)
+
+
+def _summary_ms(run: LabRun) -> list[dict]:
+    rows = []
+    for result in run.results:
+        row = dict(summarize(result))
+        for key in _TIME_FIELDS:
+            if row.get(key) is not None:
+                row[key] = Fraction(row[key]) / 1000
+        for key in _RATE_FIELDS:
+            if row[key] is not None:
+                row[key] = Fraction(row[key]) * 1_000_000
+        busy = sum(Fraction(record.duration) for record in result.ticks)
+        steps = sum(getattr(record, "num_steps", 1) for record in result.ticks)
+        row["busy_fraction"] = busy / row["makespan"] / 1000 if row["makespan"] else None
+        row["budget_utilization"] = (Fraction(result.budget_spent, result.config.budget * steps) if steps else None)
+        rows.append(row)
+    return rows
+
+
+def _number(value):
+    if isinstance(value, Fraction):
+        return int(value) if value.denominator == 1 else round(float(value), 6)
+    return value
+
+
+def _request_line(line) -> str:
+    """One line of ``requests.jsonl`` with the ms fields added (``line``: a dict, or encoded text for
+    ``counts`` detail, whose ``token_runs`` give ``[first stamp, count]`` in µs)."""
+    record = json.loads(line) if isinstance(line, str) else line
+    record.update(arrival_ms=_ms(record["arrival"]), admitted_ms=_ms(record["admitted_at"]),
+                  first_token_ms=_ms(record["first_token_at"]), done_ms=_ms(record["done_at"]),
+                  ttft_ms=_ms(record["ttft"]), queue_wait_ms=_ms(record["queue_wait"]), e2e_ms=_ms(record["e2e"]))
+    emitted = record["output_tokens_emitted"]
+    record["tpot_ms"] = (round((record["done_at"] - record["first_token_at"]) / 1000 / (emitted - 1), 3)
+                         if record["status"] == "ok" and emitted > 1 else None)
+    times = record.get("token_times")
+    if times is None:
+        times = [start + k for start, count in record.get("token_runs", []) for k in range(count)]
+    record["token_times_ms"] = [_ms(t) for t in times]
+    return json.dumps(record, ensure_ascii=False)
+
+
+def _timeline_lines_ms(run: LabRun):
+    """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added."""
+    records = [record for result in run.results for record in result.ticks]
+    for line, record in zip(timeline_lines(run), records):
+        line = json.loads(line) if isinstance(line, str) else dict(line)
+        line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
+        yield json.dumps(line, ensure_ascii=False) + "\n"
+
+
+def _table(run: LabRun, rows: list[dict], overridden: list[str], model: StepModel) -> str:
+    base = render_table(run).splitlines()[0]
+    header = f"{base} | {model.formula}" + (f" | overridden: {'; '.join(overridden)}" if overridden else "")
+    columns = ("case", "P50 TTFT", "P95 TTFT", "P95 TPOT", "P95 E2E", "P95 queue wait", "output tok/s", "ok/arrived",
+               "makespan", "preemptions")
+    lines = [columns]
+    for result, s in zip(run.results, rows):
+        cells = [s["case"]] + ["NA" if s[k] is None else f"{float(s[k]):.1f}"
+                               for k in ("p50_ttft", "p95_ttft", "p95_tpot", "p95_e2e", "p95_queue_wait",
+                                         "throughput")]
+        cells += [f"{s['succeeded']}/{s['arrived']}", f"{float(s['makespan']):.1f}",
+                  str(sum(r.num_preemptions for r in result.requests))]
+        lines.append(cells)
+    widths = [max(len(row[i]) for row in lines) for i in range(len(columns))]
+    text = ["  ".join([row[0].ljust(widths[0])] + [c.rjust(widths[i]) for i, c in enumerate(row) if i])
+            for row in lines]
+    return "\n".join([header, *text, f"(times in ms; {_arrivals_note(run.workload)}; {_fitted_on_note(model)})",
+                      UNITS_NOTE_MS]) + "\n"
+
+
+def _arrivals_note(workload) -> str:
+    tick_ms = workload_tick_ms(workload)
+    if tick_ms is None:
+        return "arrivals read as ms: the workload has no tick_ms header"
+    return f"arrivals = arrival x {tick_ms:g} ms (the workload's tick_ms)"
+
+
+def _fitted_on_note(model: StepModel) -> str:
+    fitted = model.fitted_on
+    return (f"step model fitted on one run of {fitted.get('model') or 'an unknown model'} on "
+            f"{fitted.get('device') or 'an unknown GPU'}, vLLM {fitted.get('vllm_version') or '?'}: valid there only; "
+            "run-to-run variance unknown; async scheduling and real prompt text can shift real results")
+
+
+def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) -> dict[str, str]:
+    """Every artifact of a step-model run by file name (module docstring); same run, same bytes."""
+    rows = _summary_ms(run)
+    summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
+    manifest = _manifest(run)
+    manifest.update(time_unit="ms", tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
+                    units=UNITS_NOTE_MS, arrivals=_arrivals_note(run.workload), step_model={
+        "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "formula": model.formula,
+        "fitted_with": model.settings, "fitted_on": model.fitted_on, "overridden": overridden,
+        "limits": limits_for(model.fitted_on) + ([
+            "Settings differ from the fit (overridden above): the step time is extrapolated."] if overridden else [])})
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(SUMMARY_FIELDS)
+    for s in summaries:
+        writer.writerow(["NA" if s[f] is None else s[f] for f in SUMMARY_FIELDS])
+    table = _table(run, rows, overridden, model)
+    svg = render_ms_timeline_svg(run.results[0], "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
+                                 "rules): a prediction, not a measurement.", summaries[0])
+    units = {f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}
+    report = render_report(table, summaries, SUMMARY_FIELDS, svg, units).replace("Latencies (ticks)", "Latencies (ms)")
+    return {
+        "manifest.json": json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
+        "workload.json": workload_to_json(run.workload, units=True),
+        "summary.json": json.dumps({"units": UNITS_NOTE_MS, "time_unit": "ms", "field_units": MS_FIELDS,
+                                    "percentiles": "nearest rank", "cases": summaries},
+                                   indent=2, ensure_ascii=False) + "\n",
+        "summary.csv": out.getvalue(),
+        "requests.jsonl": "".join(_request_line(line) + "\n" for line in request_lines(run)),
+        "timeline.jsonl": "".join(_timeline_lines_ms(run)),
+        "table.txt": table,
+        "timeline.svg": svg,
+        "report.html": report,
+    }
+
+
+def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepModel, VllmKnobs, list[str]]:
+    """Load the step model at ``path`` and settle the run's knobs (:func:`settle_knobs`).
+
+    ``args``/``argv``: the parsed run flags and the raw ones (a flag counts as given when it was
+    typed, ``--policy``/``--scheduling-policy`` included); ``knobs``: the :class:`VllmKnobs` the flags alone give. Prints
+    one stderr line per override. Raises :class:`sched.core.config.ConfigError` (bad file, another engine).
+    """
+    try:
+        model = load_step_model(path)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    given = {knob: getattr(knobs, knob) for knob in _KNOBS if getattr(args, knob, None) is not None}
+    typed = ("--policy", "--scheduling-policy")
+    policy = knobs.policy if any(a in typed or a.startswith(tuple(f + "=" for f in typed)) for a in argv) else None
+    settled, overridden = settle_knobs(model, given, policy, knobs.timeout_ticks)
+    for text in overridden:
+        print(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times are "
+              "an extrapolation", file=sys.stderr)
+    return model, settled, overridden

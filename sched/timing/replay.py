@@ -1,0 +1,153 @@
+"""Replaying a real run through the vLLM engine with a step time in milliseconds (vllm-engine.md §6).
+
+The engine (:mod:`sched.vllm.engine`) keeps its clock in whatever unit ``step_time`` returns. Here
+that unit is the whole **microsecond** (:meth:`sched.timing.stepmodel.StepModel.step_us`): the workload's
+arrivals in ms become µs, every stamp is an exact integer, and the results are turned back into
+ms. Three variants of the KV-cache rules serve the ablation of :mod:`sched.timing.calibrate`:
+
+- ``kv-preemption``: the run's settings as they are (vLLM's rules: whole-sequence admission gate,
+  recompute preemption when a running request needs a block and none is free);
+- ``no-kv-limit``: the same with ample KV blocks (``num_gpu_blocks`` = ``None``): nothing waits
+  for memory, nothing is preempted;
+- ``kv-reserve``: the run's blocks, but a request is admitted only if its *whole future sequence*
+  (prompt + every output token but the last) fits, and those blocks are taken at admission, so a
+  running request never needs another block and **nothing is ever preempted**. This is how "a KV
+  limit without preemption" is modelled: a conservative engine that reserves for the worst case
+  (the alternative, letting running requests grow past the capacity, would model a GPU with more
+  memory than it has). It runs without prefix caching (the replayed workload shares no prefix, and
+  only a re-prefill after a preemption could hit its own blocks: this variant has none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .fit import Step
+from ..vllm.kv_cache import KVCache, blocks_for
+from ..core.records import SimulationError
+from ..vllm.config import VllmKnobs, check_fits
+from ..vllm.engine import VllmSimulation
+
+__all__ = ["ReplayResult", "replay", "knobs_from_settings", "VARIANTS"]
+
+VARIANTS = ("kv-preemption", "no-kv-limit", "kv-reserve")
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    """One replay in ms.
+
+    ``steps``: :class:`~sched.timing.fit.Step` per engine step; ``samples``: ``(start, end, running,
+    waiting)`` per step (counts after scheduling; inside a jump over decode-only steps, which only
+    the fast path without prefix caching makes, the jump's largest counts); ``predicted``: name -> ``{"ttft", "e2e",
+    "queue_wait", "tpot"}`` (ms; tpot ``None`` below two tokens); ``first_step``/``done_step``:
+    name -> index into ``steps`` of the step that sampled its first / last token;
+    ``preemptions``: total recompute preemptions.
+    """
+
+    steps: list
+    samples: list
+    predicted: dict
+    first_step: dict
+    done_step: dict
+    preemptions: int
+
+
+def knobs_from_settings(settings: dict, num_gpu_blocks="settings", prefix_caching=None) -> VllmKnobs:
+    """:class:`VllmKnobs` of a step model's ``settings`` (``num_gpu_blocks`` may override, ``None`` = ample)."""
+    blocks = settings["num_gpu_blocks"] if num_gpu_blocks == "settings" else num_gpu_blocks
+    caching = settings["enable_prefix_caching"] if prefix_caching is None else prefix_caching
+    return VllmKnobs(max_num_batched_tokens=settings["max_num_batched_tokens"], max_num_seqs=settings["max_num_seqs"],
+                     long_prefill_token_threshold=settings["long_prefill_token_threshold"],
+                     enable_prefix_caching=caching, block_size=settings["block_size"],
+                     num_gpu_blocks=blocks, policy=settings["policy"])
+
+
+class _ReservingKV(KVCache):
+    """KV blocks (counts) that take a request's whole future sequence at admission (``kv-reserve``).
+
+    The admission gate asks :meth:`blocks_to_allocate` for a waiting request's whole current
+    sequence; this pool answers with the blocks of prompt + output − 1 tokens (the last output
+    token is sampled, never computed) and :meth:`allocate` takes them all at once, so later
+    requests of the running pass need none."""
+
+    def __init__(self, num_gpu_blocks: int, block_size: int, final_tokens: dict) -> None:
+        super().__init__(num_gpu_blocks, block_size)
+        self.final_tokens = final_tokens      # request index -> prompt + output − 1
+
+    def _target(self, seq, num_tokens: int) -> int:
+        return max(blocks_for(num_tokens, self.block_size), blocks_for(self.final_tokens[seq.index], self.block_size))
+
+    def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
+        return self._target(seq, num_tokens) - seq.blocks
+
+    def allocate(self, seq, num_tokens: int, hit=()) -> None:
+        need = self._target(seq, num_tokens) - seq.blocks
+        if need > 0:
+            self.num_free -= need
+            seq.blocks += need
+
+
+def replay(specs, settings: dict, coefficients, variant: str = "kv-preemption") -> ReplayResult:
+    """Simulate ``specs`` (arrivals in whole ms) under ``settings`` with ``step_ms = a + b·prompt + c·decode``.
+
+    ``coefficients`` is ``(a, b, c)`` in ms; ``variant`` one of :data:`VARIANTS` (module
+    docstring). Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
+    """
+    a, b, c = coefficients
+    workload = [replace(spec, arrival=spec.arrival * 1000) for spec in specs]
+
+    def step_us(prompt_tokens: int, decode_tokens: int) -> int:
+        return max(1, round(1000 * (a + b * prompt_tokens + c * decode_tokens)))
+
+    if variant == "no-kv-limit":
+        knobs = knobs_from_settings(settings, num_gpu_blocks=None)
+    elif variant == "kv-reserve":
+        knobs = knobs_from_settings(settings, prefix_caching=False)
+    elif variant == "kv-preemption":
+        knobs = knobs_from_settings(settings)
+    else:
+        raise ValueError(f"unknown replay variant {variant!r}; known: {', '.join(VARIANTS)}")
+    check_fits(workload, knobs)
+    for timeline in ("counts", "full"):   # "full" only when a very long run merged its counts records
+        simulation = VllmSimulation(workload, knobs, timeline=timeline, step_time=step_us,
+                                    per_step=variant == "kv-reserve")
+        if variant == "kv-reserve":
+            # The one pool swapped in from outside the engine: same interface, reserving at admission.
+            simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
+                                         {i: s.prompt_tokens + s.output_tokens - 1 for i, s in enumerate(workload)})
+        result = simulation.run()
+        if all(_uniform(record) for record in result.ticks):
+            return _in_ms(result)
+    raise SimulationError("replay: the step records cannot be split into steps")
+
+
+def _uniform(record) -> bool:
+    """Whether a timeline record covers equal steps (one step, or a jump over equal decode-only steps)."""
+    count = getattr(record, "num_steps", 1)
+    return (record.duration % count == 0 and record.num_prompt_tokens % count == 0
+            and record.num_decode_tokens % count == 0 and (count == 1 or record.num_prompt_tokens == 0))
+
+
+def _in_ms(result) -> ReplayResult:
+    steps, samples, end_index = [], [], {}
+    for record in result.ticks:
+        count = getattr(record, "num_steps", 1)
+        duration = record.duration // count    # a jump: equal decode-only steps
+        for j in range(count):
+            start = record.tick + j * duration
+            steps.append(Step(start / 1000, duration / 1000, record.num_prompt_tokens // count,
+                              record.num_decode_tokens // count))
+            samples.append((start / 1000, (start + duration) / 1000, record.num_running, record.num_waiting))
+            end_index[start + duration] = len(steps) - 1
+    predicted, first_step, done_step, preemptions = {}, {}, {}, 0
+    for request in result.requests:
+        arrival, first, done = request.spec.arrival, request.first_token_at, request.done_at
+        count = request.num_tokens
+        predicted[request.name] = {
+            "ttft": (first - arrival) / 1000, "e2e": (done - arrival) / 1000,
+            "queue_wait": (request.admitted_at - arrival) / 1000,
+            "tpot": (done - first) / 1000 / (count - 1) if count > 1 else None}
+        first_step[request.name], done_step[request.name] = end_index[first], end_index[done]
+        preemptions += request.num_preemptions
+    return ReplayResult(steps, samples, predicted, first_step, done_step, preemptions)

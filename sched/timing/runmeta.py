@@ -1,0 +1,139 @@
+"""The engine settings and identity of a real run, read from its meta file (vllm-engine.md §6).
+
+LLMServingSim's ``meta.json`` names each setting in up to two places (``kv_cache`` and the
+resolved ``cache_config``; ``engine_kwargs`` and the resolved ``scheduler_config``); every place
+present must agree, and the meta file must agree with the run (request count, KV tokens, every
+request able to fit the KV cache). A ``vllm bench serve`` result names them in its flat
+``--metadata`` pairs (strings). Every problem is one :class:`~sched.base.cmdline.InputError` naming the
+file and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+
+from ..base.cmdline import InputError, count_or_none
+from ..base.files import read_regular_text
+from .stepmodel import SETTINGS
+
+__all__ = ["SETTINGS_FROM_META", "FLAT_PLACES", "settings_from", "check_meta_against_run", "check_fits_cache",
+           "identity_from_meta", "read_timeseries"]
+
+#: Where each engine setting is read in LLMServingSim's ``meta.json``: every listed place that is
+#: present must agree (a contradiction is refused).
+SETTINGS_FROM_META = {
+    "num_gpu_blocks": (("kv_cache", "num_gpu_blocks"), ("resolved_config", "cache_config", "num_gpu_blocks")),
+    "block_size": (("kv_cache", "block_size"), ("resolved_config", "cache_config", "block_size")),
+    "enable_prefix_caching": (("kv_cache", "enable_prefix_caching"),
+                              ("resolved_config", "cache_config", "enable_prefix_caching")),
+    "max_num_batched_tokens": (("engine_kwargs", "max_num_batched_tokens"),
+                               ("resolved_config", "scheduler_config", "max_num_batched_tokens")),
+    "max_num_seqs": (("engine_kwargs", "max_num_seqs"), ("resolved_config", "scheduler_config", "max_num_seqs")),
+    "long_prefill_token_threshold": (("resolved_config", "scheduler_config", "long_prefill_token_threshold"),),
+    "policy": (("resolved_config", "scheduler_config", "policy"),),
+}
+#: vLLM's defaults for the two settings a meta file may leave out (said in the output when used).
+_DEFAULTS = {"long_prefill_token_threshold": 0, "policy": "fcfs"}
+
+
+def _at(document: dict, keys: tuple):
+    for key in keys:
+        if not isinstance(document, dict):
+            return None
+        document = document.get(key)
+    return document
+
+
+#: Where a ``vllm bench serve`` result names the settings: its flat ``--metadata`` keys.
+FLAT_PLACES = {key: ((key,),) for key in SETTINGS_FROM_META} | {"policy": (("scheduling_policy",), ("policy",))}
+
+
+def settings_from(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, list]:
+    """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present."""
+    settings, notes, named = {}, [], {}
+    for key, kind in SETTINGS.items():
+        found = [(".".join(place), _at(meta, place)) for place in places[key]]
+        found = [(where, value) for where, value in found if value is not None]
+        if not found:
+            if key in _DEFAULTS:
+                settings[key] = _DEFAULTS[key]
+                notes.append(f"{key} not in {os.path.basename(source)}: vLLM's default {_DEFAULTS[key]!r} assumed")
+                continue
+            raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}")
+        found = [(where, _unquoted(value, kind)) for where, value in found]
+        (where, value), *others = found
+        for other_where, other in others:
+            if other != value:
+                raise InputError(f"{source}: field {other_where!r}: {other!r} contradicts {where!r} = {value!r}")
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise InputError(f"{source}: field {where!r}: must be true or false, got {value!r}")
+        elif kind is str:
+            if value not in ("fcfs", "priority"):
+                raise InputError(f"{source}: field {where!r}: must be fcfs or priority, got {value!r}")
+        else:
+            value = count_or_none(value, f"{source}: field {where!r}")
+        settings[key] = value
+        named[key] = where
+    for key, low in (("num_gpu_blocks", 2), ("block_size", 1), ("max_num_seqs", 1), ("max_num_batched_tokens", 1)):
+        if settings[key] < low:
+            raise InputError(f"{source}: field {named.get(key, key)!r}: must be at least {low}, got {settings[key]}")
+    return settings, notes
+
+
+def _unquoted(value, kind: type):
+    """``--metadata k=v`` pairs of a benchmark result are strings: "2588" -> 2588, "true" -> True."""
+    if isinstance(value, str) and kind is bool and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    if isinstance(value, str) and kind is int and value.strip().isdigit():
+        return int(value)
+    return value
+
+
+def check_meta_against_run(meta: dict, meta_path: str, records: list, path: str) -> None:
+    """A meta file that contradicts the run (or itself beyond :func:`settings_from`) is refused."""
+    expected = meta.get("num_requests")
+    if expected is not None and expected != len(records):
+        raise InputError(f"{meta_path}: field 'num_requests': says {expected} requests but {path} holds "
+                         f"{len(records)}; a calibration replays the whole run (a missing request changes every queue)")
+    kv = meta.get("kv_cache") or {}
+    tokens, blocks, size = kv.get("num_kv_tokens"), kv.get("num_gpu_blocks"), kv.get("block_size")
+    if None not in (tokens, blocks, size) and tokens != blocks * size:
+        raise InputError(f"{meta_path}: field 'kv_cache.num_kv_tokens': {tokens} is not num_gpu_blocks x block_size "
+                         f"({blocks} x {size})")
+    limit = _at(meta, ("engine_kwargs", "max_model_len"))
+    for index, record in enumerate(records):
+        total = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0)
+        if isinstance(limit, int) and total > limit:
+            raise InputError(f"{path}: request {index} ({record['name']}): {total} tokens exceed max_model_len {limit} "
+                             f"of {meta_path}")
+
+
+def check_fits_cache(record: dict, settings: dict, where: str) -> None:
+    """A request that could never fit the run's KV cache means the meta file is not this run's: a lone
+    request holds prompt + output − 1 tokens (its last token is sampled, never computed) in at most
+    ``num_gpu_blocks − 1`` blocks (block 0 is vLLM's null block)."""
+    size, usable = settings["block_size"], settings["num_gpu_blocks"] - 1
+    tokens = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0) - 1
+    if -(-tokens // size) > usable:
+        raise InputError(f"{where}: {tokens + 1} prompt + output tokens cannot fit {settings['num_gpu_blocks']} KV "
+                         f"blocks of {size} tokens: the meta file contradicts the run")
+
+
+def identity_from_meta(meta: dict) -> dict:
+    return {"model": meta.get("model"), "device": _at(meta, ("hardware", "device_name")),
+            "vllm_version": meta.get("vllm_version"),
+            "async_scheduling": _at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))}
+
+
+def read_timeseries(path: str) -> list | None:
+    """``(t, running, waiting)`` rows of LLMServingSim's ``timeseries.csv``, or None when absent or unusable."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        rows = list(csv.DictReader(io.StringIO(read_regular_text(path))))
+        return [(float(row["t"]), int(row["running"]), int(row["waiting"])) for row in rows]
+    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
+        return None

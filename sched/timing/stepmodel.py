@@ -1,0 +1,166 @@
+"""A step-time model: how long one vLLM engine step takes, in milliseconds (vllm-engine.md §6).
+
+``step_ms = a + b · (prompt tokens computed in the step) + c · (decode tokens in the step)``
+
+with ``a`` in ms per step, ``b`` in ms per prompt token and ``c`` in ms per decode token, all
+``>= 0``, and ``a >= 0.001`` (:data:`MIN_STEP_MS`: a step takes at least the engine clock's 1 µs
+even with no tokens). The coefficients are fitted to one real run (:mod:`sched.timing.calibrate`) and only mean
+something together with what they were fitted on, so ``step-model.json`` stores both:
+
+- ``settings``: the engine settings of the replay (vLLM's names: ``num_gpu_blocks``,
+  ``block_size``, ``max_num_batched_tokens``, ``max_num_seqs``, ``long_prefill_token_threshold``
+  (0 = none), ``enable_prefix_caching``, ``policy``); a run given this file applies them;
+- ``fitted_on``: provenance (model, GPU, vLLM version, async scheduling, source run and its
+  sha256, training requests, loss, training error);
+- ``limits``: what the fit cannot know, written out for whoever reads the file.
+
+The engine's clock under a step model is in whole **microseconds** (:meth:`StepModel.step_us`):
+integer stamps keep the statistics exact, and a rounding of at most 0.5 µs per step is far below
+anything a real run can resolve. Every time shown to a learner is in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+from ..base.cmdline import InputError, need, number_or_none, parse_json, read_failure
+from ..base.files import read_regular_text
+from ..workload.validation import closest_field
+
+__all__ = ["StepModel", "SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
+           "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS", "MIN_STEP_MS"]
+
+STEP_MODEL_KIND = "step-model"
+#: The engine settings a step model carries, in vLLM's names, with their JSON types.
+SETTINGS = {"num_gpu_blocks": int, "block_size": int, "max_num_batched_tokens": int, "max_num_seqs": int,
+            "long_prefill_token_threshold": int, "enable_prefix_caching": bool, "policy": str}
+#: Largest coefficient accepted from a file: one minute per step or per token is no GPU.
+MAX_COEFFICIENT_MS = 60_000.0
+#: Smallest ``a`` accepted: a step takes at least 1 µs (the engine clock's unit) even at zero tokens,
+#: so no step rounds to the same stamp as the one before it and every step's time is ``step_ms`` itself.
+MIN_STEP_MS = 0.001
+_POLICIES = ("fcfs", "priority")
+
+
+@dataclass(frozen=True, slots=True)
+class StepModel:
+    """Fitted step time plus the settings and provenance it holds for (module docstring).
+
+    ``a_ms`` ms per step, ``b_ms`` ms per prompt token, ``c_ms`` ms per decode token (all >= 0);
+    ``settings`` maps every key of :data:`SETTINGS` to its value; ``fitted_on`` is free provenance.
+    """
+
+    a_ms: float
+    b_ms: float
+    c_ms: float
+    settings: dict
+    fitted_on: dict
+
+    def step_ms(self, prompt_tokens: int, decode_tokens: int) -> float:
+        """Duration of a step computing ``prompt_tokens`` prompt and ``decode_tokens`` decode tokens, ms."""
+        return self.a_ms + self.b_ms * prompt_tokens + self.c_ms * decode_tokens
+
+    def step_us(self, prompt_tokens: int, decode_tokens: int) -> int:
+        """:meth:`step_ms` in whole microseconds, at least 1 (a step always takes time)."""
+        return max(1, round(1000 * self.step_ms(prompt_tokens, decode_tokens)))
+
+    @property
+    def formula(self) -> str:
+        """The model as one line, e.g. ``step_ms = 12.3 + 0.0456·prompt + 0.0789·decode``."""
+        return f"step_ms = {self.a_ms:.4g} + {self.b_ms:.4g}·prompt + {self.c_ms:.4g}·decode"
+
+
+def limits_for(fitted_on: dict) -> list[str]:
+    """The honest limits of a step model fitted on ``fitted_on`` (model, device, ... keys), one sentence each."""
+    where = (f"{fitted_on.get('model') or 'an unknown model'} on {fitted_on.get('device') or 'an unknown GPU'}, "
+             f"vLLM {fitted_on.get('vllm_version') or '?'}")
+    lines = [f"Fitted on one run of {where} with the settings above: other GPUs, models, vLLM versions or "
+             "settings are extrapolation, not prediction.",
+             "One run says nothing about run-to-run variance: repeat the measurement to know the noise.",
+             "Real prompt text may share prefixes the replay cannot see (it knows only token counts), so the "
+             "real prefix cache may hit where the replay computes."]
+    if fitted_on.get("async_scheduling"):
+        lines.append("The run used async scheduling (vLLM's GPU default): it plans step t+1 while step t runs, "
+                     "which delays slot reuse by about one step; the replay schedules synchronously.")
+    return lines
+
+
+def step_model_to_json(model: StepModel) -> str:
+    """The text of ``step-model.json`` (fixed key order, newline at the end)."""
+    document = {
+        "kind": STEP_MODEL_KIND, "engine": "vllm",
+        "formula": "step_ms = a + b * prompt_tokens_computed + c * decode_tokens",
+        "step_ms": {"a": round(model.a_ms, 6), "b": round(model.b_ms, 9), "c": round(model.c_ms, 9)},
+        "units": {"a": "ms per step", "b": "ms per prompt token computed in the step",
+                  "c": "ms per decode token in the step"},
+        "settings": {key: model.settings[key] for key in SETTINGS},
+        "fitted_on": model.fitted_on,
+        "limits": limits_for(model.fitted_on),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def load_step_model(path: str) -> StepModel:
+    """Read ``step-model.json``; raises :class:`~sched.base.cmdline.InputError` naming the file and field."""
+    try:
+        text = read_regular_text(path, encoding="utf-8-sig")  # a leading BOM is accepted, as for workloads
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such step model file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({read_failure(exc)})") from None
+    return parse_step_model(text, path)
+
+
+def parse_step_model(text: str, source: str) -> StepModel:
+    """A :class:`StepModel` from JSON ``text``: kind ``step-model``, engine ``vllm`` (a step model
+    for another engine is refused), coefficients finite and in ``[0, MAX_COEFFICIENT_MS]``,
+    every setting present with its type."""
+    data = need(parse_json(text, source), dict, source, "a JSON object")  # NaN kept, to be named
+    if data.get("kind") != STEP_MODEL_KIND:
+        raise InputError(f"{source}: field 'kind': must be {STEP_MODEL_KIND!r} (a file written by calibrate), "
+                         f"got {data.get('kind')!r}")
+    if data.get("engine") != "vllm":
+        raise InputError(f"{source}: field 'engine': this step model is for the {data.get('engine')!r} engine; "
+                         "only the vllm engine keeps time in ms (--engine vllm)")
+    step = need(data.get("step_ms"), dict, f"{source}: field 'step_ms'", "an object with a, b, c")
+    _known_keys(step, ("a", "b", "c"), f"{source}: field 'step_ms.")
+    coefficients = []
+    for key in ("a", "b", "c"):
+        value = number_or_none(step.get(key), f"{source}: field 'step_ms.{key}'", 0, MAX_COEFFICIENT_MS)
+        if value is None:
+            raise InputError(f"{source}: field 'step_ms.{key}': missing")
+        coefficients.append(float(value))
+    if coefficients[0] < MIN_STEP_MS:
+        raise InputError(f"{source}: field 'step_ms.a': must be at least {MIN_STEP_MS} ms (a step takes at least "
+                         f"1 µs, the engine clock's unit, even with no tokens), got {step['a']!r}")
+    settings = need(data.get("settings"), dict, f"{source}: field 'settings'", "an object")
+    _known_keys(settings, tuple(SETTINGS), f"{source}: field 'settings.")
+    checked = {key: _setting(settings.get(key), key, kind, source) for key, kind in SETTINGS.items()}
+    fitted_on = need(data.get("fitted_on", {}), dict, f"{source}: field 'fitted_on'", "an object")
+    return StepModel(*coefficients, checked, fitted_on)
+
+
+def _known_keys(section: dict, known: tuple, where: str) -> None:
+    """Refuse a key of ``section`` not in ``known`` (a misspelt coefficient is never silently 0)."""
+    for key in section:
+        if key not in known:
+            close = closest_field(key, known)
+            hint = f"did you mean {close!r}?" if close else "valid fields are " + ", ".join(known)
+            raise InputError(f"{where}{key}': unknown field; {hint}")
+
+
+def _setting(value, key: str, kind: type, source: str):
+    where = f"{source}: field 'settings.{key}'"
+    if kind is bool:
+        return need(value, bool, where, "true or false")
+    if kind is str:
+        if value not in _POLICIES:
+            raise InputError(f"{where}: must be one of {', '.join(_POLICIES)}, got {value!r}")
+        return value
+    low = 0 if key == "long_prefill_token_threshold" else (2 if key == "num_gpu_blocks" else 1)
+    number = number_or_none(value, where, low, 10**9)
+    if number is None or number != math.floor(number):
+        raise InputError(f"{where}: must be a whole number >= {low}, got {value!r}")
+    return int(number)

@@ -1,0 +1,8 @@
+"""The vLLM engine (vllm-engine.md): knobs under vLLM's names, KV blocks and the block-level prefix
+cache, the waiting queue, per-step records, the fast path, vLLM's scheduler step, its invariants.
+
+May import: ``sched.base``, ``sched.workload``, ``sched.core``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base", "workload", "core")

@@ -1,0 +1,339 @@
+"""The vLLM engine: one step of vLLM 0.33.0's scheduler at a time (vllm-engine.md §2).
+
+Each step at time ``T``: arrivals join the waiting queue, expired deadlines abort their requests
+(freeing their KV blocks at once), then **one pass over the running list** gives every running
+request the tokens it still needs (a decode is 1 token), preempting the policy's victim when KV
+blocks run out, then — only if nothing was preempted — the **waiting queue** is admitted while
+budget, slots and KV room for the whole sequence remain. Every scheduled request whose computed
+count reaches its length samples one output token, stamped at the end of the step. The engine
+never writes files; it hands the shared records of :mod:`sched.core.records` (:class:`Request`,
+:class:`CaseResult`) to metrics, artifacts, invariants and pictures.
+
+Time. By default every step lasts one tick: step ``t`` starts at tick ``t`` and its tokens are
+stamped ``t + 1`` (as in the lab). ``step_time(num_prompt_tokens, num_decode_tokens) -> duration``
+makes the clock continuous (vllm-engine.md §6): step ``k`` starts at ``T_k``, requests with
+``arrival <= T_k`` join before it is scheduled, its tokens are stamped ``T_k + duration``, the next
+step starts there, and an idle engine jumps to the next arrival. Times stay exact for ``int``,
+``Fraction`` and ``float`` durations: the clock only ever adds durations, in step order.
+
+Prompt versus decode tokens of a step (the two arguments of ``step_time``): a request scheduled
+exactly **one** token, which has sampled at least one output token and whose computed count before
+the step is ``num_tokens − 1`` (prompt and every output token but the newest computed), is *decoding*:
+that token is a decode token. Every other scheduled token — prefill chunks, and the recompute of
+prompt + generated tokens after a preemption — is a prompt token.
+
+Speed: without prefix caching, decoding requests are open runs and decode-only
+steps are jumped over (:mod:`sched.vllm.fastpath`); a step whose order matters is walked
+(:meth:`VllmSimulation.walk`). Timeline ``full``, prefix caching and ``per_step=True`` always walk;
+the tests compare both ways on the oracle corpus and on random workloads.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from .kv_cache import make_kv_cache
+from ..core.records import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
+from .config import VllmKnobs
+from .fastpath import DecodeRuns
+from .queue import Arrivals, Seq, WaitingQueue
+from .records import StepCounts, StepLog, StepRecord
+
+__all__ = ["VllmSimulation", "StepRecord", "StepCounts", "simulate_vllm"]
+
+
+class VllmSimulation:
+    """One run under vLLM's rules (vllm-engine.md §2–3), advanced by :meth:`step` and :meth:`run`.
+
+    ``workload``: request specs in workload order; ``knobs``: :class:`VllmKnobs`; ``timeline``:
+    ``full`` (one :class:`StepRecord` per step), ``counts`` (:class:`StepCounts` per step or jump,
+    merged above 32,768 records) or ``off``; ``step_time``: ``None`` (every step lasts 1 tick) or
+    ``f(num_prompt_tokens, num_decode_tokens) -> duration > 0``, a pure function of its arguments
+    (a jump asks it once for its identical steps); ``per_step``: walk every step.
+    ``running`` is the running list in order (a dict used as an ordered set), ``waiting`` the queue.
+    The caller checks that every request can fit (:func:`sched.vllm.config.check_fits`); a run that
+    stops making progress raises :class:`SimulationError`.
+    """
+
+    def __init__(self, workload, knobs: VllmKnobs, *, timeline: str = "full", step_time=None,
+                 per_step: bool = False) -> None:
+        if timeline not in TIMELINE_DETAILS:
+            raise ValueError(f"timeline detail must be one of {', '.join(TIMELINE_DETAILS)}, got {timeline!r}")
+        self.knobs, self.case, self.timeline, self.step_time = knobs, knobs.case(), timeline, step_time
+        self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
+        self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
+        self._seqs = [Seq(rec, self.kv.new_table()) for rec in self.requests]
+        self.arrivals = Arrivals(self._seqs, knobs.timeout_ticks)
+        self._priority = knobs.policy == "priority"
+        self.waiting = WaitingQueue(self._priority)
+        self.running: dict[Seq, None] = {}
+        walk_only = per_step or timeline == "full" or self.kv.caching
+        self.runs = None if walk_only else DecodeRuns(self)
+        self.now = 0                              # start time of the next step
+        self.num_steps = 0                        # steps simulated
+        self.stamp_times: list | None = None if step_time is None else [None]   # step ordinal + 1 -> end
+        self._num_ended = 0
+        self.log = StepLog(timeline)
+        self.budget_spent = 0
+        self.busy_steps = 0
+
+    @property
+    def finished(self) -> bool:
+        return self._num_ended == len(self._seqs)
+
+    def ordinal(self) -> int:
+        """The next step's ordinal: with unit steps its start tick (its tokens stamped tick + 1)."""
+        return self.now if self.stamp_times is None else self.num_steps
+
+    def duration(self, num_prompt: int, num_decode: int):
+        """The length of the step starting now (1 tick, or ``step_time``), its end time kept."""
+        if self.stamp_times is None:
+            return 1
+        duration = self.step_time(num_prompt, num_decode)
+        if not duration > 0:
+            raise ValueError(f"step_time({num_prompt}, {num_decode}) gave {duration!r}: a step must last > 0")
+        self.stamp_times.append(self.now + duration)
+        return duration
+
+    # --- one step (vllm-engine.md §2) -------------------------------------------------------------
+
+    def step(self):
+        """Simulate one step starting at ``self.now``; returns its new record, if any."""
+        t, knobs = self.now, self.knobs
+        ordinal = self.ordinal()
+        # 1. Arrivals, then deadlines (an aborted request frees its blocks before scheduling).
+        upcoming = self.arrivals.upcoming
+        if upcoming is not None and upcoming <= t:
+            self.arrive(t)
+        timeouts = self._expire(t, ordinal) if knobs.timeout_ticks is not None else []
+        # 2. The chunk cap binds only while more than one request is running or waiting.
+        cap = knobs.long_prefill_token_threshold if len(self.running) + self.waiting.size > 1 else 0
+        if self.runs is not None and self.runs.fits(cap, ordinal):
+            return self.runs.easy_step(t, ordinal, cap, timeouts)
+        return self.walk(t, ordinal, cap, timeouts)
+
+    def walk(self, t, ordinal, cap, timeouts):
+        """The literal step: the running list in order, preempting when KV blocks run out.
+
+        An open run met on the way takes its 1 token and, every ``block_size`` steps, one block;
+        it stays open unless it is preempted or the budget runs out before its turn."""
+        knobs, kv, runs, bs = self.knobs, self.kv, self.runs, self.knobs.block_size
+        due = ordinal % bs
+        running = list(self.running)
+        budget = knobs.max_num_batched_tokens
+        scheduled: dict[Seq, int] = {}     # requests without an open run -> tokens
+        opened: dict[Seq, int] = {}        # open runs scheduled in this step -> blocks they took
+        preempted: list[tuple[Seq, Seq]] = []   # (victim, the request that needed its blocks)
+        # 3. The running list, in order, while budget remains.
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            if seq.open_from is None:
+                n = min(seq.num_tokens - seq.computed, cap or budget, budget)
+                need = kv.blocks_to_allocate(seq, seq.computed + n)
+            else:
+                n, need = 1, int((seq.open_from + 1 - seq.num_tokens) % bs == due)   # a new block?
+            while need > kv.num_free:
+                # Out of KV blocks: preempt the policy's victim (recompute) and retry.
+                if self._priority:
+                    victim = max(running, key=lambda s: s.key)
+                    where = running.index(victim)
+                    del running[where]
+                    if where < i:
+                        i -= 1
+                    if victim in scheduled:   # already scheduled this step: its tokens return
+                        budget += scheduled.pop(victim)
+                    elif victim in opened:
+                        budget += 1
+                        kv.num_free += opened.pop(victim)
+                else:
+                    victim = running.pop()
+                self._preempt(victim, t, ordinal)
+                preempted.append((victim, seq))
+                if victim is seq:
+                    break
+            if seq.state != "running":
+                if self._priority:
+                    continue      # the pass goes on with the next running request
+                break             # fcfs: the request itself was the last one left to preempt
+            if seq.open_from is None:
+                kv.allocate(seq, seq.computed + n)
+                scheduled[seq] = n
+            else:
+                kv.num_free -= need
+                opened[seq] = need
+            budget -= n
+            i += 1
+        for seq in running[i:]:   # open runs the budget did not reach: no token in this step
+            if seq.open_from is not None:
+                runs.close(seq, ordinal)
+                runs.open(seq, ordinal + 1)
+        self.running = dict.fromkeys(running)
+        # 4. The waiting queue, only if nothing was preempted in this step.
+        admitted, hits = ([], []) if preempted else self.admit(t, cap, budget, scheduled)
+        # 5. Execute.
+        used = sum(scheduled.values()) + len(opened)
+        num_decode = len(opened) + sum(1 for seq, n in scheduled.items()
+                                       if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1)
+        kv_used = kv.num_used
+        duration = self.duration(used - num_decode, num_decode)
+        end = t + duration
+        finished = runs.finish(ordinal, end) if opened else []
+        finished += self.execute(scheduled, ordinal, end)
+        if runs is not None:
+            runs.reopen(ordinal, scheduled)
+        return self.end_step(t, ordinal, duration, used, num_decode, kv_used, scheduled.items(), preempted,
+                             admitted, hits, finished, timeouts)
+
+    def admit(self, t, cap, budget, scheduled) -> tuple[list, list]:
+        """Step 4: admit from the head of the waiting queue while budget, a slot and KV room for
+        the whole sequence (minus its hit) remain; adds them to ``scheduled``. Returns (first
+        admissions, those of them with a cache hit)."""
+        knobs, kv, waiting = self.knobs, self.kv, self.waiting
+        admitted, hits = [], []
+        while waiting.size and budget > 0 and len(self.running) < knobs.max_num_seqs:
+            seq = waiting.peek()
+            hit = kv.find_hit(seq) if kv.caching else []
+            computed = len(hit) * knobs.block_size
+            n = min(seq.num_tokens - computed, cap or budget, budget)
+            if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
+                break     # admission gate: a waiting request never preempts
+            waiting.pop()
+            kv.allocate(seq, computed + n, hit)
+            seq.computed = computed
+            seq.state = "running"
+            rec = seq.rec
+            if rec.admitted_at is None:   # first scheduling: admission and hit are recorded
+                rec.admitted_at = t
+                rec.hit_tokens = computed
+                admitted.append(seq)
+                if computed:
+                    hits.append(seq)
+            self.running[seq] = None
+            scheduled[seq] = n
+            budget -= n
+        return admitted, hits
+
+    def execute(self, scheduled, ordinal, end) -> list:
+        """Step 5 for the requests in ``scheduled``: compute, sample (stamped ``end``), retire."""
+        finished = []
+        for seq, n in scheduled.items():
+            seq.computed += n
+            if seq.computed == seq.num_tokens:
+                seq.generated += 1
+                seq.num_tokens += 1
+                seq.rec.emit(ordinal + 1)
+                if seq.generated == seq.output:
+                    finished.append(seq)
+        for seq in finished:
+            self.kv.free(seq)
+            del self.running[seq]
+            if self.runs is not None:
+                self.runs.others.pop(seq, None)
+            self.end(seq, Status.DONE, end)
+        return finished
+
+    def end_step(self, t, ordinal, duration, used, num_decode, kv_used, scheduled, preempted, admitted, hits,
+                 finished, timeouts):
+        """Advance the clock and log the step; returns its new record, if any."""
+        if used:
+            self.budget_spent += used
+            self.busy_steps += 1
+        self.now = t + duration
+        self.num_steps += 1
+        return self.log.add_step(ordinal, t, duration, scheduled, used - num_decode, num_decode, preempted, admitted,
+                                 hits, finished, timeouts, kv_used, len(self.running) + len(finished),
+                                 self.waiting.size)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self, progress=None) -> CaseResult:
+        """Advance until every request has ended; returns the run's :class:`CaseResult` (one case,
+        ``vllm``). ``progress(case, now, num_ended, num_requests)`` is called after every step."""
+        collecting = gc.isenabled()
+        gc.disable()
+        kv, total, runs, arrivals = self.kv, len(self._seqs), self.runs, self.arrivals
+        timed = self.knobs.timeout_ticks is not None
+        try:
+            while self._num_ended < total:
+                if not self.running and not self.waiting.size:
+                    # Idle: jump to the next arrival (nothing happens in between).
+                    self.now = max(self.now, arrivals.upcoming)
+                elif runs is not None:
+                    if arrivals.upcoming is not None and arrivals.upcoming <= self.now:
+                        self.arrive(self.now)
+                    if not runs.others and not (timed and arrivals.deadline_due(self.now)):
+                        runs.jump()
+                spent, ended, free, waiting = self.budget_spent, self._num_ended, kv.num_free, self.waiting.size
+                self.step()
+                if spent == self.budget_spent and ended == self._num_ended and free == kv.num_free \
+                        and waiting == self.waiting.size:
+                    raise SimulationError(f"vllm: step at {self.now}: no request can make progress "
+                                          f"({len(self.running)} running, {self.waiting.size} waiting)")
+                if progress is not None:
+                    progress(self.case.name, self.now, self._num_ended, total)
+        finally:
+            if collecting:
+                gc.enable()
+        if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
+            for rec in self.requests:
+                rec.token_times = [self.stamp_times[start + k] for start, count in rec.token_runs for k in range(count)]
+        return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
+
+    # --- arrivals, deadlines, preemption ----------------------------------------------------------
+
+    def arrive(self, t) -> None:
+        """Requests with ``arrival <= t`` join the waiting queue (in arrival, then workload order)."""
+        for seq in self.arrivals.due(t):
+            seq.state = "waiting"
+            self.waiting.push(seq)
+
+    def _preempt(self, seq: Seq, t, ordinal) -> None:
+        """Recompute preemption in the step ``ordinal`` starting at ``t``: free the blocks, forget
+        the computed tokens, back to the queue (fcfs: its front; priority: its place by key)."""
+        if seq.open_from is not None:
+            self.runs.close(seq, ordinal)
+        self.kv.free(seq)
+        seq.computed = 0
+        seq.state = "waiting"
+        rec = seq.rec
+        rec.num_preemptions += 1
+        if not rec.preempted_at:
+            rec.preempted_at = []
+        rec.preempted_at.append(t)
+        self.waiting.push_preempted(seq)
+
+    def _expire(self, t, ordinal) -> list:
+        """Abort every request whose deadline has come, blocks freed at once. It ends at ``t``, the start
+        of the first step at or after its deadline: with unit steps that is the deadline itself; with a
+        step time a step in flight is never interrupted, so a deadline inside it ends the request when
+        that step ends (after any token the step gave it)."""
+        expired = []
+        for seq in self.arrivals.expired(t):
+            if seq.state == "ended":
+                continue
+            if seq.state == "waiting":
+                self.waiting.discard(seq)
+            else:
+                if seq.open_from is not None:
+                    self.runs.close(seq, ordinal)
+                del self.running[seq]
+                if self.runs is not None:
+                    self.runs.others.pop(seq, None)
+                self.kv.free(seq)
+            self.end(seq, Status.TIMEOUT, t)
+            expired.append(seq)
+        return expired
+
+    def end(self, seq: Seq, status: Status, at) -> None:
+        """``seq`` ends now with ``status`` at time ``at``."""
+        seq.state = "ended"
+        seq.rec.status = status
+        seq.rec.done_at = at
+        self._num_ended += 1
+
+
+def simulate_vllm(workload, knobs: VllmKnobs, progress=None, **options) -> CaseResult:
+    """Run ``workload`` under ``knobs`` to the end (``options``: ``timeline``, ``step_time``,
+    ``per_step``); see :class:`VllmSimulation`."""
+    return VllmSimulation(workload, knobs, **options).run(progress)

@@ -1,0 +1,199 @@
+"""The vLLM engine's fast path without prefix caching: open decode runs and decode-only jumps
+(the results equal the step-by-step walk, which the tests check).
+
+A running request that decodes is an *open run*: from step ``open_from`` on it is scheduled one
+token per step and samples one token per step, so nothing about it needs touching until it
+finishes, is preempted, or a step's budget runs out before its turn. Its counts are those of step
+``open_from``; :meth:`DecodeRuns.close` brings them up to date. What the runs need from the pool
+is known ahead: a decode needs a new KV block only when its token count crosses a block boundary,
+so ``due[r]`` counts the runs needing one in every step whose ordinal is ``≡ r (mod block_size)``.
+
+- A step whose running pass **fits** — the demand of every running request within the budget, the
+  blocks it needs within the free blocks — cannot preempt and cannot starve anyone, so its order
+  does not matter: :meth:`DecodeRuns.easy_step` costs O(requests in prefill + events), not
+  O(running). Any other step is walked in order by the simulation (open runs take their 1 token
+  there too, and stay open).
+- Steps in which nothing but decoding can happen are advanced in one :meth:`DecodeRuns.jump`: up to
+  the first step that completes a request, admits one, sees an arrival that can matter or a
+  deadline, or whose new blocks would not fit.
+
+Without prefix caching only block *counts* matter, which is what makes this exact. With it, which
+block is taken and evicted matters, and the simulation always walks.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from .kv_cache import blocks_for
+from ..core.records import Status
+
+__all__ = ["DecodeRuns"]
+
+
+class DecodeRuns:
+    """The open runs of one :class:`sched.vllm.engine.VllmSimulation` and the steps they allow.
+
+    Reads and advances the simulation's state (its running list, queue, pool, clock and log).
+    ``others`` holds the running requests without an open run, in running order.
+    """
+
+    def __init__(self, sim) -> None:
+        self.sim = sim
+        self.block_size = sim.knobs.block_size
+        self.due = [0] * self.block_size     # open runs needing a new block at ordinal ≡ r
+        self.finishes: list = []             # (ordinal of last token, index, open_from, seq), lazily pruned
+        self.others: dict = {}
+
+    def open(self, seq, ordinal: int) -> None:
+        """Let ``seq`` (decode-ready) decode one token per step from step ``ordinal`` on."""
+        seq.open_from = ordinal
+        self.due[(ordinal + 1 - seq.num_tokens) % self.block_size] += 1
+        heapq.heappush(self.finishes, (ordinal + seq.output - seq.generated - 1, seq.index, ordinal, seq))
+
+    def close(self, seq, ordinal: int) -> None:
+        """Bring an open run's counts up to the start of step ``ordinal`` and close it."""
+        opened, steps = seq.open_from, ordinal - seq.open_from
+        self.due[(opened + 1 - seq.num_tokens) % self.block_size] -= 1
+        seq.open_from = None
+        if steps:
+            seq.generated += steps
+            seq.num_tokens += steps
+            seq.rec.emit(opened + 1, steps)
+        seq.computed = seq.num_tokens - 1
+        seq.blocks = blocks_for(seq.computed, self.block_size)
+
+    def finish(self, ordinal: int, end) -> list:
+        """End the open runs whose last token is sampled in step ``ordinal`` (stamped ``end``)."""
+        sim, finished, heap = self.sim, [], self.finishes
+        while heap and heap[0][0] <= ordinal:
+            _, _, opened, seq = heapq.heappop(heap)
+            if seq.open_from == opened and seq.state == "running":
+                self.close(seq, ordinal + 1)
+                finished.append(seq)
+        for seq in finished:
+            sim.kv.free(seq)
+            del sim.running[seq]
+            sim.end(seq, Status.DONE, end)
+        return finished
+
+    def reopen(self, ordinal: int, scheduled) -> None:
+        """After a walked step: the scheduled requests now decode-ready run on as open runs."""
+        for seq in scheduled:
+            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
+                self.open(seq, ordinal + 1)
+        self.others = dict.fromkeys(s for s in self.sim.running if s.open_from is None)
+
+    def fits(self, cap: int, ordinal: int) -> bool:
+        """Whether this step's running pass can run out of neither budget nor KV blocks."""
+        sim, bs = self.sim, self.block_size
+        demand = len(sim.running) - len(self.others)
+        blocks = self.due[ordinal % bs]
+        for seq in self.others:
+            n = seq.num_tokens - seq.computed
+            if cap and n > cap:
+                n = cap
+            demand += n
+            blocks += blocks_for(seq.computed + n, bs) - seq.blocks
+        return demand <= sim.knobs.max_num_batched_tokens and blocks <= sim.kv.num_free
+
+    def easy_step(self, t, ordinal: int, cap: int, timeouts):
+        """A step whose running pass :meth:`fits`: open runs decode by themselves."""
+        sim, kv, budget = self.sim, self.sim.kv, self.sim.knobs.max_num_batched_tokens
+        num_open = len(sim.running) - len(self.others)
+        kv.num_free -= self.due[ordinal % self.block_size]
+        scheduled: dict = {}
+        used = num_open
+        for seq in self.others:
+            n = min(seq.num_tokens - seq.computed, cap or budget)
+            kv.allocate(seq, seq.computed + n)
+            scheduled[seq] = n
+            used += n
+        admitted = hits = ()
+        # Step 4 only when the head passes the admission gate (whole sequence in the free blocks;
+        # no hit without prefix caching), as in jump: a long trace is mostly steps whose head waits.
+        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and \
+                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - head.blocks <= kv.num_free:
+            admitted, hits = sim.admit(t, cap, budget - used, scheduled)
+            used = num_open + sum(scheduled.values())
+        num_decode = num_open
+        for seq, n in scheduled.items():
+            if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1:
+                num_decode += 1
+        kv_used = kv.capacity - kv.num_free
+        if sim.step_time is None:
+            duration, end = 1, t + 1
+        else:
+            duration = sim.duration(used - num_decode, num_decode)
+            end = t + duration
+        heap = self.finishes
+        finished = self.finish(ordinal, end) if heap and heap[0][0] <= ordinal else []
+        if scheduled:
+            others = self.others
+            for seq in scheduled:   # admissions join the list at its end
+                if seq not in others:
+                    others[seq] = None
+            finished = finished + sim.execute(scheduled, ordinal, end)
+            for seq in scheduled:
+                if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
+                    del others[seq]
+                    self.open(seq, ordinal + 1)
+        return sim.end_step(t, ordinal, duration, used, num_decode, kv_used, (), (), admitted, hits, finished,
+                            timeouts)
+
+    def jump(self) -> None:
+        """Advance over decode-only steps up to (not including) the next step where anything else
+        can happen. Needs every running request to hold an open run."""
+        sim, knobs, kv, bs = self.sim, self.sim.knobs, self.sim.kv, self.block_size
+        num_open = len(sim.running)
+        if self.others or not num_open or num_open > knobs.max_num_batched_tokens:
+            return
+        ordinal = sim.ordinal()
+        waiting = sim.waiting.size
+        if waiting and num_open < knobs.max_num_seqs and num_open < knobs.max_num_batched_tokens:
+            head = sim.waiting.peek()
+            if blocks_for(head.num_tokens, bs) - head.blocks <= kv.num_free:
+                return     # the next step admits
+        heap = self.finishes
+        while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):
+            heapq.heappop(heap)
+        limit = heap[0][0] - ordinal      # steps before the one sampling the first last token
+        # Time: every jumped step starts before the next arrival that can matter and the next deadline.
+        blocked = bool(waiting) or num_open >= knobs.max_num_seqs
+        until = sim.arrivals.jump_limit(knobs.policy == "priority", blocked)
+        t = sim.now
+        if sim.step_time is None and until is not None:
+            limit = min(limit, until - t)
+        if limit < 2:
+            return
+        # KV: step j takes the runs due at ordinal + j; stop before the first that would not fit.
+        due, free = self.due, kv.num_free
+        cycles = min(limit // bs, free // num_open)
+        taken, span = cycles * num_open, cycles * bs
+        while span < limit and taken + due[(ordinal + span) % bs] <= free:
+            taken += due[(ordinal + span) % bs]
+            span += 1
+        if sim.step_time is None:
+            if span < 2:
+                return
+            sim.now = t + span
+        else:
+            ends, now, steps = [], t, 0
+            duration = sim.step_time(0, num_open)   # the same batch every step: the same duration
+            if not duration > 0:
+                raise ValueError(f"step_time(0, {num_open}) gave {duration!r}: a step must last > 0")
+            while steps < span and (until is None or now < until):
+                now += duration
+                ends.append(now)
+                steps += 1
+            span = steps
+            if span < 2:
+                return
+            sim.stamp_times.extend(ends)
+            sim.now = now
+        kv.num_free -= span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs))
+        sim.num_steps += span
+        sim.budget_spent += span * num_open
+        sim.busy_steps += span
+        sim.arrive(sim.now)
+        sim.log.add_jump(ordinal, t, span, sim.now - t, span * num_open, kv.num_used, num_open, sim.waiting.size)

@@ -1,0 +1,158 @@
+"""Requests as vLLM's scheduler sees them, and its waiting queue (vllm-engine.md §2 steps 1, 3, 4).
+
+A :class:`Seq` carries one request's token counts (prompt, sampled, computed) and its block table;
+its shared record (:class:`sched.core.records.Request`) gets the stamps. The :class:`WaitingQueue` is
+``fcfs`` (arrival order; a preempted request goes back to the **front**) or ``priority`` (a heap
+on ``(priority, arrival, workload order)``, lower first; a preempted request goes back **by its
+key**, as vLLM's priority queue does). Requests that time out while queued are dropped lazily.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+
+from ..core.records import Request
+
+__all__ = ["Seq", "WaitingQueue", "Arrivals"]
+
+
+class Seq:
+    """The scheduler's view of one request (vLLM's ``Request``).
+
+    ``num_tokens`` = prompt + output tokens sampled so far; ``computed`` = tokens whose KV is
+    computed (or being computed this step); ``blocks``: the block table (a count, or a list of
+    blocks with prefix caching); ``state``: future, waiting, running or ended. While ``open_from``
+    is set the request decodes one token per step from that step on and its counts are those of
+    that step (:class:`sched.vllm.fastpath.DecodeRuns` brings them up to date).
+    """
+
+    __slots__ = ("rec", "spec", "index", "key", "prompt", "output", "num_tokens", "computed", "generated",
+                 "blocks", "num_cached", "hashes", "state", "open_from")
+
+    def __init__(self, rec: Request, table) -> None:
+        spec = rec.spec
+        self.rec, self.spec, self.index = rec, spec, rec.index
+        self.key = (spec.priority or 0, spec.arrival, rec.index)   # vLLM: (priority, arrival_time)
+        self.prompt, self.output = spec.prompt_tokens, spec.output_tokens
+        self.num_tokens = self.prompt
+        self.computed = 0
+        self.generated = 0
+        self.blocks = table
+        self.num_cached = 0
+        self.hashes: list[int] = []
+        self.state = "future"
+        self.open_from = None
+
+
+class WaitingQueue:
+    """vLLM's waiting queue under ``fcfs`` or ``priority``; ``size`` counts the live requests."""
+
+    def __init__(self, priority: bool) -> None:
+        self.priority = priority
+        self._items: deque | list = [] if priority else deque()
+        self.size = 0
+
+    def __len__(self) -> int:
+        return self.size
+
+    def push(self, seq: Seq) -> None:
+        """An arrival: at the back (fcfs) or in its place by key (priority)."""
+        if self.priority:
+            heapq.heappush(self._items, (seq.key, seq))
+        else:
+            self._items.append(seq)
+        self.size += 1
+
+    def push_preempted(self, seq: Seq) -> None:
+        """A preempted request: at the front (fcfs) or in its place by key (priority)."""
+        if self.priority:
+            heapq.heappush(self._items, (seq.key, seq))
+        else:
+            self._items.appendleft(seq)
+        self.size += 1
+
+    def peek(self) -> Seq:
+        """The head (the queue must not be empty)."""
+        items = self._items
+        if self.priority:
+            while items[0][1].state != "waiting":
+                heapq.heappop(items)
+            return items[0][1]
+        while items[0].state != "waiting":
+            items.popleft()
+        return items[0]
+
+    def pop(self) -> Seq:
+        """Remove and return the head."""
+        head = self.peek()
+        if self.priority:
+            heapq.heappop(self._items)
+        else:
+            self._items.popleft()
+        self.size -= 1
+        return head
+
+    def discard(self, seq: Seq) -> None:
+        """Forget a queued request that has just ended (its state is no longer ``waiting``)."""
+        self.size -= 1
+
+
+class Arrivals:
+    """Requests in arrival order (ties by workload order) and, once arrived, their deadlines
+    (``arrival + timeout``: one timeout for all, so deadlines fall in arrival order)."""
+
+    def __init__(self, seqs, timeout) -> None:
+        self._pending = sorted(seqs, key=lambda s: (s.spec.arrival, s.index))
+        self._next = 0
+        self._arrived: list[Seq] = []
+        self._cursor = 0
+        self.timeout = timeout
+        #: The next arrival time, or ``None`` when every request has arrived.
+        self.upcoming = self._pending[0].spec.arrival if self._pending else None
+
+    def next_time(self):
+        """The next arrival time, or ``None`` when every request has arrived."""
+        return self.upcoming
+
+    def due(self, t) -> list[Seq]:
+        """The requests arriving at or before ``t`` not yet returned, in arrival order."""
+        start = self._next
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next].spec.arrival <= t:
+            self._next += 1
+        self.upcoming = pending[self._next].spec.arrival if self._next < len(pending) else None
+        arrived = pending[start:self._next]
+        if self.timeout is not None:
+            self._arrived += arrived
+        return arrived
+
+    def next_deadline(self):
+        """The earliest deadline not yet passed to :meth:`expired` (``None`` without a timeout)."""
+        if self.timeout is None or self._cursor >= len(self._arrived):
+            return None
+        return self._arrived[self._cursor].spec.arrival + self.timeout
+
+    def expired(self, t) -> list[Seq]:
+        """The arrived requests whose deadline is at or before ``t``, each returned once."""
+        start = self._cursor
+        while self._cursor < len(self._arrived) and self._arrived[self._cursor].spec.arrival + self.timeout <= t:
+            self._cursor += 1
+        return self._arrived[start:self._cursor]
+
+    def deadline_due(self, now) -> bool:
+        """Whether a deadline not yet passed to :meth:`expired` falls at or before ``now``."""
+        deadline = self.next_deadline()
+        return deadline is not None and deadline <= now
+
+    def jump_limit(self, priority: bool, waiting_blocked: bool):
+        """The earliest time a decode-only jump must stop before: the next arrival when it can
+        matter (it could be admitted at once — ``waiting_blocked`` false — or, under ``priority``
+        or with deadlines, change the queue's order or deadlines) and the next deadline."""
+        until = self.upcoming
+        if until is not None and not (priority or self.timeout is not None or not waiting_blocked):
+            until = None
+        deadline = self.next_deadline()
+        if deadline is not None:
+            until = deadline if until is None else min(until, deadline)
+        return until

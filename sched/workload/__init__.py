@@ -1,0 +1,8 @@
+"""Workloads: the request records and scenarios (``specs``), workload files decoded (``file``) and
+checked (``validation``), real traces turned into workloads (``importers``).
+
+May import: ``sched.base``.
+"""
+
+#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+MAY_IMPORT = ("base",)

@@ -1,0 +1,158 @@
+"""The package map of docs/architecture.md, held against the code: no import loops anywhere in
+``sched/`` (top-level imports and the lazy ones inside functions alike), and no package importing
+one its ``__init__`` does not allow (``MAY_IMPORT``).
+
+The imports are read from the source with :mod:`ast`, so nothing is run; a relative import is
+resolved the way Python resolves it.
+"""
+
+import ast
+import os
+import unittest
+
+from tests.helpers import PROJECT
+
+SCHED = os.path.join(PROJECT, "sched")
+
+#: Top-level modules of ``sched`` and what each may import (the packages are read from their
+#: ``__init__``): ``sched`` itself holds ``__version__`` only.
+TOP_LEVEL = {"sched": (), "engines": ("core", "lab", "vllm"), "serving_bench": ("chapter",)}
+
+
+def _modules():
+    """``{dotted module name: path}`` of every ``.py`` file under ``sched/``."""
+    found = {}
+    for folder, subfolders, names in os.walk(SCHED):
+        subfolders[:] = [d for d in subfolders if d != "__pycache__"]
+        for name in names:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                dotted = os.path.relpath(path[:-3], PROJECT).replace(os.sep, ".")
+                found[dotted[:-len(".__init__")] if dotted.endswith(".__init__") else dotted] = path
+    return found
+
+
+def import_edges(modules=None):
+    """``{module: set of sched modules it imports}``; ``from X import name`` counts as importing
+    ``X.name`` when that is a module, else ``X``."""
+    modules = modules or _modules()
+    edges = {}
+    for module, path in modules.items():
+        with open(path, encoding="utf-8") as handle:
+            tree = ast.parse(handle.read(), path)
+        package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets.update(a.name for a in node.names if a.name.split(".")[0] == "sched")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "sched":
+                    source = node.module
+                else:
+                    continue
+                for alias in node.names:
+                    candidate = f"{source}.{alias.name}"
+                    targets.add(candidate if candidate in modules else source)
+        edges[module] = {t for t in targets if t in modules and t != module}
+    return edges
+
+
+def room(module: str) -> str:
+    """The package (or top-level module) of ``sched`` that ``module`` belongs to."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "sched"
+
+
+def allowed_rooms():
+    """``{room: rooms it may import}``, from each package's ``MAY_IMPORT`` and :data:`TOP_LEVEL`."""
+    rooms = dict(TOP_LEVEL)
+    for name in sorted(os.listdir(SCHED)):
+        init = os.path.join(SCHED, name, "__init__.py")
+        if os.path.isfile(init):
+            with open(init, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), init)
+            value = next((node.value for node in tree.body if isinstance(node, ast.Assign)
+                          and any(getattr(t, "id", None) == "MAY_IMPORT" for t in node.targets)), None)
+            rooms[name] = None if value is None else ast.literal_eval(value)
+    return rooms
+
+
+def cycles(edges):
+    """The strongly connected components with more than one member (Tarjan), each sorted."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(edges.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            visit(node)
+    return found
+
+
+class ArchitectureTest(unittest.TestCase):
+    def test_every_package_says_what_it_may_import(self):
+        for name, may in allowed_rooms().items():
+            with self.subTest(package=name):
+                self.assertIsNotNone(may, f"sched/{name}/__init__.py has no MAY_IMPORT")
+
+    def test_no_import_loop_between_modules(self):
+        self.assertEqual(cycles(import_edges()), [])
+
+    def test_no_import_loop_between_packages(self):
+        rooms = {}
+        for module, targets in import_edges().items():
+            rooms.setdefault(room(module), set()).update(room(t) for t in targets if room(t) != room(module))
+        self.assertEqual(cycles(rooms), [])
+
+    def test_each_package_imports_only_what_it_may(self):
+        rooms = allowed_rooms()
+        for module, targets in sorted(import_edges().items()):
+            may = rooms[room(module)]
+            for target in sorted(targets):
+                if room(target) in (room(module), "sched") or may == ("*",):
+                    continue
+                with self.subTest(module=module, imports=target):
+                    self.assertIn(room(target), may, f"{module} imports {target}: package "
+                                  f"{room(module)!r} may import only {may} (its __init__'s MAY_IMPORT)")
+
+    def test_the_checker_sees_a_loop_and_a_forbidden_import(self):
+        """The rules above can fail: a made-up loop and a made-up upward import are caught."""
+        self.assertEqual(cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}), [["a", "b", "c"]])
+        edges = import_edges()
+        edges["sched.core.records"] = edges["sched.core.records"] | {"sched.lab.engine"}
+        self.assertTrue(cycles(edges), "core -> lab -> core is a loop")
+        self.assertNotIn("lab", allowed_rooms()["core"])
+
+    def test_the_chapter_name_the_course_imports_still_works(self):
+        """``sched.serving_bench`` keeps the chapter's functions (serving-bench.md)."""
+        from sched import serving_bench
+        for name in ("select_next_batch", "simulate_serving_scheduler", "summarize_serving_scheduler_runs",
+                     "compare_scheduler_to_baseline", "build_scheduler_trace_evidence",
+                     "decide_scheduler_candidate"):
+            self.assertTrue(callable(getattr(serving_bench, name)), name)
+
+
+if __name__ == "__main__":
+    unittest.main()
