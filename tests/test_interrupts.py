@@ -172,6 +172,9 @@ class SignalTest(unittest.TestCase):
         for signame, code_expected, line in (("SIGINT", 130, "interrupted; nothing was written"),
                                              ("SIGTERM", 143, "terminated (SIGTERM); nothing was written")):
             code = ("import builtins, os, runpy, signal, sys\n"
+                    # as from a terminal, also where this suite itself was started with SIGINT ignored
+                    # (a background job of a non-interactive shell): Python then leaves it ignored
+                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
                     "real = builtins.__import__\n"
                     "def import_(name, *args, **kwargs):\n"
                     "    if name == 'sched.commands.main':\n"
