@@ -35,7 +35,9 @@ class VllmKnobs:
     enable_prefix_caching: block-level prefix cache; block_size: tokens per KV block;
     num_gpu_blocks: KV blocks including the null block (``N − 1`` usable), ``None`` = ample
     (:func:`ample_blocks`); policy: ``fcfs`` or ``priority``; timeout_ticks: deadline after arrival
-    (same unit as arrivals), or ``None``. Raises :class:`ConfigError` naming the flag.
+    (same unit as arrivals), or ``None``; async_scheduling: vLLM's ``--async-scheduling`` (the next
+    step is scheduled before the last step's tokens are known; :mod:`sched.vllm.async_step`).
+    Raises :class:`ConfigError` naming the flag.
     """
 
     max_num_batched_tokens: int = 2048
@@ -46,6 +48,7 @@ class VllmKnobs:
     num_gpu_blocks: int | None = None
     policy: str = "fcfs"
     timeout_ticks: int | None = None
+    async_scheduling: bool = False
 
     def __post_init__(self) -> None:
         for knob, low in (("max_num_batched_tokens", 1), ("max_num_seqs", 1), ("long_prefill_token_threshold", 0),
@@ -57,6 +60,11 @@ class VllmKnobs:
                 what = "at least 2 (block 0 is vLLM's null block)" if knob == "num_gpu_blocks" else \
                     f"an integer from {low} to {MAX_KNOB}"
                 raise ConfigError(f"--{knob.replace('_', '-')} must be {what}, got {value!r}")
+        if not isinstance(self.async_scheduling, bool):
+            raise ConfigError(f"--async-scheduling must be true or false, got {self.async_scheduling!r}")
+        if self.async_scheduling and self.timeout_ticks is not None:
+            raise ConfigError("--timeout-ticks with --async-scheduling: request deadlines are not modelled under async "
+                              "scheduling; drop one of the two")
         if self.policy not in VLLM_POLICIES:
             raise ConfigError(f"--policy {self.policy!r}: the vllm engine knows {' and '.join(VLLM_POLICIES)}")
 

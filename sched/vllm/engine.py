@@ -55,10 +55,15 @@ class VllmSimulation:
     stops making progress raises :class:`SimulationError`.
     """
 
+    #: Whether this class follows vLLM's async scheduling (:mod:`sched.vllm.async_step`).
+    ASYNC = False
+
     def __init__(self, workload, knobs: VllmKnobs, *, timeline: str = "full", step_time=None,
                  per_step: bool = False) -> None:
         if timeline not in TIMELINE_DETAILS:
             raise ValueError(f"timeline detail must be one of {', '.join(TIMELINE_DETAILS)}, got {timeline!r}")
+        if knobs.async_scheduling and not self.ASYNC:
+            raise ValueError("async scheduling runs in sched.vllm.async_step (make_simulation picks it)")
         self.knobs, self.case, self.timeline, self.step_time = knobs, knobs.case(), timeline, step_time
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]

@@ -24,11 +24,14 @@ class Seq:
     computed (or being computed this step); ``blocks``: the block table (a count, or a list of
     blocks with prefix caching); ``state``: future, waiting, running or ended. While ``open_from``
     is set the request decodes one token per step from that step on and its counts are those of
-    that step (:class:`sched.vllm.fastpath.DecodeRuns` brings them up to date).
+    that step (:class:`sched.vllm.fastpath.DecodeRuns` brings them up to date). With async
+    scheduling (:mod:`sched.vllm.async_step`) ``placeholders`` counts output tokens scheduled to be
+    sampled but not yet known, and ``stale`` those still in flight when the request was preempted;
+    both stay 0 otherwise.
     """
 
     __slots__ = ("rec", "spec", "index", "key", "prompt", "output", "num_tokens", "computed", "generated",
-                 "blocks", "num_cached", "hashes", "state", "open_from")
+                 "blocks", "num_cached", "hashes", "state", "open_from", "placeholders", "stale")
 
     def __init__(self, rec: Request, table) -> None:
         spec = rec.spec
@@ -43,6 +46,8 @@ class Seq:
         self.hashes: list[int] = []
         self.state = "future"
         self.open_from = None
+        self.placeholders = 0
+        self.stale = 0
 
 
 class WaitingQueue:

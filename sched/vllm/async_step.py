@@ -1,0 +1,290 @@
+"""vLLM's async scheduling on the vLLM engine (``--async-scheduling``; vllm-engine.md §7).
+
+With async scheduling vLLM schedules the next batch **before** the tokens of the batch on the GPU
+are known. Its engine loop keeps a queue of at most two batches; each turn it schedules a batch
+(while it has requests) and, once two are queued (or nothing else can be scheduled), waits for the
+oldest batch and processes its output. What follows from that, as implemented here:
+
+- **Placeholders.** A scheduled request whose prompt is complete after this batch will sample a
+  token that nobody knows yet: it gets one *output placeholder*. A request asks for
+  ``known tokens + placeholders − computed`` tokens, so it is scheduled for its next decode while
+  the token it decodes is still in flight.
+- **No extra decode.** A request whose last output token is in flight is skipped by the running
+  pass (``computed + 2 − placeholders ≥ prompt + output``) but stays in the running list: it keeps
+  its slot (``max_num_seqs``) and its KV blocks until that output is processed, which happens after
+  the next batch has been scheduled.
+- **Outputs one batch late.** Processing a batch turns its placeholders into tokens (stamped at the
+  end of the batch), caches the blocks those tokens complete, and finishes and frees the requests
+  that reached their output length.
+- **Preemption with a batch in flight.** The victim's placeholders become *stale*; the token still
+  arrives with its batch and is appended, so recompute covers it too.
+- **Time.** The GPU runs one batch with tokens at a time, back to back: a batch scheduled at ``now``
+  runs from ``max(now, end of the batch before)``; an empty batch takes no time. Requests with
+  ``arrival <= now`` join before each scheduling. Processing a batch waits for its end. With unit
+  steps a batch lasts one tick and its *step* is the tick it runs in (the async oracle corpus's
+  convention); with ``step_time`` the batch lasts ``step_time(prompt, decode)``.
+
+The scheduling pass itself (running list first, the policy's preemption, admission only in a step
+that preempted no one) is vLLM's, as in :mod:`sched.vllm.engine`; only what it asks of each running
+request differs. Checked against vLLM 0.33.0's own ``AsyncScheduler`` driven through its batch-queue
+loop: every request and every step of the 30 async oracle cases (``tests/test_vllm_oracle_async.py``).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections import deque
+
+from ..core.records import CaseResult, SimulationError, Status
+from .config import VllmKnobs
+from .engine import VllmSimulation
+
+__all__ = ["AsyncVllmSimulation", "make_simulation", "simulate"]
+
+#: Batches in flight at most: vLLM's ``max_concurrent_batches`` with async scheduling and no
+#: pipeline parallelism.
+BATCH_QUEUE_SIZE = 2
+
+
+class Batch:
+    """One scheduled batch: what ``schedule()`` decided and what its output will deliver.
+
+    ``step``: the step ordinal (the tick it runs in with unit steps, else the number of batches with
+    tokens before it); ``start``/``end``: when it runs on the GPU (``end`` is ``None`` for an empty
+    batch, which takes no time); ``scheduled``: (request, tokens) in vLLM's order; ``samplers``: the
+    requests that sample a token in it; ``preempted``: (victim, request that needed the blocks);
+    ``kv_used``, ``num_running``, ``num_waiting``: right after scheduling.
+    """
+
+    __slots__ = ("step", "start", "end", "scheduled", "samplers", "num_prompt", "num_decode", "preempted",
+                 "admitted", "hits", "kv_used", "num_running", "num_waiting")
+
+    def __init__(self, **fields) -> None:
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+class AsyncVllmSimulation(VllmSimulation):
+    """One run under vLLM's async scheduling (module docstring), same interface as
+    :class:`VllmSimulation` (``workload``, ``knobs`` with ``async_scheduling``, ``timeline``,
+    ``step_time``); always walks step by step (no decode jumps). Request deadlines are refused by
+    :class:`VllmKnobs`. A run that can make no progress raises :class:`SimulationError`."""
+
+    ASYNC = True
+
+    def __init__(self, workload, knobs: VllmKnobs, *, timeline: str = "full", step_time=None,
+                 per_step: bool = False) -> None:
+        super().__init__(workload, knobs, timeline=timeline, step_time=step_time, per_step=True)
+        self.gpu_free = 0               # when the GPU finishes the last batch with tokens
+        self.batches: deque[Batch] = deque()   # scheduled, output not processed yet; newest first
+        self._reported_finish = False   # vLLM's finished request ids, cleared by the next schedule()
+        self._held: Batch | None = None  # an empty batch that only preempted, logged with its step
+
+    # --- schedule() ----------------------------------------------------------------------------
+
+    def schedule(self, now) -> Batch:
+        """vLLM's ``schedule()`` at time ``now`` under async scheduling; returns the batch (queued
+        by the caller), its placeholders already given."""
+        knobs, kv = self.knobs, self.kv
+        start = now if now > self.gpu_free else self.gpu_free
+        step = start if self.stamp_times is None else len(self.stamp_times) - 1
+        self._reported_finish = False
+        cap = knobs.long_prefill_token_threshold if len(self.running) + self.waiting.size > 1 else 0
+        running = list(self.running)
+        budget = knobs.max_num_batched_tokens
+        scheduled: dict = {}
+        preempted: list = []
+        i = 0
+        while i < len(running) and budget > 0:
+            seq = running[i]
+            # Its last token is in flight: not scheduled again (it keeps its slot and blocks).
+            if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
+                i += 1
+                continue
+            n = min(seq.num_tokens + seq.placeholders - seq.computed, cap or budget, budget)
+            if n <= 0:
+                i += 1
+                continue
+            need = kv.blocks_to_allocate(seq, seq.computed + n)
+            while need > kv.num_free:
+                if self._priority:
+                    victim = max(running, key=lambda s: s.key)
+                    where = running.index(victim)
+                    del running[where]
+                    if where < i:
+                        i -= 1
+                    if victim in scheduled:   # already scheduled in this step: its tokens return
+                        budget += scheduled.pop(victim)
+                else:
+                    victim = running.pop()
+                self._preempt(victim, start, step)
+                preempted.append((victim, seq))
+                if victim is seq:
+                    break
+            if seq.state != "running":
+                if self._priority:
+                    continue
+                break
+            kv.allocate(seq, seq.computed + n)
+            scheduled[seq] = n
+            budget -= n
+            i += 1
+        self.running = dict.fromkeys(running)
+        admitted, hits = ([], []) if preempted else self.admit(start, cap, budget, scheduled)
+        # vLLM's _update_after_schedule: tokens count as computed now; a request whose prompt is
+        # complete samples a token nobody knows yet (a placeholder).
+        samplers, num_decode, used = [], 0, 0
+        for seq, n in scheduled.items():
+            known_and_pending = seq.num_tokens + seq.placeholders
+            if n == 1 and seq.computed == known_and_pending - 1 and seq.generated + seq.placeholders:
+                num_decode += 1
+            seq.computed += n
+            used += n
+            if seq.computed == known_and_pending:
+                seq.placeholders += 1
+                samplers.append(seq)
+        end = None
+        if used:
+            duration = 1 if self.stamp_times is None else self.step_time(used - num_decode, num_decode)
+            if not duration > 0:
+                raise ValueError(f"step_time({used - num_decode}, {num_decode}) gave {duration!r}: a step must last > 0")
+            end = start + duration
+            self.gpu_free = end
+            if self.stamp_times is not None:
+                self.stamp_times.append(end)
+            self.budget_spent += used
+            self.busy_steps += 1
+            self.num_steps += 1
+        return Batch(step=step, start=start, end=end, scheduled=list(scheduled.items()), samplers=samplers,
+                     num_prompt=used - num_decode, num_decode=num_decode, preempted=preempted, admitted=admitted,
+                     hits=hits, kv_used=kv.num_used, num_running=len(self.running), num_waiting=self.waiting.size)
+
+    def _preempt(self, seq, t, ordinal) -> None:
+        """Recompute preemption; a token still in flight for ``seq`` becomes stale (still delivered)."""
+        seq.stale += seq.placeholders
+        seq.placeholders = 0
+        super()._preempt(seq, t, ordinal)
+
+    # --- update_from_output() ------------------------------------------------------------------
+
+    def process(self, batch: Batch) -> bool:
+        """The batch's output (vLLM's ``update_from_output``): its sampled tokens, stamped at its
+        end, the blocks they complete cached, finished requests freed. Returns whether any token
+        arrived."""
+        kv, finished = self.kv, []
+        for seq in batch.samplers:
+            if seq.state == "running":
+                seq.placeholders -= 1
+            else:                       # preempted while this batch was in flight: a stale token
+                seq.stale -= 1
+            seq.generated += 1
+            seq.num_tokens += 1
+            seq.rec.emit(batch.step + 1)
+            if seq.state == "running" and kv.caching:
+                kv._cache_full(seq, seq.computed - seq.placeholders)
+            if seq.generated == seq.output:
+                finished.append(seq)
+        for seq in finished:
+            if seq.state == "running":
+                kv.free(seq)
+                del self.running[seq]
+                seq.state = "ended"
+            else:                       # its last token came in after it was preempted
+                seq.state = "ended"
+                self.waiting.discard(seq)
+            self.end(seq, Status.DONE, batch.end)
+            self._reported_finish = True
+        self._log(batch, finished)
+        return bool(batch.samplers)
+
+    def _log(self, batch: Batch, finished: list) -> None:
+        """Log a processed batch that scheduled or preempted anyone. An empty batch that only
+        preempted waits for a batch of the same step to merge into (vLLM logs one step per tick)."""
+        held = self._held
+        if held is not None and (held.step != batch.step or not (batch.scheduled or batch.preempted)):
+            self._held = None
+            self._add(held, [])
+        elif held is not None:
+            self._held = None
+            batch.preempted = held.preempted + batch.preempted
+        if batch.end is None and batch.preempted and not finished:
+            self._held = batch
+        elif batch.scheduled or batch.preempted or finished:
+            self._add(batch, finished)
+
+    def _add(self, batch: Batch, finished: list) -> None:
+        duration = 0 if batch.end is None else batch.end - batch.start
+        self.log.add_step(batch.step, batch.start, duration, batch.scheduled, batch.num_prompt, batch.num_decode,
+                          batch.preempted, batch.admitted, batch.hits, finished, [], batch.kv_used,
+                          batch.num_running, batch.num_waiting)
+
+    # --- the engine loop -----------------------------------------------------------------------
+
+    def step(self):
+        raise NotImplementedError("async scheduling runs whole batches through run()")
+
+    def _has_requests(self) -> bool:
+        return bool(self.running) or self.waiting.size > 0 or self._reported_finish
+
+    def run(self, progress=None) -> CaseResult:
+        """vLLM's batch-queue engine loop (module docstring) until every request has ended; returns
+        the run's :class:`CaseResult` (one case, ``vllm``)."""
+        collecting = gc.isenabled()
+        gc.disable()
+        total, arrivals, batches = len(self._seqs), self.arrivals, self.batches
+        now = self.now
+        try:
+            while self._num_ended < total:
+                if not self._has_requests() and not batches:
+                    now = max(now, arrivals.upcoming)   # idle: nothing happens before the next arrival
+                if arrivals.upcoming is not None and arrivals.upcoming <= now:
+                    self.arrive(now)
+                progressed = False
+                take_oldest = bool(batches)
+                if self._has_requests():
+                    batch = self.schedule(now)
+                    progressed = bool(batch.scheduled or batch.preempted)
+                    batches.appendleft(batch)
+                    take_oldest = not (len(batches) < BATCH_QUEUE_SIZE and
+                                       (batch.end is not None or self.running or self.waiting.size))
+                if take_oldest:
+                    batch = batches.pop()
+                    if batch.end is not None and batch.end > now:
+                        now = batch.end          # wait for the GPU to finish it
+                    progressed = self.process(batch) or progressed
+                self.now = now
+                if not progressed and not any(b.end is not None for b in batches):
+                    # Nothing in flight and nothing changed: frozen until the next arrival.
+                    if arrivals.upcoming is not None:
+                        now = max(now, arrivals.upcoming)
+                        continue
+                    if self._num_ended == total:
+                        break
+                    raise SimulationError(f"vllm: step at {now}: no request can make progress "
+                                          f"({len(self.running)} running, {self.waiting.size} waiting)")
+                if progress is not None:
+                    progress(self.case.name, now, self._num_ended, total)
+            while batches:   # batches left after the last finish scheduled nothing
+                self._log(batches.pop(), [])
+            if self._held is not None:
+                self._add(self._held, [])
+                self._held = None
+        finally:
+            if collecting:
+                gc.enable()
+        if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
+            for rec in self.requests:
+                rec.token_times = [self.stamp_times[start + k] for start, count in rec.token_runs for k in range(count)]
+        return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
+
+
+def make_simulation(workload, knobs: VllmKnobs, **options) -> VllmSimulation:
+    """The simulation ``knobs`` ask for: :class:`AsyncVllmSimulation` with ``async_scheduling``,
+    else :class:`VllmSimulation` (``options`` as theirs: ``timeline``, ``step_time``, ``per_step``)."""
+    return (AsyncVllmSimulation if knobs.async_scheduling else VllmSimulation)(workload, knobs, **options)
+
+
+def simulate(workload, knobs: VllmKnobs, progress=None, **options) -> CaseResult:
+    """Run ``workload`` under ``knobs`` to the end, sync or async as ``knobs`` say (see
+    :func:`make_simulation`); the async-aware form of :func:`sched.vllm.engine.simulate_vllm`."""
+    return make_simulation(workload, knobs, **options).run(progress)

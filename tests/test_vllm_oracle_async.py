@@ -1,0 +1,115 @@
+"""The vLLM engine's async scheduling against vLLM 0.33.0's own ``AsyncScheduler`` driven through
+its batch-queue engine loop: the async oracle corpus (``tests/data/vllm-oracle/async``, a copy of
+the course corpus, see its README; vllm-engine.md §7).
+
+Every one of the 30 cases is replayed with the case's knobs and ``async_scheduling`` on. Per request
+the engine must give vLLM's admission step, prefix-hit tokens, first-token and finish stamps (oracle
+step + 1) and number of preemptions; per step the same requests scheduled in the same order with
+the same tokens, the same preempted requests and the same KV blocks in use (right after
+scheduling). A failure names the case, the requests and the steps that differ. The decisions came
+from vLLM itself, never from this code; the synchronous corpus is held by tests/test_vllm_oracle.py.
+"""
+
+import json
+import os
+import unittest
+from dataclasses import replace
+
+from sched.core.config import ConfigError
+from sched.engines import check_case
+from sched.vllm.async_step import AsyncVllmSimulation, make_simulation, simulate
+from sched.vllm.config import VllmKnobs
+from sched.vllm.engine import VllmSimulation, simulate_vllm
+from sched.workload.validation import load_workload
+from tests.test_vllm_oracle import MAX_SHOWN, request_diffs, step_diffs
+
+CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle", "async")
+
+
+def manifest() -> list:
+    with open(os.path.join(CORPUS, "MANIFEST.json"), encoding="utf-8") as handle:
+        return json.load(handle)["cases"]
+
+
+def load_case(entry: dict):
+    """(workload, knobs, oracle document) of one MANIFEST entry, async scheduling on."""
+    with open(os.path.join(CORPUS, entry["output"]), encoding="utf-8") as handle:
+        doc = json.load(handle)
+    k = doc["knobs"]
+    knobs = VllmKnobs(max_num_batched_tokens=k["max_num_batched_tokens"], max_num_seqs=k["max_num_seqs"],
+                      long_prefill_token_threshold=k["long_prefill_token_threshold"],
+                      enable_prefix_caching=k["enable_prefix_caching"], block_size=k["block_size"],
+                      num_gpu_blocks=k["num_gpu_blocks"], policy=k["policy"], async_scheduling=k["async_scheduling"])
+    return load_workload(os.path.join(CORPUS, entry["workload"])), knobs, doc
+
+
+def differences(doc, result) -> str:
+    problems = request_diffs(doc, result) + step_diffs(doc, result)
+    shown = problems[:MAX_SHOWN] + ([f"... and {len(problems) - MAX_SHOWN} more"] if len(problems) > MAX_SHOWN else [])
+    return "\n  ".join(shown)
+
+
+class AsyncOracleCorpusTest(unittest.TestCase):
+    def test_every_async_case_matches_vllm(self):
+        cases = manifest()
+        self.assertEqual(len(cases), 30)
+        for entry in cases:
+            with self.subTest(case=entry["id"]):
+                workload, knobs, doc = load_case(entry)
+                self.assertTrue(knobs.async_scheduling)
+                result = simulate(workload, knobs, timeline="full")
+                shown = differences(doc, result)
+                self.assertEqual(shown, "", f"{entry['id']} differs from vLLM's async scheduler:\n  {shown}")
+                self.assertEqual(sum(r.num_preemptions for r in result.requests), doc["summary"]["total_preemptions"])
+                self.assertEqual(max(r.done_at for r in result.requests) - 1, doc["summary"]["last_step"])
+                check_case(result)   # the engine's invariants hold under async scheduling too
+
+    def test_counts_timeline_gives_the_same_requests(self):
+        """The per-request stamps do not depend on the timeline detail kept."""
+        for entry in manifest()[::5]:
+            with self.subTest(case=entry["id"]):
+                workload, knobs, doc = load_case(entry)
+                self.assertEqual(request_diffs(doc, simulate(workload, knobs, timeline="counts")), [])
+                self.assertEqual(request_diffs(doc, simulate(workload, knobs, timeline="off")), [])
+
+    def test_sync_scheduling_differs_where_the_corpus_says(self):
+        """The corpus tells the modes apart: the synchronous rules miss 26 of the 30 cases; the 4 it
+        keeps are those its README names (one slot, or one request: no step is lost)."""
+        same = []
+        for entry in manifest():
+            workload, knobs, doc = load_case(entry)
+            if not request_diffs(doc, simulate_vllm(workload, replace(knobs, async_scheduling=False))):
+                same.append(entry["id"])
+        self.assertEqual(sorted(same), sorted(["baseline-s1", "async-decode-a-b128-s1", "edge-single-t32",
+                                               "prio-tight-kv-prio-kv29"]))
+
+
+class AsyncKnobTest(unittest.TestCase):
+    def test_the_knob_picks_the_simulation(self):
+        workload, knobs, _ = load_case(manifest()[0])
+        self.assertIsInstance(make_simulation(workload, knobs), AsyncVllmSimulation)
+        self.assertNotIsInstance(make_simulation(workload, replace(knobs, async_scheduling=False)),
+                                 AsyncVllmSimulation)
+        with self.assertRaises(ValueError):   # the sync class never silently ignores the knob
+            VllmSimulation(workload, knobs)
+
+    def test_bad_knob_values_are_refused(self):
+        with self.assertRaisesRegex(ConfigError, "--async-scheduling"):
+            VllmKnobs(async_scheduling="yes")
+        with self.assertRaisesRegex(ConfigError, "--timeout-ticks with --async-scheduling"):
+            VllmKnobs(async_scheduling=True, timeout_ticks=10)
+
+    def test_a_step_time_moves_the_clock(self):
+        """With a step time every batch lasts its own duration, back to back on the GPU: one request
+        of 100 prompt tokens and 3 outputs, budget 64, steps of 10 ms + 1 ms per prompt token:
+        chunk 64 (74 ms, ends 74), chunk 36 samples token 1 (46 ms, ends 120), then two decodes of
+        10 ms (ends 130 and 140). Hand computation, as in the oracle's time model."""
+        from sched.workload.specs import RequestSpec
+        spec = RequestSpec("r", 0, None, 0, 100, 3)
+        knobs = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, async_scheduling=True)
+        result = simulate([spec], knobs, timeline="full", step_time=lambda prompt, decode: 10 + prompt)
+        request = result.requests[0]
+        self.assertEqual(request.token_times, [120, 130, 140])
+        self.assertEqual(request.done_at, 140)
+        self.assertEqual([(k.tick, k.duration, k.num_prompt_tokens, k.num_decode_tokens) for k in result.ticks],
+                         [(0, 74, 64, 0), (74, 46, 36, 0), (120, 10, 0, 1), (130, 10, 0, 1)])
