@@ -89,7 +89,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
 VLLM_FLAGS = {"--max-num-batched-tokens": "max_num_batched_tokens", "--max-num-seqs": "max_num_seqs",
               "--long-prefill-token-threshold": "long_prefill_token_threshold",
               "--enable-prefix-caching": "enable_prefix_caching", "--block-size": "block_size",
-              "--num-gpu-blocks": "num_gpu_blocks"}
+              "--num-gpu-blocks": "num_gpu_blocks", "--async-scheduling": "async_scheduling"}
 #: The lab engine's own flags -> what to do instead with ``--engine vllm`` (the error's second half).
 LAB_FLAGS = {"--profile": "drop it: the vllm engine starts from vLLM's own defaults (2048 tokens, 256 seqs)",
              "--budget": "use --max-num-batched-tokens",
@@ -101,7 +101,8 @@ VLLM_FLAG_IN_LAB = {"--max-num-batched-tokens": "the lab engine's is --budget",
                     "--long-prefill-token-threshold": "the lab engine's is --chunk-tokens",
                     "--enable-prefix-caching": "the lab engine always runs an APC case of its own",
                     "--block-size": "the lab engine has no KV blocks",
-                    "--num-gpu-blocks": "the lab engine has no KV-cache capacity"}
+                    "--num-gpu-blocks": "the lab engine has no KV-cache capacity",
+                    "--async-scheduling": "the lab engine's step always knows the last step's tokens"}
 
 
 def _non_negative_int(text: str) -> int:
@@ -135,6 +136,10 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
     vllm.add_argument("--num-gpu-blocks", type=_positive_int, metavar="N",
                       help="KV cache blocks, vLLM's null block included (N - 1 usable), at least 2; default: "
                            "enough that capacity never binds (the lab's KV cache is infinite)")
+    vllm.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+                      help="vLLM's async scheduling (its GPU default since 0.14): the next step is scheduled "
+                           "before the last step's tokens are known, so outputs, finishes and freed slots "
+                           "come one step later (vllm-engine.md §7); default off, or the step model's setting")
 
 
 def vllm_knobs_from_args(args) -> VllmKnobs:
@@ -216,8 +221,8 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     timeline = timeline or default_timeline(workload)
     if isinstance(config, VllmKnobs):
         check_fits(workload, config, source)
-        from ..vllm.engine import simulate_vllm   # only a vLLM-engine run needs it (start-up)
-        results = [simulate_vllm(workload, config, progress, timeline=timeline)]
+        from ..vllm.async_step import simulate   # only a vLLM-engine run needs it (start-up); sync or async
+        results = [simulate(workload, config, progress, timeline=timeline)]
         check_cases(results)
         return LabRun(workload, config, config.policy, source, results, timeline)
     from ..output.case_sections import open_case_sections   # only a large lab-engine run needs these (start-up)

@@ -48,7 +48,8 @@ def table_header(run) -> str:
             f"max-num-batched-tokens {k.max_num_batched_tokens}, max-num-seqs {k.max_num_seqs}, "
             f"long-prefill-token-threshold {k.long_prefill_token_threshold}, prefix caching "
             f"{'on' if k.enable_prefix_caching else 'off'}, block size {k.block_size}, "
-            f"num-gpu-blocks {blocks}{' (ample)' if k.num_gpu_blocks is None else ''} | {timeout}")
+            f"num-gpu-blocks {blocks}{' (ample)' if k.num_gpu_blocks is None else ''} | {timeout}"
+            f"{' | async scheduling' if k.async_scheduling else ''}")
 
 
 def manifest_config(run) -> dict:
@@ -58,7 +59,7 @@ def manifest_config(run) -> dict:
             "long_prefill_token_threshold": k.long_prefill_token_threshold,
             "enable_prefix_caching": k.enable_prefix_caching, "block_size": k.block_size,
             "num_gpu_blocks": k.gpu_blocks_for(run.workload), "num_gpu_blocks_ample": k.num_gpu_blocks is None,
-            "vllm_version": "0.33.0", "async_scheduling": False}
+            "vllm_version": "0.33.0", "async_scheduling": k.async_scheduling}
 
 
 def timeline_lines(run):

@@ -38,7 +38,7 @@ from ..output.ms_picture import render_ms_timeline_svg
 from ..output.report import render_report
 from .stepmodel import StepModel, limits_for, load_step_model
 from ..vllm.config import VllmKnobs, check_fits
-from ..vllm.engine import simulate_vllm
+from ..vllm.async_step import simulate
 from ..workload.specs import workload_tick_ms, workload_to_json
 
 __all__ = ["settle_knobs", "knobs_for", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
@@ -74,6 +74,12 @@ def settle_knobs(model: StepModel, given: dict, policy: str | None, timeout_tick
     values["policy"] = policy or settings["policy"]
     overridden = [f"--{knob.replace('_', '-')} {values[knob]} (fitted with {settings[knob]})"
                   for knob in (*_KNOBS, "policy") if values[knob] != settings[knob]]
+    # Async scheduling: the settings' own when they carry it (a calibrated async run), else off.
+    fitted_async = bool(settings.get("async_scheduling", False))
+    values["async_scheduling"] = given.get("async_scheduling", fitted_async)
+    if values["async_scheduling"] != fitted_async:
+        overridden.append(f"--{'' if values['async_scheduling'] else 'no-'}async-scheduling (fitted with "
+                          f"{'async' if fitted_async else 'sync'} scheduling)")
     return VllmKnobs(timeout_ticks=timeout_ticks, **values), overridden
 
 
@@ -95,7 +101,7 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
     tick_ms = workload_tick_ms(workload) or 1.0
     clocked = [replace(spec, arrival=_arrival_us(spec, tick_ms)) for spec in workload]
     check_fits(clocked, knobs, source)
-    result = simulate_vllm(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
+    result = simulate(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
     check_cases([result])
     return LabRun(workload, knobs, knobs.policy, source, [result], timeline)
 
@@ -235,7 +241,8 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
         model = load_step_model(path)
     except InputError as exc:
         raise ConfigError(str(exc)) from None
-    given = {knob: getattr(knobs, knob) for knob in _KNOBS if getattr(args, knob, None) is not None}
+    given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
+             if getattr(args, knob, None) is not None}
     typed = ("--policy", "--scheduling-policy")
     policy = knobs.policy if any(a in typed or a.startswith(tuple(f + "=" for f in typed)) for a in argv) else None
     settled, overridden = settle_knobs(model, given, policy, knobs.timeout_ticks)

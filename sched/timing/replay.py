@@ -26,7 +26,7 @@ from .fit import Step
 from ..vllm.kv_cache import KVCache, blocks_for
 from ..core.records import SimulationError
 from ..vllm.config import VllmKnobs, check_fits
-from ..vllm.engine import VllmSimulation
+from ..vllm.async_step import make_simulation
 
 __all__ = ["ReplayResult", "replay", "knobs_from_settings", "VARIANTS"]
 
@@ -53,14 +53,21 @@ class ReplayResult:
     preemptions: int
 
 
-def knobs_from_settings(settings: dict, num_gpu_blocks="settings", prefix_caching=None) -> VllmKnobs:
-    """:class:`VllmKnobs` of a step model's ``settings`` (``num_gpu_blocks`` may override, ``None`` = ample)."""
+def knobs_from_settings(settings: dict, num_gpu_blocks="settings", prefix_caching=None,
+                        async_scheduling=None) -> VllmKnobs:
+    """:class:`VllmKnobs` of a step model's ``settings`` (``num_gpu_blocks`` may override, ``None`` = ample).
+
+    ``async_scheduling``: ``None`` takes ``settings["async_scheduling"]`` when present (the mode a
+    real run says it ran, e.g. ``scheduler_config.async_scheduling`` of its meta.json), else off;
+    ``True``/``False`` overrides. Raises :class:`sched.core.config.ConfigError` on a bad value."""
     blocks = settings["num_gpu_blocks"] if num_gpu_blocks == "settings" else num_gpu_blocks
     caching = settings["enable_prefix_caching"] if prefix_caching is None else prefix_caching
+    if async_scheduling is None:
+        async_scheduling = settings.get("async_scheduling", False)
     return VllmKnobs(max_num_batched_tokens=settings["max_num_batched_tokens"], max_num_seqs=settings["max_num_seqs"],
                      long_prefill_token_threshold=settings["long_prefill_token_threshold"],
                      enable_prefix_caching=caching, block_size=settings["block_size"],
-                     num_gpu_blocks=blocks, policy=settings["policy"])
+                     num_gpu_blocks=blocks, policy=settings["policy"], async_scheduling=async_scheduling)
 
 
 class _ReservingKV(KVCache):
@@ -110,8 +117,8 @@ def replay(specs, settings: dict, coefficients, variant: str = "kv-preemption") 
         raise ValueError(f"unknown replay variant {variant!r}; known: {', '.join(VARIANTS)}")
     check_fits(workload, knobs)
     for timeline in ("counts", "full"):   # "full" only when a very long run merged its counts records
-        simulation = VllmSimulation(workload, knobs, timeline=timeline, step_time=step_us,
-                                    per_step=variant == "kv-reserve")
+        simulation = make_simulation(workload, knobs, timeline=timeline, step_time=step_us,
+                                     per_step=variant == "kv-reserve")
         if variant == "kv-reserve":
             # The one pool swapped in from outside the engine: same interface, reserving at admission.
             simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
