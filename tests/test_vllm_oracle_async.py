@@ -12,15 +12,20 @@ from vLLM itself, never from this code; the synchronous corpus is held by tests/
 
 import json
 import os
+import random
 import unittest
 from dataclasses import replace
+from fractions import Fraction
 
 from sched.core.config import ConfigError
+from sched.core.records import Status
 from sched.engines import check_case
 from sched.vllm.async_step import AsyncVllmSimulation, make_simulation, simulate
 from sched.vllm.config import VllmKnobs
 from sched.vllm.engine import VllmSimulation, simulate_vllm
+from sched.workload.specs import RequestSpec
 from sched.workload.validation import load_workload
+from tests.helpers import FULL
 from tests.test_vllm_oracle import MAX_SHOWN, request_diffs, step_diffs
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle", "async")
@@ -84,6 +89,48 @@ class AsyncOracleCorpusTest(unittest.TestCase):
                                                "prio-tight-kv-prio-kv29"]))
 
 
+def random_case(seed: int):
+    """A small random workload and knobs under async scheduling: tight or ample KV, fcfs or
+    priority, prefix caching over shared prefixes, chunk caps, 1 to 6 slots."""
+    rng = random.Random(f"async/{seed}")
+    workload = []
+    for i in range(rng.randint(1, 20)):
+        key = rng.choice([None, "a", "b"])
+        prefix = rng.randint(1, 40) if key else 0
+        workload.append(RequestSpec(f"r{i}", rng.randint(0, 30), key, prefix, rng.randint(1, 50), rng.randint(1, 30),
+                                    rng.choice([None, 0, 1])))
+    size = rng.choice([4, 16])
+    need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in workload)
+    knobs = VllmKnobs(rng.choice([8, 32, 128]), rng.randint(1, 6), rng.choice([0, 8]), rng.random() < 0.5, size,
+                      rng.choice([None, need + 1, 2 * need + 1]), rng.choice(["fcfs", "priority"]),
+                      async_scheduling=True)
+    return workload, knobs
+
+
+def state(result):
+    return [(r.admitted_at, r.token_times, r.done_at, r.status, r.num_preemptions, list(r.preempted_at))
+            for r in result.requests]
+
+
+class AsyncRandomWorkloadTest(unittest.TestCase):
+    """Beyond the corpus: on random workloads every request finishes, the engine's invariants hold,
+    the timeline detail changes nothing, and a step time of exactly 1 gives the unit clock's stamps."""
+
+    def test_random_workloads(self):
+        for seed in range(200 if FULL else 40):
+            workload, knobs = random_case(seed)
+            with self.subTest(seed=seed, knobs=knobs):
+                full = simulate(workload, knobs, timeline="full")
+                check_case(full)
+                self.assertTrue(all(r.status is Status.DONE for r in full.requests))
+                self.assertEqual(state(full), state(simulate(workload, knobs, timeline="counts")))
+                self.assertEqual(state(full), state(simulate(workload, knobs, timeline="off", step_time=lambda p, d: 1)))
+                timed = simulate(workload, knobs, timeline="full", step_time=lambda p, d: Fraction(3, 2) + Fraction(p, 7))
+                check_case(timed)
+                self.assertEqual(state(timed), state(simulate(workload, knobs, timeline="off",
+                                                              step_time=lambda p, d: Fraction(3, 2) + Fraction(p, 7))))
+
+
 class AsyncKnobTest(unittest.TestCase):
     def test_the_knob_picks_the_simulation(self):
         workload, knobs, _ = load_case(manifest()[0])
@@ -104,7 +151,6 @@ class AsyncKnobTest(unittest.TestCase):
         of 100 prompt tokens and 3 outputs, budget 64, steps of 10 ms + 1 ms per prompt token:
         chunk 64 (74 ms, ends 74), chunk 36 samples token 1 (46 ms, ends 120), then two decodes of
         10 ms (ends 130 and 140). Hand computation, as in the oracle's time model."""
-        from sched.workload.specs import RequestSpec
         spec = RequestSpec("r", 0, None, 0, 100, 3)
         knobs = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, async_scheduling=True)
         result = simulate([spec], knobs, timeline="full", step_time=lambda prompt, decode: 10 + prompt)
