@@ -62,6 +62,25 @@ class AsyncRunCommandTest(unittest.TestCase):
         self.assertNotEqual([rows[w["name"]]["first_token_at"] for w in doc["requests"]],
                             [w["first_token_step"] + 1 for w in doc["requests"]])
 
+    def test_explain_and_diff_read_a_preemption_at_the_end(self):
+        """In the async oracle's baseline-t0-apc1-kv36, S1's last token is in flight when the next
+        step preempts it (preempted at 24, done at 24): the readers accept that only for an async run."""
+        doc, out, _ = self.run_case("baseline-t0-apc1-kv36", "--async-scheduling", "--enable-prefix-caching")
+        s1 = next(r for r in doc["requests"] if r["name"] == "S1")
+        self.assertEqual((s1["num_preemptions"], s1["finish_step"] + 1), (1, 24))
+        code, stdout, stderr = run_cli(["explain", "--artifacts", out, "S1"])
+        self.assertEqual(code, 0, stderr)
+        self.assertIn("preemptions  1 (at tick 24)", stdout)
+        code, _, stderr = run_cli(["diff", out, out])
+        self.assertEqual(code, 0, stderr)
+        manifest_path = os.path.join(out, "manifest.json")
+        with open(manifest_path, encoding="utf-8") as handle:
+            manifest_doc = json.load(handle)
+        manifest_doc["config"]["async_scheduling"] = False   # the same lines from a sync run: impossible
+        with open(manifest_path, "w", encoding="utf-8") as handle:
+            json.dump(manifest_doc, handle)
+        assert_bad_input(self, ["explain", "--artifacts", out, "S1"], "is not before done_at 24")
+
     def test_bad_combinations_are_one_line_exit_2(self):
         assert_bad_input(self, ["--async-scheduling"], "--async-scheduling is a knob of the vllm engine")
         assert_bad_input(self, ["--engine", "vllm", "--async-scheduling", "--timeout-ticks", "9"],

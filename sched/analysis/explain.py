@@ -160,7 +160,8 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     for row in rows:
         _check_times(row, requests_path, makespans.get(row["case"]))
         makespan = makespans.get(row["case"])
-        problem = vllm and preemption_problem(row, None if makespan is None else row["arrival"] + makespan)
+        problem = vllm and preemption_problem(row, None if makespan is None else row["arrival"] + makespan,
+                                              _async_scheduling(manifest))
         if problem:
             raise ExplainError(f"{requests_path} (request {row['name']!r}, case {row['case']!r}): {problem}")
     detail = _timeline_detail(manifest, directory)
@@ -428,3 +429,9 @@ def _wait_lines(name: str, waited: list[int], ticks: dict[int, dict], budget) ->
     if len(groups) > MAX_WAIT_LINES:
         lines.append(f"    … {len(groups) - MAX_WAIT_LINES} more lines: see timeline.jsonl")
     return lines
+
+
+def _async_scheduling(manifest: dict) -> bool:
+    """Whether a vLLM-engine run's manifest says it ran with async scheduling (vllm-engine.md §7)."""
+    config = manifest.get("config")
+    return isinstance(config, dict) and config.get("async_scheduling") is True

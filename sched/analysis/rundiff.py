@@ -134,13 +134,15 @@ def _summary_rows(directory: str) -> dict[str, dict]:
     return rows
 
 
-def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False) -> dict[tuple[str, str], tuple]:
+def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
+              async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
     """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
     (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
     times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`). A simulated run has exactly
     one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json): a line
     of another case or request, a second line or a missing one is refused; so are impossible
-    preemption fields of a ``vllm`` run (:func:`sched.output.vllm_artifacts.preemption_problem`)."""
+    preemption fields of a ``vllm`` run (:func:`sched.output.vllm_artifacts.preemption_problem`;
+    ``async_scheduling``: the run's manifest says it ran so)."""
     path = os.path.join(directory, "requests.jsonl")
     keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
     rows = {}
@@ -165,7 +167,7 @@ def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = Fa
                         what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
                         raise InputError(f"{where}: field '{field}' must be "
                                          f"{what} or null, got {json.dumps(record.get(field))}")
-                problem = vllm and preemption_problem(record)
+                problem = vllm and preemption_problem(record, async_scheduling=async_scheduling)
                 if problem:
                     raise InputError(f"{where}: {problem}")
                 if (record["case"], record["name"]) in rows:
@@ -255,8 +257,10 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, manifests[0].get("engine") == "vllm"),
-                      _requests(dir_b, sum_b, workloads[1], result.unit, manifests[1].get("engine") == "vllm"))
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, manifests[0].get("engine") == "vllm",
+                                _async(manifests[0])),
+                      _requests(dir_b, sum_b, workloads[1], result.unit, manifests[1].get("engine") == "vllm",
+                                _async(manifests[1])))
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
@@ -362,3 +366,9 @@ def _diff(argv: list[str]) -> int:
 def command(argv: list[str]) -> int:
     """The ``diff`` sub-command: exit 0 no differences, 1 differences, 2 unusable input or usage."""
     return run_command("infer_sched_lab.py diff", _diff, argv)
+
+
+def _async(manifest: dict) -> bool:
+    """Whether a vLLM-engine run's manifest says it ran with async scheduling (vllm-engine.md §7)."""
+    config = manifest.get("config")
+    return isinstance(config, dict) and config.get("async_scheduling") is True

@@ -101,13 +101,15 @@ def _shown(value) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def preemption_problem(row: dict, latest: int | None = None) -> str | None:
+def preemption_problem(row: dict, latest: int | None = None, async_scheduling: bool = False) -> str | None:
     """Why the preemption fields of a vLLM run's ``requests.jsonl`` line ``row`` are impossible, or ``None``.
 
     The one check of what this module writes, used by every reader (explain, diff):
     ``num_preemptions`` a whole count >= 0, ``preempted_at`` a list of that many ticks in order,
     each no earlier than the request's arrival and first admission and before its end
-    (``done_at``), and no later than ``latest`` (the case's last tick) when given. Returns the tail
+    (``done_at``; at it at the latest with ``async_scheduling``, where a request whose last token is
+    in flight can still be preempted, vllm-engine.md §7), and no later than ``latest`` (the case's
+    last tick) when given. Returns the tail
     of a message naming the field (``"field 'preempted_at': ..."``).
     """
     for key in ("num_preemptions", "preempted_at"):
@@ -130,8 +132,9 @@ def preemption_problem(row: dict, latest: int | None = None) -> str | None:
     for earlier, name in ((arrival, "arrival"), (admitted, "admitted_at")):
         if _tick(earlier) and times[0] < earlier:
             return f"field 'preempted_at': tick {times[0]} is before {name} {earlier}; impossible in a run"
-    if _tick(done) and times[-1] >= done:
-        return f"field 'preempted_at': tick {times[-1]} is not before done_at {done}; impossible in a run"
+    if _tick(done) and (times[-1] > done if async_scheduling else times[-1] >= done):
+        relation = "after" if async_scheduling else "not before"
+        return f"field 'preempted_at': tick {times[-1]} is {relation} done_at {done}; impossible in a run"
     if latest is not None and times[-1] > latest:
         return f"field 'preempted_at': tick {times[-1]} is after the case's last tick {latest}; impossible in this run"
     return None
