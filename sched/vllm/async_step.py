@@ -205,6 +205,8 @@ class AsyncVllmSimulation(VllmSimulation):
             self._held = None
             self._add(held, [])
         elif held is not None:
+            if held.start != batch.start:   # an empty batch always waits for the GPU the next one runs on
+                raise SimulationError(f"vllm async: step {batch.step} starts at {held.start} and at {batch.start}")
             self._held = None
             batch.preempted = held.preempted + batch.preempted
         if batch.end is None and batch.preempted and not finished:
