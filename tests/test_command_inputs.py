@@ -66,6 +66,8 @@ class BreakerInputsTest(unittest.TestCase):
             out = os.path.join(self.base, f"out-{kind}")
             os.mkdir(out)
             for label, argv in breaker_table(given, out).items():
+                if (kind, label) == ("missing", "serving-bench decide"):
+                    continue   # a missing group is the chapter's reject with its failure record: test_serving_step5
                 with self.subTest(kind=kind, command=label):
                     self.assert_one_line(argv, given)
                     self.assertEqual(os.listdir(out), [])   # nothing written

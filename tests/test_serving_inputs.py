@@ -201,7 +201,7 @@ class DecideFilesTest(Files):
     def test_trace_and_repeat_decisions(self):
         def lose_h0(d):        # d44: count unknown, h0 lost in every repeat, metrics consistent with it
             d["workload"]["request_count"] = None
-            d["metrics"]["successful_requests"] = 35
+            d["metrics"]["successful_requests"] = 7
             for run in d["runs"]:
                 run["results"] = [r for r in run["results"] if r["request_id"] != "h0"]
                 run["metrics"]["successful_requests"] = 7
@@ -212,7 +212,6 @@ class DecideFilesTest(Files):
 
         def three_repeats(d):  # d23, made consistent: 3 repeats of 8
             d["runs"] = d["runs"][:3]
-            d["metrics"]["successful_requests"] = 24
 
         def no_count(d):
             d["workload"]["request_count"] = None
@@ -222,7 +221,7 @@ class DecideFilesTest(Files):
             del d["runs"][2]["results"][7]
 
         table = [
-            ("count null, h0 lost", no_count, lose_h0, "reject", "candidate: 35 successful requests, the workload needs 40"),
+            ("count null, h0 lost", no_count, lose_h0, "reject", "candidate: metrics.successful_requests is 7, the workload has 8 requests"),
             ("l0 twice, h0 missing", None, l0_twice, "reject", "more than once: l0; missing: h0"),
             ("3 vs 5 repeats", None, three_repeats, "tune", "repeat counts differ (baseline 5, candidate 3)"),
             ("baseline repeats disagree", short_repeat, no_count, "reject",
@@ -240,7 +239,7 @@ class DecideFilesTest(Files):
                 record = json.loads(read(out))
                 self.assertEqual(record["quality"]["status"], "incomplete")
         record = json.loads(read(os.path.join(self.base, "3_vs_5_repeats.json")))
-        self.assertEqual((record["quality"]["paired_repeats"], record["quality"]["unpaired_repeats"]), (3, 2))
+        self.assertEqual((record["quality"]["paired_runs"], record["quality"]["unpaired_runs"]), (3, 2))
 
 
 class CommandLineTest(Files):

@@ -19,7 +19,8 @@ from ..base.cmdline import EXIT_OK, InputError, LineParser, fraction_arg, one_li
 from ..base.cmdline import decimal, integer
 from ..chapter.artifacts import SERVING_FILES, Setting, load_requests, parse_pattern, render_files, run_settings
 from ..chapter.window import MAX_SPEEDUP, MIN_SPEEDUP, POLICIES
-from ..chapter.decide import Gates, decide_pair, read_group
+from ..chapter.decide import Gates, decide_pair
+from ..chapter.groups import check_roles, missing_group, read_group
 from ..chapter.evidence import evidence_record, render_view
 
 __all__ = ["command"]
@@ -102,7 +103,9 @@ def _parser() -> LineParser:
     decide.add_argument("candidate", metavar="CANDIDATE.json", help="the priority group's result file")
     decide.add_argument("--out", metavar="EVIDENCE.json", required=True, help="the evidence record to write")
     decide.add_argument("--force", action="store_true", help="replace an existing evidence record")
-    decide.add_argument("--project", default="infer-sched-lab", help="project name in the record (default infer-sched-lab)")
+    for flag, text in (("--project", "the project name"), ("--run-label", "the run's label"),
+                       ("--model", "the model served (e.g. its Hugging Face id)"), ("--dtype", "the model's dtype")):
+        decide.add_argument(flag, help=f"{text}, written into the evidence record (default: null, never guessed)")
     g = Gates()
     for flag, default, text in (("--min-order-gain", g.min_order_gain, "smallest first-token order score gain"),
                                 ("--min-throughput-ratio", g.min_throughput_ratio, "smallest throughput ratio"),
@@ -139,10 +142,13 @@ def _decide(args) -> int:
     for path in (args.baseline, args.candidate):
         if os.path.realpath(path) == target:
             raise InputError(f"--out {args.out}: is one of the two result files; choose another path")
-    baseline, candidate = read_group(args.baseline, "baseline"), read_group(args.candidate, "candidate")
+    baseline, candidate = (missing_group(path, role) if not os.path.lexists(path) else read_group(path, role)
+                           for path, role in ((args.baseline, "baseline"), (args.candidate, "candidate")))
+    check_roles(baseline, candidate, args.baseline, args.candidate)
     gates = Gates(args.min_order_gain, args.min_throughput_ratio, args.max_ttft_ratio, args.max_low_e2e_ratio)
     decision = decide_pair(baseline, candidate, gates)
-    record = evidence_record(baseline, candidate, decision, args.project)
+    notebook = {"project": args.project, "run_label": args.run_label, "model": args.model, "dtype": args.dtype}
+    record = evidence_record(baseline, candidate, decision, notebook)
     write_text_atomically(args.out, json.dumps(record, indent=2, allow_nan=False) + "\n", force=args.force)
     report = render_view(baseline, candidate, decision) + f"wrote {args.out}\n"
     print(report.encode("utf-8", "backslashreplace").decode("utf-8"), end="")

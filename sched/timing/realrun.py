@@ -589,6 +589,7 @@ def _import(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
     args = parser.parse_args(argv)
     text = read_result_text(args.file, "result file")
+    _not_a_chapter_file(text, args.file)
     fmt = args.format if args.format != "auto" else _detect(text, args.file)
     workload = _workload_arg(args.workload)
     if fmt == "vllm-bench":
@@ -619,6 +620,17 @@ def _json_or_none(text: str):
         return json.loads(text)
     except (ValueError, RecursionError):
         return None
+
+
+def _not_a_chapter_file(text: str, source: str) -> None:
+    """A group's result file of the serving-bench chapter (``scheduler_identity``, or the runner's
+    ``serving-scheduler-run/v1`` schema) is not a per-request engine result: send the learner to
+    ``serving-bench decide`` instead of importing nothing (serving-bench.md §4)."""
+    head = _json_or_none(text)
+    if isinstance(head, dict) and ("scheduler_identity" in head or head.get("schema_version") == "serving-scheduler-run/v1"):
+        raise InputError(f"{source}: a serving-bench chapter group's result file (scheduler_identity), not a "
+                         "per-request engine result; decide the FCFS and priority groups with: infer_sched_lab.py "
+                         "serving-bench decide FCFS.json PRIORITY.json --out EVIDENCE.json")
 
 
 def _detect(text: str, source: str) -> str:

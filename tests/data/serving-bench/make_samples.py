@@ -5,17 +5,20 @@
 Nothing here was measured. The numbers are chosen so that every value the lab derives from them
 can be checked by hand (see README.md beside this file and tests/test_serving_decide.py):
 per repeat k (0..4), the low-priority class's E2E (ms) is [1000, 1100, 1200, 1300] + 10k for the
-FCFS baseline and [1200, 1400, 1600, 1800] + 10k for the priority candidate.
+FCFS baseline and [1200, 1400, 1600, 1800] + 10k for the priority candidate. As in the chapter's
+runner, the top-level ``metrics.successful_requests`` is the workload's count (8), and the two
+priority levels are the chapter's 0 (urgent) and 5 (low).
 """
 
 import json
 import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+LOW = 5                                                       # the chapter's low class (urgent: 0)
 IDS = ("h0", "l0", "h1", "l1", "h2", "l2", "h3", "l3")       # workload.json order
 WORKLOAD = {"id": "sb-8-two-levels", "request_count": 8,
             "source": "tests/data/serving-bench/workload.json, exported with infer_sched_lab.py export",
-            "workload_sha256": "60a2c879075257cc6365a98b23505f8973b5749b13bedd2a69e5c86e93a6ece7"}
+            "workload_sha256": "cbc008c3694a7dc2653a27494e7be1d05f9fa11ac08b1c46ec78a22261eb4450"}
 GROUPS = {
     "baseline": {"policy": "fcfs", "send": False, "high": (400, 600, 800, 1000), "low": (1000, 1100, 1200, 1300),
                  "scores": (0.5, 0.55, 0.45, 0.5, 0.5), "score": 0.5, "order": 0.55, "tps": 400.0,
@@ -47,7 +50,7 @@ def results(g, k):
         urgent = rid.startswith("h")
         e2e = next(high if urgent else low) + 10 * k
         tokens = 16 if urgent else 64
-        rows.append({"request_id": rid, "priority": 0 if urgent else 1, "ok": True,
+        rows.append({"request_id": rid, "priority": 0 if urgent else LOW, "ok": True,
                      "ttft_ms": float(e2e - tokens * 10), "e2e_ms": float(e2e), "output_tokens": tokens,
                      "output_text": f"(synthetic output of {rid}, repeat {k})"})
     return rows
@@ -59,7 +62,7 @@ def group(role):
             for k in range(5)]
     return {"schema_version": "serving-scheduler-run/v1", "note": "SYNTHETIC sample: not a measurement",
             "status": "ok", "scheduler_identity": identity(role, g), "workload": WORKLOAD,
-            "metrics": metrics(g, 40, g["score"], g["tps"]),
+            "metrics": metrics(g, 8, g["score"], g["tps"]),   # the runner's top level: requests per repeat
             "normalized_result": {"config": {"model": "models/example-0.5b-instruct (synthetic)", "backend": "vllm",
                                              "dtype": "bfloat16", "generated_tokens": 64, "warmup": 2, "repeats": 5},
                                   "metrics": {"output_token_throughput_per_s": g["tps"]}},
