@@ -169,7 +169,7 @@ class CommandsTest(unittest.TestCase):
                 self.assertIn(marker, out)
                 self.assertEqual(run_cli(["serving-bench", action, "--help"]), (code, out, err))
         code, out, _ = run_cli(["help", "serving-bench"])
-        self.assertTrue(out.startswith("usage: infer_sched_lab.py serving-bench [-h] {run,decide}"), out[:80])
+        self.assertTrue(out.startswith("usage: infer_sched_lab.py serving-bench [-h] {run,decide,simulate}"), out[:80])
         assert_bad_input(self, ["help", "serving-bench", "rnu"], "unknown action 'rnu'; did you mean 'run'?")
 
     def test_bench_bad_sizes_are_one_line_exit_2(self):

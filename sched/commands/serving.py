@@ -1,4 +1,5 @@
-"""The ``serving-bench`` subcommand: ``run`` (the chapter's window model) and ``decide`` (its real-engine decision).
+"""The ``serving-bench`` subcommand: ``run`` (the chapter's window model), ``decide`` (its real-engine
+decision) and ``simulate`` (the GPU-free stand-in that writes both groups' result files).
 
 Parsing only: the model is :mod:`sched.chapter.window`, the runs and artifacts
 :mod:`sched.chapter.artifacts`, the result files and decision :mod:`sched.chapter.decide`, the
@@ -22,11 +23,13 @@ from ..chapter.window import MAX_SPEEDUP, MIN_SPEEDUP, POLICIES
 from ..chapter.decide import Gates, decide_pair
 from ..chapter.groups import check_roles, missing_group, read_group
 from ..chapter.evidence import evidence_record, render_view
+from ..chapter.stand_in import DEFAULT_STEP_MODEL, Experiment, simulate_pair
+from ..core.config import ConfigError
 
 __all__ = ["command"]
 
 PROG = "infer_sched_lab.py serving-bench"
-ACTIONS = ("run", "decide")
+ACTIONS = ("run", "decide", "simulate")
 
 
 def _listed(convert):
@@ -73,7 +76,7 @@ def _speedup(text: str) -> float:
 def _parser() -> LineParser:
     parser = LineParser(prog=PROG, description="The serving-scheduler benchmark chapter (serving-bench.md): its "
                                                "CPU window model (run) and its real-engine decision (decide).")
-    sub = parser.add_subparsers(dest="action", required=True, parser_class=LineParser, metavar="{run,decide}")
+    sub = parser.add_subparsers(dest="action", required=True, parser_class=LineParser, metavar="{run,decide,simulate}")
     run = sub.add_parser("run", help="the window model on a requests file; several settings in one table",
                          description="Run the chapter's window model (serving-bench.md §1) on REQUESTS (JSON list, "
                                      "{\"requests\": [...]} or JSON lines with request_id, arrival_ms, service_ms, "
@@ -112,7 +115,103 @@ def _parser() -> LineParser:
                                 ("--max-ttft-ratio", g.max_ttft_ratio, "largest P95 TTFT ratio"),
                                 ("--max-low-e2e-ratio", g.max_low_e2e_ratio, "largest low-priority E2E P95 ratio")):
         decide.add_argument(flag, type=fraction_arg, default=default, metavar="X", help=f"{text} (default {default})")
+    _simulate_parser(sub)
     return parser
+
+
+def _count_arg(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = integer(text)
+        except ValueError:
+            value = low - 1
+        if not low <= value <= 1000:
+            raise argparse.ArgumentTypeError(f"must be an integer from {low} to 1000, got {text!r}")
+        return value
+    return parse
+
+
+def _ms_arg(text: str) -> float:
+    try:
+        value = decimal(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= 3_600_000:
+        raise argparse.ArgumentTypeError(f"must be a number of ms from 0 to 3600000, got {text!r}")
+    return value
+
+
+def _early_arg(text: str) -> tuple:
+    pairs = []
+    for part in text.split(","):
+        name, sep, ms = part.partition(":")
+        if not sep or name.strip() not in {"h0", "h1", "h2", "h3", "l0", "l1", "l2", "l3"}:
+            raise argparse.ArgumentTypeError(f"must be NAME:MS with NAME one of h0-h3, l0-l3, got {part!r}")
+        pairs.append((name.strip(), _ms_arg(ms)))
+    return tuple(pairs)
+
+
+def _stream_arg(text: str) -> tuple:
+    count, sep, every = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"must be COUNT:EVERY_MS, e.g. 40:100, got {text!r}")
+    every_ms = _ms_arg(every)
+    if every_ms <= 0:
+        raise argparse.ArgumentTypeError(f"EVERY_MS must be above 0, got {every!r}")
+    return (_count_arg(1)(count), every_ms)
+
+
+def _simulate_parser(sub) -> None:
+    sim = sub.add_parser("simulate", help="the GPU-free stand-in: run the chapter's experiment on the lab's vLLM "
+                                          "engine and write both groups' result files",
+                         description="Run the chapter's real-engine experiment (serving-bench.md §4: 8 requests at "
+                                     "priorities 0 and 5, concurrency 8 with a synchronised start, max_num_seqs 2, "
+                                     "warm-up, repeats; FCFS vs priority) on the lab's vLLM engine (vLLM 0.33.0 "
+                                     "scheduler rules) timed by a step model, and write g0_fcfs.json and "
+                                     "g1_priority.json in the chapter runner's shape, marked simulated. Times in ms.",
+                         epilog="Then: serving-bench decide DIR/g0_fcfs.json DIR/g1_priority.json --out EVIDENCE.json")
+    sim.add_argument("--out-dir", metavar="DIR", required=True, help="where to write the two result files")
+    sim.add_argument("--force", action="store_true", help="replace the two files of an earlier simulate in DIR")
+    sim.add_argument("--step-model", metavar="FILE", help="a step-model.json from calibrate (default: the one "
+                                                          f"fitted on the course's RTX 4090 run, {DEFAULT_STEP_MODEL.formula})")
+    sim.add_argument("--max-num-seqs", type=_count_arg(1), default=2, metavar="N", help="vLLM's --max-num-seqs (default 2)")
+    sim.add_argument("--warmup", type=_count_arg(0), default=2, metavar="N", help="discarded warm-up runs (default 2)")
+    sim.add_argument("--repeats", type=_count_arg(1), default=5, metavar="N", help="recorded repeats (default 5)")
+    sim.add_argument("--jitter-ms", type=_ms_arg, default=0.0, metavar="MS",
+                     help="each request reaches the engine a random 0..MS ms after the start (seeded, per repeat; "
+                          "default 0: a perfectly synchronised arrival)")
+    sim.add_argument("--early", type=_early_arg, default=(), metavar="NAME:MS[,...]",
+                     help="these requests reach the engine MS ms before the others (e.g. l0:2)")
+    sim.add_argument("--urgent-stream", type=_stream_arg, metavar="COUNT:EVERY_MS",
+                     help="add COUNT urgent requests arriving open-loop, one every EVERY_MS ms from the start")
+    sim.add_argument("--seed", type=_count_arg(0), default=0, metavar="N", help="seed of --jitter-ms (default 0)")
+
+
+SIM_FILES = ("g0_fcfs.json", "g1_priority.json")
+
+
+def _simulate(args) -> int:
+    from ..timing.stepmodel import load_step_model
+    model = load_step_model(args.step_model) if args.step_model else DEFAULT_STEP_MODEL
+    check_target(args.out_dir, force=args.force, names=SIM_FILES)
+    experiment = Experiment(max_num_seqs=args.max_num_seqs, warmup=args.warmup, repeats=args.repeats,
+                            jitter_ms=args.jitter_ms, early=args.early, urgent_stream=args.urgent_stream,
+                            seed=args.seed)
+    try:
+        files = simulate_pair(experiment, model, args.step_model or "built-in")
+    except ConfigError as exc:
+        raise InputError(f"{args.step_model or 'the built-in step model'}: {exc}") from None
+    texts = {name: json.dumps(data, indent=1, allow_nan=False) + "\n" for name, data in files.items()}
+    write_artifacts(texts, args.out_dir, force=args.force)
+    print(f"simulated the chapter's experiment (SIMULATED, not a measurement): {model.formula}, "
+          f"max_num_seqs {args.max_num_seqs}, {args.warmup} warm-up + {args.repeats} repeats")
+    for name, data in files.items():
+        m = data["metrics"]
+        print(f"  {name:17} first-token order score {m['priority_first_token_order_score']}, throughput "
+              f"{m['output_token_throughput_per_s']} tok/s, P95 TTFT {m['ttft_ms']['p95']} ms")
+    print(f"wrote {', '.join(SIM_FILES)} to {args.out_dir}/; next: serving-bench decide "
+          f"{os.path.join(args.out_dir, SIM_FILES[0])} {os.path.join(args.out_dir, SIM_FILES[1])} --out EVIDENCE.json")
+    return EXIT_OK
 
 
 def _run(args) -> int:
@@ -161,10 +260,10 @@ def _command(argv: list[str]) -> int:
         hint = f"did you mean '{close[0]}'?" if close else f"choose one of {', '.join(ACTIONS)}"
         raise InputError(f"unknown action {one_line(argv[0])!r}; {hint}")
     args = _parser().parse_args(argv)
-    return _run(args) if args.action == "run" else _decide(args)
+    return {"run": _run, "decide": _decide, "simulate": _simulate}[args.action](args)
 
 
 def command(argv: list[str]) -> int:
     """The ``serving-bench`` subcommand: exit 0 (any decision), 2 for unusable input or usage."""
-    action = argv[0] if argv and argv[0] in ("run", "decide") else None  # named like argparse's own lines
+    action = argv[0] if argv and argv[0] in ACTIONS else None  # named like argparse's own lines
     return run_command(f"{PROG} {action}" if action else PROG, _command, argv)
