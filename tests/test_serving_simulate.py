@@ -74,10 +74,27 @@ class SimulateTest(unittest.TestCase):
         self.assertGreater(theirs["comparison"]["low_priority_e2e_p95_ratio"], 1.5)
         self.assertFalse(theirs["gates"]["low_priority_e2e_p95_ratio_ok"])
 
+    def test_the_kv_victim_follows_the_policy(self):
+        """vllm-engine.md §2 step 3: under KV shortage fcfs preempts the last request of the running list,
+        priority the running request with the largest (priority, arrival). With l0 2 ms early and 23 blocks
+        (22 usable; l0 alone grows to 20), fcfs preempts h3 (admitted after l2), priority preempts l0."""
+        out = os.path.join(self.base, "kv")
+        code, stdout, err = run_cli(["serving-bench", "simulate", "--out-dir", out, "--early", "l0:2",
+                                     "--num-gpu-blocks", "23", "--repeats", "1", "--warmup", "0"])
+        self.assertEqual(code, 0, err)
+        preempted = {}
+        for name in ("g0_fcfs.json", "g1_priority.json"):
+            rows = json.loads(read(os.path.join(out, name)))["runs"][0]["results"]
+            preempted[name] = {r["request_id"]: r["num_preemptions"] for r in rows if r["num_preemptions"]}
+        self.assertEqual(set(preempted["g0_fcfs.json"]), {"h3"})
+        self.assertEqual(set(preempted["g1_priority.json"]), {"l0"})
+        self.assertIn("preempted (all repeats): h3 x1", stdout)
+
     def test_bad_flags_are_one_line(self):
         target = os.path.join(self.base, "bad")
         for argv, mention in ((["--early", "x9:2"], "--early"), (["--urgent-stream", "5"], "COUNT:EVERY_MS"),
-                              (["--repeats", "0"], "--repeats"), (["--jitter-ms", "nan"], "--jitter-ms"),
+                              (["--repeats", "0"], "--repeats"), (["--num-gpu-blocks", "1"], "--num-gpu-blocks"),
+                              (["--num-gpu-blocks", "5"], "could never run"), (["--jitter-ms", "nan"], "--jitter-ms"),
                               (["--step-model", os.path.join(self.base, "none.json")], "no such step model file")):
             with self.subTest(argv):
                 assert_bad_input(self, ["serving-bench", "simulate", "--out-dir", target, *argv], mention)

@@ -66,7 +66,8 @@ class Experiment:
     request reaches the engine a seeded uniform 0..jitter ms after the synchronised start, drawn
     per repeat, the same for both groups), ``early`` (request name → ms it reaches the engine
     before the others), ``urgent_stream`` (``(count, every_ms)``: that many more urgent requests
-    ``u0, u1, ...`` arriving open-loop, one every ``every_ms`` ms from 0), ``seed``.
+    ``u0, u1, ...`` arriving open-loop, one every ``every_ms`` ms from 0), ``seed``, and
+    ``num_gpu_blocks`` (vLLM's KV blocks including the null block; ``None`` keeps the step model's).
     """
 
     max_num_seqs: int = 2
@@ -77,6 +78,7 @@ class Experiment:
     early: tuple = ()
     urgent_stream: tuple | None = None
     seed: int = 0
+    num_gpu_blocks: int | None = None
 
 
 def chapter_workload(experiment: Experiment) -> list[RequestSpec]:
@@ -198,13 +200,22 @@ def simulate_pair(experiment: Experiment = Experiment(), model: StepModel = DEFA
     arrivals = [_arrivals_us(specs, experiment, run) for run in range(total)]
     files = {}
     for key, role, policy, send in GROUPS:
-        knobs = VllmKnobs(**{**{k: v for k, v in model.settings.items() if k != "policy"},
-                             "max_num_seqs": experiment.max_num_seqs, "policy": policy})
+        knobs = VllmKnobs(**_settings(model, experiment), policy=policy)
         runs = [_one_run(specs, knobs, model, arrivals[run], send) for run in range(total)][experiment.warmup:]
         runs = [dict(repeat=k, **run) for k, run in enumerate(runs)]
         files[f"{key}.json"] = _group_file(key, role, policy, send, runs, specs, workload, experiment, model,
                                            model_source)
     return files
+
+
+def _settings(model: StepModel, experiment: Experiment) -> dict:
+    """The engine settings of a group (vLLM's names, without the policy): the step model's, with the
+    experiment's ``max_num_seqs`` and, when given, its ``num_gpu_blocks``."""
+    settings = {k: v for k, v in model.settings.items() if k != "policy"}
+    settings["max_num_seqs"] = experiment.max_num_seqs
+    if experiment.num_gpu_blocks is not None:
+        settings["num_gpu_blocks"] = experiment.num_gpu_blocks
+    return settings
 
 
 def _group_file(key, role, policy, send, runs, specs, workload, experiment: Experiment, model: StepModel,
@@ -223,8 +234,7 @@ def _group_file(key, role, policy, send, runs, specs, workload, experiment: Expe
               "early_ms": dict(experiment.early), "urgent_stream": experiment.urgent_stream, "seed": experiment.seed,
               "step_model": {"formula": model.formula, "a_ms": model.a_ms, "b_ms": model.b_ms, "c_ms": model.c_ms,
                              "source": model_source, "fitted_on": model.fitted_on},
-              "engine_settings": {**{k: v for k, v in model.settings.items() if k != "policy"},
-                                  "max_num_seqs": experiment.max_num_seqs, "scheduling_policy": policy}}
+              "engine_settings": {**_settings(model, experiment), "scheduling_policy": policy}}
     return {
         "schema_version": FAILURE_SCHEMA, "status": "ok", "simulated": True,
         "evidence_level": "simulated_scheduler_run",

@@ -151,6 +151,16 @@ def _early_arg(text: str) -> tuple:
     return tuple(pairs)
 
 
+def _blocks_arg(text: str) -> int:
+    try:
+        value = integer(text)
+    except ValueError:
+        value = 0
+    if not 2 <= value <= 10**9:
+        raise argparse.ArgumentTypeError(f"must be an integer from 2 to 1000000000, got {text!r}")
+    return value
+
+
 def _stream_arg(text: str) -> tuple:
     count, sep, every = text.partition(":")
     if not sep:
@@ -185,6 +195,8 @@ def _simulate_parser(sub) -> None:
     sim.add_argument("--urgent-stream", type=_stream_arg, metavar="COUNT:EVERY_MS",
                      help="add COUNT urgent requests arriving open-loop, one every EVERY_MS ms from the start")
     sim.add_argument("--seed", type=_count_arg(0), default=0, metavar="N", help="seed of --jitter-ms (default 0)")
+    sim.add_argument("--num-gpu-blocks", type=_blocks_arg, metavar="N",
+                     help="vLLM's KV blocks, including the null block (default: the step model's)")
 
 
 SIM_FILES = ("g0_fcfs.json", "g1_priority.json")
@@ -196,7 +208,7 @@ def _simulate(args) -> int:
     check_target(args.out_dir, force=args.force, names=SIM_FILES)
     experiment = Experiment(max_num_seqs=args.max_num_seqs, warmup=args.warmup, repeats=args.repeats,
                             jitter_ms=args.jitter_ms, early=args.early, urgent_stream=args.urgent_stream,
-                            seed=args.seed)
+                            seed=args.seed, num_gpu_blocks=args.num_gpu_blocks)
     try:
         files = simulate_pair(experiment, model, args.step_model or "built-in")
     except ConfigError as exc:
@@ -207,8 +219,15 @@ def _simulate(args) -> int:
           f"max_num_seqs {args.max_num_seqs}, {args.warmup} warm-up + {args.repeats} repeats")
     for name, data in files.items():
         m = data["metrics"]
+        preempted = {}
+        for run in data["runs"]:
+            for row in run["results"]:
+                if row["num_preemptions"]:
+                    preempted[row["request_id"]] = preempted.get(row["request_id"], 0) + row["num_preemptions"]
         print(f"  {name:17} first-token order score {m['priority_first_token_order_score']}, throughput "
-              f"{m['output_token_throughput_per_s']} tok/s, P95 TTFT {m['ttft_ms']['p95']} ms")
+              f"{m['output_token_throughput_per_s']} tok/s, P95 TTFT {m['ttft_ms']['p95']} ms"
+              + (f"; preempted (all repeats): {', '.join(f'{k} x{v}' for k, v in preempted.items())}"
+                 if preempted else ""))
     print(f"wrote {', '.join(SIM_FILES)} to {args.out_dir}/; next: serving-bench decide "
           f"{os.path.join(args.out_dir, SIM_FILES[0])} {os.path.join(args.out_dir, SIM_FILES[1])} --out EVIDENCE.json")
     return EXIT_OK
