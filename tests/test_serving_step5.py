@@ -178,6 +178,9 @@ class GroupIdentityTest(unittest.TestCase):
         odd = load(CANDIDATE)
         odd["scheduler_identity"]["role"] = "baseline"
         self.refused(BASELINE, self.dump("c.json", odd), "field 'scheduler_identity.role'")
+        odd["scheduler_identity"]["role"] = {"team": "g1"}     # a role this lab does not know: the policy decides
+        code, _, err = run_cli(["serving-bench", "decide", BASELINE, self.dump("c.json", odd), "--out", self.out])
+        self.assertEqual(code, 0, err)
 
     def test_unknown_schema_and_repeated_repeat_are_one_line(self):
         future = load(CANDIDATE)

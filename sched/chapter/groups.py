@@ -378,7 +378,7 @@ def check_roles(baseline: dict, candidate: dict, baseline_path: str, candidate_p
             raise InputError(f"{view['source']}: field 'scheduler_identity.scheduler_policy': the {role} must be the "
                              f"{ROLE_POLICY[role]} group, this file is the {policy} group")
         written = view["identity"].get("role")
-        if written in ROLE_POLICY and written != role:
+        if isinstance(written, str) and written in ROLE_POLICY and written != role:
             raise InputError(f"{view['source']}: field 'scheduler_identity.role': says {one_line(str(written))!r}, "
                              f"but this file is given as the {role} ({policy} group)")
     if not candidate.get("missing") and candidate["identity"].get("send_priority") is False:
