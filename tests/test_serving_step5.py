@@ -11,10 +11,11 @@ checks are one line and exit 2.
 import copy
 import json
 import os
+import random
 import unittest
 
 from tests import serving_bench_reference as chapter
-from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
+from tests.helpers import FULL, PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data", "serving-bench")
 BASELINE, CANDIDATE, FAILED = (os.path.join(DATA, n) for n in ("baseline.json", "candidate.json", "candidate-failed.json"))
@@ -197,6 +198,47 @@ class GroupIdentityTest(unittest.TestCase):
                 assert_bad_input(self, ["import-results", BASELINE, "--format", fmt, "--artifacts", target],
                                  "serving-bench decide FCFS.json PRIORITY.json")
                 self.assertFalse(os.path.exists(target))
+
+
+class MutatedFilesTest(unittest.TestCase):
+    """Random values at random places of a group's file: a decision (0) or one line (2), never exit 3.
+    40 mutations of each file by default, 600 with ISL_FULL=1 (CI)."""
+
+    VALUES = (None, 0, -1, 1.5, "x", "", "  ", [], {}, True, [1], {"a": 1}, 10**30, "failed",
+              "serving-scheduler-run/v2", "priority", "fcfs")
+
+    def paths(self, data, at=()):
+        yield at
+        items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+        for key, value in items:
+            yield from self.paths(value, at + (key,))
+
+    def test_never_an_internal_error(self):
+        base = temp_dir(self)
+        rng = random.Random(20)
+        for position, source in ((1, CANDIDATE), (0, BASELINE), (1, FAILED)):
+            sample = load(source)
+            places = list(self.paths(sample))[1:]
+            for _ in range(600 if FULL else 40):
+                data = copy.deepcopy(sample)
+                for _ in range(rng.randint(1, 3)):
+                    where, target = rng.choice(places), data
+                    try:
+                        for key in where[:-1]:
+                            target = target[key]
+                        target[where[-1]] = rng.choice(self.VALUES)
+                    except (KeyError, IndexError, TypeError):
+                        pass
+                path = os.path.join(base, "g.json")
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(data, handle)
+                pair = [BASELINE, CANDIDATE]
+                pair[position] = path
+                code, _, err = run_cli(["serving-bench", "decide", *pair, "--out", os.path.join(base, "e.json"),
+                                        "--force"])
+                self.assertIn(code, (0, 2), err)
+                if code == 2:
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
 
 
 if __name__ == "__main__":
