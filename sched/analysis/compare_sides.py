@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from ..base.files import open_regular
 from ..base.cmdline import InputError, count_or_none, need, number_or_none, parse_json
+from ..core.clock import RunClock
 from ..core.metrics import COMPARE_FIELDS
 from .trace import Trace, case_rows, check_consistency, check_summary_row, read_trace
 
@@ -172,7 +173,8 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
         "units": "ticks",
         "time_base": "simulated tick clock",
     }
-    step_model = manifest.get("time_unit") == "ms"   # --step-model: ms from a fitted step time (vllm-engine.md §6)
+    clock = RunClock.from_manifest(manifest)   # the run's engine and clock, read once
+    step_model = clock.in_ms   # --step-model: ms from a fitted step time (vllm-engine.md §6)
     if step_model:
         fixed.update(_step_model_fixed(manifest))
     scheduler = {
@@ -183,7 +185,7 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
         "apc": settings[case].get("apc"),
         "chunk_tokens": settings[case].get("chunk_tokens"),
     }
-    if manifest.get("engine") == "vllm":   # the vLLM engine's knobs, named as the real engine names them
+    if clock.is_vllm:   # the vLLM engine's knobs, named as the real engine names them
         scheduler = {"policy": manifest.get("policy"), **{key: config.get(key) for key in _VLLM_KNOBS}}
     expected = [name for name, _ in requests]
     priorities = {name: priority or 0 for name, priority in requests}

@@ -28,9 +28,10 @@ import os
 from ..base.files import open_regular
 from .explain_error import ExplainError
 from ..output.picture import WAIT_REASONS
+from ..core.clock import RunClock
 from ..core.records import TIMELINE_DETAILS
 from ..output.vllm_artifacts import preemption_problem
-from .vllm_explain import VLLM_STEP_FIELDS, StepClock, check_step_times, vllm_case_story, vllm_costs
+from .vllm_explain import VLLM_STEP_FIELDS, check_step_times, vllm_case_story, vllm_costs
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
@@ -152,11 +153,12 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
             raise ExplainError(f"{requests_path}: request {name!r} has no case {case!r}; its cases are "
                                f"{', '.join(row['case'] for row in all_rows)}")
 
-    # A run with --step-model (vllm-engine.md §6): the tick fields are µs of the step model's clock,
-    # summary.json is in ms; the story is told in ms (sched.analysis.vllm_explain).
-    step_clock = manifest.get("time_unit") == "ms"
-    makespans = _makespans(directory, 1000 if step_clock else 1)
-    vllm = manifest.get("engine") == "vllm"   # vLLM engine: steps, preemptions (sched.analysis.vllm_explain)
+    # The run's engine and clock, read once: a vLLM-engine run tells steps and preemptions
+    # (sched.analysis.vllm_explain); a --step-model run (vllm-engine.md §6) has µs tick fields and a
+    # summary.json in ms, and its story is told in ms.
+    clock = RunClock.from_manifest(manifest)
+    step_clock, vllm = clock.in_ms, clock.is_vllm
+    makespans = _makespans(directory, clock.ticks_per_unit)
     for row in rows:
         _check_times(row, requests_path, makespans.get(row["case"]))
         makespan = makespans.get(row["case"])
@@ -194,13 +196,12 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         costs = vllm_costs(manifest)
 
     first = rows[0]
-    clock = StepClock() if step_clock else None
     units = ("Times are ms of the step model's clock (each engine step lasts "
              f"{_formula(manifest)} ms; a prediction, not a measurement), work is tokens; read from requests.jsonl"
              if step_clock else
              "Times are ticks (one engine step each), work is tokens; read from requests.jsonl" if vllm else
              "Times are ticks (abstract), work is budget units; read from requests.jsonl")
-    arrives = f"at {clock.at(first['arrival'])}" if clock else f"at tick {first['arrival']}"
+    arrives = f"at {clock.at(first['arrival'])}"
     out = [f"{name}: arrives {arrives}, prompt {first.get('prompt_tokens', '?')} tokens, "
            f"{first.get('output_tokens', '?')} output tokens ({directory})",
            units + (" and timeline.jsonl." if ticks is not None else "." if detail != "full" else

@@ -27,6 +27,7 @@ import os
 
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from ..base.files import open_regular, read_regular_text
+from ..core.clock import RunClock
 from .trace import check_summary_row
 from ..output.vllm_artifacts import preemption_problem
 
@@ -113,11 +114,6 @@ def _is_count(value) -> bool:
 
 def _is_ms(value) -> bool:
     return value is None or (type(value) in (int, float) and value >= 0)
-
-
-def _unit(directory: str, manifest: dict) -> str:
-    """``"ms"`` for a ``--step-model`` run (``time_unit: ms``), else ``"ticks"``."""
-    return "ms" if manifest.get("time_unit") == "ms" else "ticks"
 
 
 def _summary_rows(directory: str) -> dict[str, dict]:
@@ -239,7 +235,8 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     message lists the cases they share).
     """
     manifests = [_manifest(d) for d in (dir_a, dir_b)]
-    units = [_unit(d, m) for d, m in zip((dir_a, dir_b), manifests)]
+    clocks = [RunClock.from_manifest(m) for m in manifests]   # each run's engine and clock, read once
+    units = [c.unit for c in clocks]
     if units[0] != units[1]:
         ms_dir, tick_dir = (dir_a, dir_b) if units[0] == "ms" else (dir_b, dir_a)
         raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
@@ -257,10 +254,8 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, manifests[0].get("engine") == "vllm",
-                                _async(manifests[0])),
-                      _requests(dir_b, sum_b, workloads[1], result.unit, manifests[1].get("engine") == "vllm",
-                                _async(manifests[1])))
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm, _async(manifests[0])),
+                      _requests(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm, _async(manifests[1])))
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():

@@ -18,9 +18,10 @@ prefix caching and 41 blocks)::
 
 from __future__ import annotations
 
+from ..core.clock import VLLM_STEPS, RunClock
 from .explain_error import ExplainError
 
-__all__ = ["VLLM_STEP_FIELDS", "StepClock", "check_step_times", "vllm_case_story", "vllm_costs"]
+__all__ = ["VLLM_STEP_FIELDS", "check_step_times", "vllm_case_story", "vllm_costs"]
 
 #: Most prefill lines printed per request (the rest are summed in one line).
 MAX_PREFILL_LINES = 12
@@ -41,67 +42,6 @@ VLLM_STEP_FIELDS = {
                       "an object of name -> name", False),
     "duration": (lambda v: type(v) is int and v >= 0, "a duration in ticks (integer >= 0)", False),
 }
-
-
-def _span(start: int, end: int) -> str:
-    return f"tick {start}" if start == end else f"ticks {start}–{end}"
-
-
-class TickClock:
-    """How the story writes times of a run whose tick is one engine step."""
-
-    def at(self, tick: int) -> str:
-        return f"tick {tick}"
-
-    def span(self, start: int, end: int) -> str:
-        """The ticks ``start`` up to ``end`` (excluded)."""
-        return _span(start, end - 1)
-
-    def length(self, start: int, end: int) -> str:
-        return f"{end - start} ticks"
-
-    def dur(self, ticks: int) -> str:
-        return str(ticks)
-
-    def step(self, tick: int) -> str:
-        return f"tick {tick}"
-
-    def steps(self, ticks: list[int]) -> str:
-        return _span(ticks[0], ticks[-1])
-
-    def end(self, tick: int, record: dict) -> int:
-        """When the step starting at ``tick`` stamps its tokens."""
-        return tick + 1
-
-
-def _ms(us: int) -> str:
-    return f"{us / 1000:.3f}".rstrip("0").rstrip(".")
-
-
-class StepClock(TickClock):
-    """Times of a step-model run (vllm-engine.md §6): the tick fields are µs, printed as ms (equal to
-    requests.jsonl's ``*_ms`` fields); steps last a + b*prompt + c*decode ms, so steps are counted."""
-
-    def at(self, tick: int) -> str:
-        return f"{_ms(tick)} ms"
-
-    def span(self, start: int, end: int) -> str:
-        return f"{_ms(start)}–{_ms(end)} ms"
-
-    def length(self, start: int, end: int) -> str:
-        return f"{_ms(end - start)} ms"
-
-    def dur(self, ticks: int) -> str:
-        return f"{_ms(ticks)} ms"
-
-    def step(self, tick: int) -> str:
-        return f"step at {_ms(tick)} ms"
-
-    def steps(self, ticks: list[int]) -> str:
-        return f"{len(ticks)} step{'s' if len(ticks) > 1 else ''}"
-
-    def end(self, tick: int, record: dict) -> int:
-        return tick + record.get("duration", 0)
 
 
 def check_step_times(row: dict, steps: dict[int, dict], requests_path: str, timeline_path: str) -> None:
@@ -138,11 +78,12 @@ def _stamps(row: dict) -> list[int]:
     return [start + k for start, count in row.get("token_runs") or [] for k in range(count)]
 
 
-def vllm_case_story(row: dict, steps: dict[int, dict] | None, clock: TickClock | None = None) -> list[str]:
+def vllm_case_story(row: dict, steps: dict[int, dict] | None, clock: RunClock = VLLM_STEPS) -> list[str]:
     """The story lines of one request (``row`` of requests.jsonl; ``steps``: tick -> its step record
-    for the steps naming it, or ``None`` without a full timeline; ``clock``: :class:`StepClock` for a
-    step-model run, whose times are then printed in ms)."""
-    c = clock or TickClock()
+    for the steps naming it, or ``None`` without a full timeline; ``clock``: the run's
+    :class:`sched.core.clock.RunClock`, :data:`~sched.core.clock.VLLM_MS` for a step-model run, whose
+    times are then printed in ms)."""
+    c = clock
     name, arrival, admitted, end = row["name"], row["arrival"], row["admitted_at"], row["done_at"]
     lines = [f"  arrival      {c.at(arrival)}"]
     queue_end = admitted if admitted is not None else end
@@ -160,13 +101,13 @@ def vllm_case_story(row: dict, steps: dict[int, dict] | None, clock: TickClock |
     if steps is not None and admitted is not None:
         lines += _prefill_lines(name, admitted, stamps, preempted_at, steps, c)
     first = row["first_token_at"]
-    lines.append(f"  first token  {c.at(first)} (TTFT {c.dur(first - arrival)})" if first is not None
+    lines.append(f"  first token  {c.at(first)} (TTFT {c.duration(first - arrival)})" if first is not None
                  else "  first token  none")
     for tick in preempted_at:
         lines.append("  preempted    " + _preemption(name, tick, stamps, steps, end, c))
     emitted, wanted = row.get("output_tokens_emitted"), row.get("output_tokens")
     if row["status"] == "ok":
-        lines.append(f"  end          {c.at(end)}, ok, {emitted} of {wanted} tokens (E2E {c.dur(end - arrival)})")
+        lines.append(f"  end          {c.at(end)}, ok, {emitted} of {wanted} tokens (E2E {c.duration(end - arrival)})")
     else:
         lines.append(f"  end          {c.at(end)}, {row['status']} with {emitted} of {wanted} tokens "
                      "(no latency counted)")
@@ -176,14 +117,14 @@ def vllm_case_story(row: dict, steps: dict[int, dict] | None, clock: TickClock |
     return lines
 
 
-def _prefill_lines(name, admitted, stamps, preempted_at, steps, c: TickClock) -> list[str]:
+def _prefill_lines(name, admitted, stamps, preempted_at, steps, c: RunClock) -> list[str]:
     """One line per step of the first prefill (admission up to the first token's step)."""
     last = (stamps[0] - 1) if stamps else min(preempted_at + [max(steps, default=admitted)])
     ticks = [t for t in sorted(steps) if admitted <= t <= last and name in steps[t]["scheduled"]]
     lines = []
     for t in ticks[:MAX_PREFILL_LINES]:
         done = (" (prompt complete: the first token is sampled in this step)"
-                if stamps and c.end(t, steps[t]) == stamps[0] else "")
+                if stamps and c.step_end(t, steps[t]) == stamps[0] else "")
         lines.append(f"  {'prefill' if not lines else '':<12} {c.step(t)}: {steps[t]['scheduled'][name]} tokens{done}")
     if len(ticks) > MAX_PREFILL_LINES:
         rest = ticks[MAX_PREFILL_LINES:]
@@ -191,7 +132,7 @@ def _prefill_lines(name, admitted, stamps, preempted_at, steps, c: TickClock) ->
     return lines
 
 
-def _preemption(name, tick, stamps, steps, end, c: TickClock) -> str:
+def _preemption(name, tick, stamps, steps, end, c: RunClock) -> str:
     """``at tick 41 to free KV blocks for S2; recomputed 312 tokens from tick 44 (ticks 44–46)``."""
     if steps is None:
         return f"at {c.at(tick)} (recompute); who needed the blocks and the recompute need --timeline full"

@@ -19,6 +19,7 @@ from ..output.artifacts import LabRun, render_artifacts, stream_artifacts
 from ..base.safe_write import check_target, write_artifacts
 from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree
 from ..base.cmdline import integer
+from ..core.clock import RunClock
 from ..core.config import ConfigError, EngineConfig, cases_for
 from ..lab.engine import estimate_walked_ticks, run_cases
 from ..core.records import TIMELINE_DETAILS
@@ -219,12 +220,13 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
     the run holds temporary files until :meth:`LabRun.close`).
     """
     timeline = timeline or default_timeline(workload)
-    if isinstance(config, VllmKnobs):
+    clock = RunClock(config.ENGINE)   # the run's engine and clock, made once: every renderer asks it
+    if clock.is_vllm:
         check_fits(workload, config, source)
         from ..vllm.async_step import simulate   # only a vLLM-engine run needs it (start-up); sync or async
         results = [simulate(workload, config, progress, timeline=timeline)]
         check_cases(results)
-        return LabRun(workload, config, config.policy, source, results, timeline)
+        return LabRun(workload, config, config.policy, source, results, timeline, clock=clock)
     from ..output.case_sections import open_case_sections   # only a large lab-engine run needs these (start-up)
     from ..runs.parallel import run_cases_in_workers, worth_workers
     if worth_workers(workload):  # large: the cases side by side, one per core (same results)
@@ -236,11 +238,12 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
                                                   render=render, prelude=prelude)
         workload_json = None if sections is None else sections.workload_json()
-        return LabRun(workload, config, policy, source, results, timeline, _summaries=summaries, _sections=sections,
+        return LabRun(workload, config, policy, source, results, timeline, clock=clock, _summaries=summaries,
+                      _sections=sections,
                       _workload_json=[] if workload_json is None else [workload_json])
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
-    return LabRun(workload, config, policy, source, results, timeline)
+    return LabRun(workload, config, policy, source, results, timeline, clock=clock)
 
 
 def default_timeline(workload) -> str:

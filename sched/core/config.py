@@ -38,6 +38,7 @@ class EngineConfig:
     cost, the one combination under which a run could never finish.
     """
 
+    ENGINE = "lab"   # the engine these knobs drive (sched.core.clock.RunClock.engine); not a field
     budget: int = 64
     decode_cost: int = 8
     max_active: int = 4

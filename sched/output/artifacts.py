@@ -14,20 +14,18 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .. import __version__
+from ..core.clock import UNITS_NOTE, RunClock
 from ..core.config import EngineConfig
 from .jsonl_lines import jsonl_chunks, jsonl_text, request_lines, sectioned_chunks, timeline_lines
 from ..core.metrics import SUMMARY_FIELDS, summarize
 from .picture import render_timeline_svg
 from ..core.records import CaseResult
 from .report import render_report
-from .vllm_picture import VllmLaneView
-from .vllm_artifacts import UNITS_NOTE_VLLM, is_vllm_run, manifest_config, table_header
+from .vllm_picture import lane_view
+from .vllm_artifacts import manifest_config, table_header
 from ..workload.specs import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
 
 __all__ = ["LabRun", "render_artifacts", "render_table", "stream_artifacts", "UNITS_NOTE"]
-
-UNITS_NOTE = ("Times are abstract ticks and work abstract budget units (a teaching model: no KV-cache "
-              "capacity, no eviction, no preemption); nothing here is milliseconds or GPU tokens/s.")
 
 
 #: Unit of each summary field that has one (``summary.json`` carries this map).
@@ -76,7 +74,13 @@ COLUMN_UNITS = {
 
 @dataclass(frozen=True, slots=True)
 class LabRun:
-    """A finished run: its input, knobs, source description and one result per case."""
+    """A finished run: its input, knobs, source description and one result per case.
+
+    ``clock``: the run's engine kind and clock (:class:`sched.core.clock.RunClock`), which every
+    renderer asks instead of looking at the knobs; made where the run is built. Left out, it is the
+    knobs' engine on its own ticks (``RunClock(config.ENGINE)``): a ``--step-model`` run names
+    :data:`sched.core.clock.VLLM_MS`.
+    """
 
     workload: list[RequestSpec]
     config: EngineConfig
@@ -84,6 +88,7 @@ class LabRun:
     source: str          # e.g. "scenario:baseline" or "workload:workload.json" (never a full path)
     results: list[CaseResult]
     timeline: str = "full"   # detail of the results' timeline records (sched.core.records.TIMELINE_DETAILS)
+    clock: RunClock | None = field(default=None, kw_only=True)
     _summaries: list = field(default_factory=list, repr=False, compare=False)
     _sha256: list = field(default_factory=list, repr=False, compare=False)
     #: ``[(workload.json text, its sha256)]`` once built (:meth:`workload_json`), else empty.
@@ -92,6 +97,10 @@ class LabRun:
     #: (:class:`sched.output.case_sections.CaseSections`; a case not written there is rendered from its
     #: result), or ``None``.
     _sections: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.clock is None:
+            object.__setattr__(self, "clock", RunClock(self.config.ENGINE))
 
     @property
     def summaries(self) -> list[dict]:
@@ -155,10 +164,10 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
 
     ``summaries`` may pass ``run.summaries`` when already computed.
     """
-    config = run.config
+    config, vllm = run.config, run.clock.is_vllm
     timeout = "no timeout" if config.timeout_ticks is None else f"timeout {config.timeout_ticks} ticks"
     # No source here: a replay of workload.json must reproduce this file byte for byte.
-    header = table_header(run) if is_vllm_run(run) else (
+    header = table_header(run) if vllm else (
         f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
         f"{run.workload_sha256[:12]} | "
         f"policy {run.policy} | budget {config.budget}, decode cost {config.decode_cost}, "
@@ -166,11 +175,11 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     # lab.md §6 columns, plus latency_samples: §5 says latency tables always report it; the vLLM
     # engine adds its preemptions (vllm-engine.md §5).
     columns = ("case", "P95 TTFT", "P95 ITL", "P95 TPOT", "output/tick", "hit tokens", "ok/arrived", "makespan",
-               "latency samples") + (("preemptions",) if is_vllm_run(run) else ())
+               "latency samples") + (("preemptions",) if vllm else ())
     rows = [columns]
     for result, s in zip(run.results, run.summaries if summaries is None else summaries):
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
-        extra = (str(sum(r.num_preemptions for r in result.requests)),) if is_vllm_run(run) else ()
+        extra = (str(sum(r.num_preemptions for r in result.requests)),) if vllm else ()
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
                      str(s["hit_tokens"]), _ok_cell(s), str(s["makespan"]),
                      str(s["latency_samples"])) + extra)
@@ -178,12 +187,7 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
     lines = ["  ".join([row[0].ljust(width0)] + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i])
              for row in rows]
-    return "\n".join([header, *lines, units_note(run)]) + "\n"
-
-
-def units_note(run: LabRun) -> str:
-    """The units note of ``run``'s engine (table, summary, manifest and picture carry it)."""
-    return UNITS_NOTE_VLLM if is_vllm_run(run) else UNITS_NOTE
+    return "\n".join([header, *lines, run.clock.units_note]) + "\n"
 
 
 def _manifest(run: LabRun) -> dict:
@@ -191,13 +195,13 @@ def _manifest(run: LabRun) -> dict:
     # A reduced timeline changes what timeline.jsonl and requests.jsonl hold, so it is named; a
     # full one (every lab scenario) leaves the manifest as it always was.
     detail = {} if run.timeline == "full" else {"timeline": run.timeline}
-    if is_vllm_run(run):   # the engine is named only when it is not the lab's (reference files unchanged)
+    if run.clock.is_vllm:   # the engine is named only when it is not the lab's (reference files unchanged)
         return {"tool": "infer-sched-lab", "version": __version__, "source": run.source, "engine": "vllm",
                 "workload_sha256": run.workload_sha256, "num_requests": len(run.workload), "policy": run.policy,
                 "config": manifest_config(run), "timeout_ticks": config.timeout_ticks,
                 "cases": [{"case": r.case.name, "batching": r.case.batching.value, "apc": r.case.apc,
                            "chunk_tokens": r.case.chunk_tokens} for r in run.results],
-                **detail, **_tick_ms(run.workload), "units": UNITS_NOTE_VLLM}
+                **detail, **_tick_ms(run.workload), "units": run.clock.units_note}
     return {
         "tool": "infer-sched-lab",
         "version": __version__,
@@ -212,7 +216,7 @@ def _manifest(run: LabRun) -> dict:
                    "chunk_tokens": r.case.chunk_tokens} for r in run.results],
         **detail,
         **_tick_ms(run.workload),
-        "units": UNITS_NOTE,
+        "units": run.clock.units_note,
     }
 
 
@@ -249,11 +253,11 @@ def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     workload_text, sha256 = run.workload_json()   # the workload's text built once
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
-    svg = render_timeline_svg(run.results, units_note(run), raw_summaries, VllmLaneView() if is_vllm_run(run) else None)
+    svg = render_timeline_svg(run.results, run.clock.units_note, raw_summaries, lane_view(run.clock))
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_text,
-        "summary.json": json.dumps({"units": units_note(run), "field_units": SUMMARY_UNITS,
+        "summary.json": json.dumps({"units": run.clock.units_note, "field_units": SUMMARY_UNITS,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": _summary_csv(raw_summaries),
@@ -261,5 +265,6 @@ def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
         "timeline.jsonl": jsonl(timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload),
+        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload,
+                                     run.clock.unit),
     }

@@ -16,7 +16,7 @@ import json
 
 from ..core.metrics import e2e, queue_wait, ttft
 from ..core.records import CaseResult, Status
-from .vllm_artifacts import is_vllm_run, timeline_lines as vllm_timeline_lines
+from .vllm_artifacts import timeline_lines as vllm_timeline_lines
 from ..workload.specs import RequestSpec
 
 __all__ = ["request_lines", "timeline_lines", "request_line_parts", "case_jsonl_lines", "jsonl_text",
@@ -51,9 +51,9 @@ def _line_parts(spec: RequestSpec) -> tuple[str, str, str, int]:
 
 def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None):
     if run.timeline != "full":
-        yield from _compact_request_lines(result, parts, is_vllm_run(run))
+        yield from _compact_request_lines(result, parts, run.clock.is_vllm)
         return
-    vllm = is_vllm_run(run)
+    vllm = run.clock.is_vllm
     for r in result.requests:
         line = {
             "case": result.case.name, "name": r.name, "arrival": r.spec.arrival,
@@ -118,7 +118,7 @@ def case_jsonl_lines(run, parts: list[tuple] | None = None) -> tuple:
 
 def timeline_lines(run):
     """Lines of ``timeline.jsonl``, case after case (dicts for ``full``, encoded text for ``counts``)."""
-    if is_vllm_run(run):
+    if run.clock.is_vllm:
         yield from vllm_timeline_lines(run)
         return
     for result in run.results:

@@ -105,7 +105,7 @@ def _workload_section(workload) -> str:
 
 
 def render_report(table_text: str, summaries: list[dict], fields, svg: str, units: dict | None = None,
-                  workload=None) -> str:
+                  workload=None, time_unit: str = "ticks") -> str:
     """The HTML page of one run.
 
     ``table_text``: the text of ``table.txt`` (its first line is the page's subtitle and the whole
@@ -115,8 +115,9 @@ def render_report(table_text: str, summaries: list[dict], fields, svg: str, unit
     fits a 1400-pixel screen however many fields there are; ``svg``: the text of
     ``timeline.svg``, embedded inline; ``units``: field -> short unit shown beside the field name
     (``output tokens per tick``); ``workload``: the run's request specs, listed under "Input
-    workload" (at most :data:`MAX_WORKLOAD_ROWS`; ``None`` leaves the section out). Returns the
-    page text.
+    workload" (at most :data:`MAX_WORKLOAD_ROWS`; ``None`` leaves the section out); ``time_unit``:
+    the unit word of the run's clock (:attr:`sched.core.clock.RunClock.unit`: ``ticks`` or ``ms``).
+    Returns the page text.
     """
     lines = table_text.splitlines()
     subtitle, note = (lines[0], lines[-1]) if lines else ("", "")
@@ -136,7 +137,7 @@ def render_report(table_text: str, summaries: list[dict], fields, svg: str, unit
 <p class="note">{escape(subtitle)}</p>
 <p class="note">{escape(note)}</p>
 <h2>Summary (one column per case)</h2>
-<p class="note">Latencies (ticks) count successful requests only (latency_samples says how many);
+<p class="note">Latencies ({escape(time_unit)}) count successful requests only (latency_samples says how many);
 percentiles by nearest rank; NA means an empty sample, never zero.</p>
 <div class="groups">
 {tables}

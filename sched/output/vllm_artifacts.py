@@ -1,6 +1,7 @@
 """What a vLLM-engine run writes differently from a lab run (vllm-engine.md §5; lab.md §7).
 
-The artifact writers of :mod:`sched.output.artifacts` ask this module for the few parts that depend on
+The artifact writers of :mod:`sched.output.artifacts`, for a run whose clock
+(:class:`sched.core.clock.RunClock`) names the vLLM engine, ask this module for the few parts that depend on
 the engine: the units note, the table header and its extra column, the manifest's configuration,
 the preemption fields of ``requests.jsonl`` and the step lines of ``timeline.jsonl``. Everything
 else (summary, CSV, picture frame, report) is shared.
@@ -24,19 +25,10 @@ from __future__ import annotations
 import json
 
 from .. import __version__
-from ..vllm.config import VllmKnobs
+from ..core.clock import UNITS_NOTE_VLLM
 
-__all__ = ["UNITS_NOTE_VLLM", "is_vllm_run", "table_header", "manifest_config", "timeline_lines",
+__all__ = ["UNITS_NOTE_VLLM", "table_header", "manifest_config", "timeline_lines",
            "preemption_problem"]
-
-UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each; work is tokens. vLLM 0.33.0's scheduler rules: "
-                   "KV blocks, recompute preemption, block-level prefix cache. Not milliseconds.")
-
-
-def is_vllm_run(run) -> bool:
-    """Whether ``run`` (a :class:`sched.output.artifacts.LabRun`) was simulated by the vLLM engine."""
-    return isinstance(run.config, VllmKnobs)
-
 
 def table_header(run) -> str:
     """The first line of ``table.txt`` for a vLLM run (no source: a replay gives the same bytes)."""

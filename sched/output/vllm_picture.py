@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from .picture import Segment, _Lane
 
-__all__ = ["VLLM_PHASES", "VllmLaneView"]
+__all__ = ["VLLM_PHASES", "VllmLaneView", "lane_view"]
 
 # Okabe–Ito colours, as in sched.output.picture.
 _GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
@@ -42,6 +42,12 @@ VLLM_PHASES = {
     "stalled": ("url(#tl-stalled)", "running, no budget left"),
     "skipped": ("url(#tl-skipped)", "decode skipped, no budget"),
 }
+
+
+def lane_view(clock) -> VllmLaneView | None:
+    """How ``timeline.svg`` cuts the lanes of a run on ``clock`` (a :class:`sched.core.clock.RunClock`):
+    a :class:`VllmLaneView` for the vLLM engine, ``None`` (the picture's own lab phases) for the lab's."""
+    return VllmLaneView() if clock.is_vllm else None
 
 
 class VllmLaneView:

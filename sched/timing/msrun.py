@@ -31,6 +31,7 @@ from fractions import Fraction
 from ..output.artifacts import LabRun, render_table, _manifest
 from ..output.jsonl_lines import request_lines, timeline_lines
 from ..base.cmdline import InputError
+from ..core.clock import UNITS_NOTE_MS, VLLM_MS
 from ..core.config import ConfigError
 from ..engines import check_cases
 from ..core.metrics import SUMMARY_FIELDS, summarize
@@ -43,9 +44,6 @@ from ..workload.specs import workload_tick_ms, workload_to_json
 
 __all__ = ["settle_knobs", "knobs_for", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
 
-UNITS_NOTE_MS = ("Times are milliseconds from a step model fitted to a real run (vLLM 0.33.0's scheduler rules, "
-                 "step_ms = a + b*prompt + c*decode); the engine's own clock (the tick fields) is in microseconds. "
-                 "A prediction, not a measurement.")
 #: Summary fields in time units (ticks of 1 µs -> ms) and in tokens per time (per µs -> per second).
 _TIME_FIELDS = ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait", "makespan",
                 "p50_queue_wait", "p99_queue_wait", "mean_queue_wait",
@@ -91,8 +89,8 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
                         progress=None) -> LabRun:
     """Simulate ``workload`` (arrivals in ms, see the module docstring) with ``model``'s step time.
 
-    Returns a :class:`LabRun` whose ``workload`` is the given one and whose results keep the
-    engine's microsecond clock. Deadlines are not supported here (``knobs.timeout_ticks`` must be
+    Returns a :class:`LabRun` whose ``workload`` is the given one, whose results keep the
+    engine's microsecond clock and whose ``clock`` says so (:data:`sched.core.clock.VLLM_MS`). Deadlines are not supported here (``knobs.timeout_ticks`` must be
     ``None``: a deadline can fall inside a step, which the engine's records do not yet express).
     Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
     """
@@ -103,7 +101,7 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
     check_fits(clocked, knobs, source)
     result = simulate(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
     check_cases([result])
-    return LabRun(workload, knobs, knobs.policy, source, [result], timeline)
+    return LabRun(workload, knobs, knobs.policy, source, [result], timeline, clock=VLLM_MS)
 
 
 def _ms(value):
@@ -177,7 +175,7 @@ def _table(run: LabRun, rows: list[dict], overridden: list[str], model: StepMode
     text = ["  ".join([row[0].ljust(widths[0])] + [c.rjust(widths[i]) for i, c in enumerate(row) if i])
             for row in lines]
     return "\n".join([header, *text, f"(times in ms; {_arrivals_note(run.workload)}; {_fitted_on_note(model)})",
-                      UNITS_NOTE_MS]) + "\n"
+                      run.clock.units_note]) + "\n"
 
 
 def _arrivals_note(workload) -> str:
@@ -199,8 +197,8 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
     rows = _summary_ms(run)
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
     manifest = _manifest(run)
-    manifest.update(time_unit="ms", tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
-                    units=UNITS_NOTE_MS, arrivals=_arrivals_note(run.workload), step_model={
+    manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
+                    units=run.clock.units_note, arrivals=_arrivals_note(run.workload), step_model={
         "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "formula": model.formula,
         "fitted_with": model.settings, "fitted_on": model.fitted_on, "overridden": overridden,
         "limits": limits_for(model.fitted_on) + ([
@@ -214,11 +212,11 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
     svg = render_ms_timeline_svg(run.results[0], "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
                                  "rules): a prediction, not a measurement.", summaries[0])
     units = {f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}
-    report = render_report(table, summaries, SUMMARY_FIELDS, svg, units).replace("Latencies (ticks)", "Latencies (ms)")
+    report = render_report(table, summaries, SUMMARY_FIELDS, svg, units, time_unit=run.clock.unit)
     return {
         "manifest.json": json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),
-        "summary.json": json.dumps({"units": UNITS_NOTE_MS, "time_unit": "ms", "field_units": MS_FIELDS,
+        "summary.json": json.dumps({"units": run.clock.units_note, "time_unit": run.clock.unit, "field_units": MS_FIELDS,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),

@@ -40,6 +40,7 @@ class VllmKnobs:
     Raises :class:`ConfigError` naming the flag.
     """
 
+    ENGINE = "vllm"   # the engine these knobs drive (sched.core.clock.RunClock.engine); not a field
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 256
     long_prefill_token_threshold: int = 0
