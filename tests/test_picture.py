@@ -305,7 +305,7 @@ class BoundedPictureTest(unittest.TestCase):
         fine = lane_segments(b, {0: 4}, None)
         self.assertEqual([(s.phase, s.start, s.end, s.tokens, s.emitted) for s in fine],
                          [("prefill", 0, 1, (4,), 0), ("skipped", 1, 4, (), 0), ("decode", 4, 6, (), 2)])
-        with mock.patch("sched.output.picture.MAX_SEGMENTS", 2):
+        with mock.patch("sched.output.lanes.MAX_SEGMENTS", 2):
             coarse = lane_segments(b, {0: 4}, None)
         self.assertEqual([(s.phase, s.start, s.end, s.emitted) for s in coarse],
                          [("prefill", 0, 1, 0), ("decode", 1, 6, 2)])

@@ -27,7 +27,7 @@ import os
 
 from ..base.files import open_regular
 from .explain_error import ExplainError
-from ..output.picture import WAIT_REASONS
+from ..output.lanes import WAIT_REASONS
 from ..core.clock import RunClock
 from ..core.records import TIMELINE_DETAILS
 from ..output.vllm_artifacts import preemption_problem
@@ -124,7 +124,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
 
     Returns text; ticks are the lab's abstract time, tokens are prompt or output tokens, budget
     in budget units. A queued request's wait is "no free slot" in a continuous case and "static
-    batch still running" in the static case (:data:`sched.output.picture.WAIT_REASONS`). Raises
+    batch still running" in the static case (:data:`sched.output.lanes.WAIT_REASONS`). Raises
     :class:`ExplainError` (one line naming the path, the line, the request and the field) when the
     directory or ``requests.jsonl`` is missing, the name or case is unknown, a line is not JSON or
     a field explain reads has the wrong type (e.g. ``first_token_at`` ``"x"``), or the directory

@@ -28,234 +28,31 @@ workload order; the picture says so), and a lane with more than :data:`MAX_SEGME
 drawn coarsely (stalled/chunked/skipped folded into prefill/decode). Without per-tick records
 (``CaseResult.ticks`` empty, ``None`` or counts records) prefill is one segment from admission to the end of
 prefill. Output is deterministic: no clock, no random ids, numbers with at most 2 decimals.
+The segments are cut in :mod:`sched.output.lanes`, the SVG primitives are :mod:`sched.output.svg`'s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from operator import attrgetter, sub
-
 from ..core.config import Batching
 from ..core.records import CaseResult, Request, Status
+from .lanes import (MAX_SEGMENTS, PHASES, WAIT_REASONS, Segment, end_of, lane_segments,  # noqa: F401 (names kept here)
+                    p95_ttft_request, prefill_by_request, segment_title)
+from .svg import (BLACK, GREEN, ORANGE, P95_FILL, P95_STROKE, SKY, VERMILLION, Svg, axis_step, escape, quoteattr,
+                  short_number)
 
 __all__ = ["axis_step", "MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
            "render_timeline_svg"]
 
 #: Most request lanes drawn per case; the picture names how many were left out.
 MAX_LANES = 40
-#: A lane with more segments than this is drawn coarsely (sub-phases folded into their phase).
-MAX_SEGMENTS = 200
-
-def escape(text: str) -> str:
-    """``&``, ``<`` and ``>`` as XML entities (what ``xml.sax.saxutils.escape`` gives; that module
-    is not imported because it loads the whole URL library, a visible share of a run's start-up)."""
-    return text.replace("&", "&amp;").replace(">", "&gt;").replace("<", "&lt;")
-
-
-def quoteattr(text: str) -> str:
-    """An XML attribute value with its quotes (what ``xml.sax.saxutils.quoteattr`` gives)."""
-    text = escape(text).replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
-    if '"' not in text:
-        return f'"{text}"'
-    return f"'{text}'" if "'" not in text else '"' + text.replace('"', "&quot;") + '"'
-
-
-# Okabe–Ito colours (colour-blind safe).
-_GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
-_GREEN, _VERMILLION, _BLACK = "#009e73", "#d55e00", "#000000"
-_P95_FILL, _P95_STROKE = "#fff1b8", "#e6c300"
 #: Narrowest cache-hit strip, in pixels (a hit stays visible however long the axis).
 _HIT_MIN_W = 8
-
-#: Phase -> (fill, legend label).
-PHASES = {
-    "waiting": (_GREY, "waiting: no slot / static batch"),  # the title says which (WAIT_REASONS)
-    "stalled": ("url(#tl-stalled)", "admitted, no budget left"),
-    "prefill": (_SKY, "prefill"),
-    "chunked": (_BLUE, "prefill, chunk cap reached"),
-    "decode": (_ORANGE, "decode (one token per tick)"),
-    "skipped": ("url(#tl-skipped)", "decode skipped, no budget"),
-}
-#: Why a queued request waits, by "is the case static batching" (lab.md §4): in a continuous case
-#: a queued request is admitted as soon as a slot frees (the policy only picks which one), so a
-#: wait means every slot was taken; static batching admits a new batch only once the whole
-#: previous batch has ended, so a wait there means that batch was still running, free slots or not.
-WAIT_REASONS = {False: "no free slot", True: "static batch still running"}
-_COARSE = {"stalled": "prefill", "chunked": "prefill", "skipped": "decode"}
 
 # Geometry in pixels.
 _LEFT, _PLOT_W, _RIGHT = 64, 860, 120
 _LANE_H, _LANE_GAP = 14, 5
 _HEAD_H, _AXIS_H, _CASE_GAP = 22, 18, 14
 _EXTRA_H = 20 + _LANE_H + _LANE_GAP + _AXIS_H   # the P95 request's own lane below the others
-
-
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """A run of ticks ``[start, end)`` of one request in one phase (a key of :data:`PHASES`).
-
-    ``tokens`` lists the prompt tokens computed per prefill tick (prefill phases, when tick
-    records exist); ``emitted`` counts the output tokens of a decode segment.
-    """
-
-    phase: str
-    start: int
-    end: int
-    tokens: tuple[int, ...] = ()
-    emitted: int = 0
-
-
-def _prefill_by_request(result: CaseResult, names: set[str]) -> dict[str, dict[int, int]] | None:
-    """name -> {tick: prefilled tokens} for ``names``, or None when no tick records exist."""
-    ticks = getattr(result, "ticks", None)
-    if not ticks or not hasattr(ticks[0], "prefilled"):  # no per-tick records (timeline counts/off)
-        return None
-    found: dict[str, dict[int, int]] = {name: {} for name in names}
-    for record in ticks:
-        for name, tokens in record.prefilled:
-            if name in found:
-                found[name][record.tick] = tokens
-    return found
-
-
-def _end_of(request: Request) -> int:
-    """The tick the lane ends: ``done_at``, or for an unfinished request its latest known tick."""
-    if request.done_at is not None:
-        return request.done_at
-    return max([request.spec.arrival, *request.token_times[-1:]])
-
-
-class _Lane:
-    """Builds segments, merging a run with the previous one when the (mapped) phase is the same."""
-
-    def __init__(self, phases: dict[str, str]) -> None:
-        self.phases = phases
-        self.runs: list[list] = []   # [phase, start, end, tokens list, emitted]
-
-    def add(self, phase: str, start: int, end: int, tokens: tuple[int, ...] = (), emitted: int = 0) -> None:
-        if end <= start:
-            return
-        phase = self.phases.get(phase, phase)
-        last = self.runs[-1] if self.runs else None
-        if last is not None and last[0] == phase and last[2] == start:
-            last[2] = end
-            last[3].extend(tokens)
-            last[4] += emitted
-        else:
-            self.runs.append([phase, start, end, list(tokens), emitted])
-
-    def segments(self) -> list[Segment]:
-        return [Segment(phase, start, end, tuple(tokens), emitted) for phase, start, end, tokens, emitted in self.runs]
-
-
-def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
-                  chunk_tokens: int | None) -> list[Segment]:
-    """Cut one request's life into segments (phases as in the module docstring).
-
-    ``prefill_ticks`` maps tick -> prompt tokens computed (from the case's tick records), or is
-    ``None`` when per-tick records are absent; ``chunk_tokens`` is the case's cap or ``None``.
-    Returns segments in time order; every tick from arrival to the end belongs to exactly one.
-    Work is proportional to the request's prefill ticks and runs of token stamps, not to its waiting time.
-    Example (static baseline, S1): waiting [1, 32), prefill [32, 35), decode [35, 51).
-    """
-    segments = _build(request, prefill_ticks, chunk_tokens, {})
-    if len(segments) > MAX_SEGMENTS:
-        segments = _build(request, prefill_ticks, chunk_tokens, _COARSE)
-    return segments
-
-
-def _build(request: Request, prefill_ticks, chunk_tokens, phases: dict[str, str]) -> list[Segment]:
-    lane = _Lane(phases)
-    end = _end_of(request)
-    admitted = request.admitted_at
-    lane.add("waiting", request.spec.arrival, end if admitted is None else admitted)
-    if admitted is None:
-        return lane.segments()
-    prefill_end = request.prefill_done_at
-    if prefill_end is None:
-        prefill_end = request.token_times[0] - 2 if request.token_times else end - 1
-    prefill_end = min(prefill_end, end - 1)
-    if prefill_ticks is None:
-        lane.add("prefill", admitted, prefill_end + 1)
-    else:
-        cursor, left = admitted, request.prefill_tokens
-        for tick in sorted(t for t in prefill_ticks if admitted <= t <= prefill_end):
-            tokens = prefill_ticks[tick]
-            lane.add("stalled", cursor, tick)
-            capped = chunk_tokens is not None and tokens == chunk_tokens and left > tokens
-            lane.add("chunked" if capped else "prefill", tick, tick + 1, (tokens,))
-            left -= tokens
-            cursor = tick + 1
-        lane.add("stalled", cursor, prefill_end + 1)
-    cursor = prefill_end + 1
-    for first, count in request.token_runs:  # a token stamped t + 1 was computed in tick t
-        lane.add("skipped", cursor, first - 1)
-        lane.add("decode", first - 1, first - 1 + count, emitted=count)   # one add per run of stamps
-        cursor = first - 1 + count
-    lane.add("skipped", cursor, end)
-    return lane.segments()
-
-
-def _num(value: float) -> str:
-    """A coordinate with at most 2 decimals and no trailing zeros (deterministic)."""
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
-
-
-def _ticks_text(start: int, end: int) -> str:
-    last = end - 1
-    count = end - start
-    span = f"tick {start}" if count == 1 else f"ticks {start}–{last}"
-    return f"{span} ({count} tick{'s' if count != 1 else ''})"
-
-
-def _segment_title(name: str, case: str, seg: Segment, prompt_tokens: int, static: bool = False) -> str:
-    where = f"{name} in {case}: "
-    ticks = _ticks_text(seg.start, seg.end)
-    if seg.phase == "waiting":
-        return where + f"waiting: {WAIT_REASONS[static]}, {ticks}"
-    if seg.phase == "stalled":
-        return where + f"admitted but no budget left for its prefill, {ticks}"
-    if seg.phase in ("prefill", "chunked"):
-        if not seg.tokens:
-            return where + f"prefill, {ticks} (per-tick tokens not recorded)"
-        shown = "+".join(str(t) for t in seg.tokens[:12]) + ("+…" if len(seg.tokens) > 12 else "")
-        label = "prefill capped by the chunk size" if seg.phase == "chunked" else "prefill"
-        return where + f"{label}, {ticks}: {shown} = {sum(seg.tokens)} of {prompt_tokens} prompt tokens"
-    if seg.phase == "decode":
-        n = seg.emitted
-        tokens = f"{n} output token{'s' if n != 1 else ''}"
-        if n == seg.end - seg.start:
-            return where + f"decode, {ticks}: {tokens} stamped {seg.start + 1}–{seg.end}"
-        return where + f"decode, {ticks}: {tokens}, {seg.end - seg.start - n} ticks skipped for lack of budget"
-    return where + f"decode skipped for lack of budget, {ticks}: no token"
-
-
-def axis_step(span: float, most_lines: int = 12) -> int:
-    """A 1-2-5 step (1, 2, 5, 10, 20, ...) giving at most ``most_lines`` labelled gridlines over
-    ``span`` (ticks here, ms in :mod:`sched.output.ms_picture`)."""
-    step = 1
-    while True:
-        for factor in (1, 2, 5):
-            if span / (step * factor) <= most_lines:
-                return step * factor
-        step *= 10
-
-
-class _Svg:
-    """Collects SVG lines; attributes are escaped and written in the given order."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def element(self, tag: str, title: str | None = None, text: str | None = None, **attrs) -> None:
-        rendered = "".join(f" {key.rstrip('_').replace('_', '-')}={quoteattr(str(value))}"
-                           for key, value in attrs.items())
-        if title is None and text is None:
-            self.lines.append(f"<{tag}{rendered}/>")
-            return
-        inner = (f"<title>{escape(title)}</title>" if title is not None else "") + escape(text or "")
-        self.lines.append(f"<{tag}{rendered}>{inner}</{tag}>")
 
 
 def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[dict] | None = None,
@@ -276,7 +73,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
     # A P95 request beyond the drawn lanes gets a lane of its own below them, on its own axis.
     extras = [p95 if p95 is not None and p95.index >= MAX_LANES else None for p95 in p95s]
     num_requests = len(results[0].requests) if results else 0
-    axis_start, axis_end, step, scale, x = _axis([(r.spec.arrival, _end_of(r)) for lanes in shown for r in lanes])
+    axis_start, axis_end, step, scale, x = _axis([(r.spec.arrival, end_of(r)) for lanes in shown for r in lanes])
 
     width = _LEFT + _PLOT_W + _RIGHT
     legend_y = 64 if num_requests > MAX_LANES else 48
@@ -287,12 +84,12 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
                + (_EXTRA_H if extra is not None else 0) for lanes, extra in zip(shown, extras)]
     height = header_h + sum(heights)
 
-    svg = _Svg()
+    svg = Svg()
     svg.lines.append(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
                      f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">')
     svg.element("title", text="Time line of every request in every case (ticks)")
     svg.lines.append("<defs>")
-    for pattern_id, colour in (("tl-stalled", _SKY), ("tl-skipped", _ORANGE)):
+    for pattern_id, colour in (("tl-stalled", SKY), ("tl-skipped", ORANGE)):
         svg.lines.append(f'<pattern id="{pattern_id}" width="5" height="5" patternUnits="userSpaceOnUse" '
                          f'patternTransform="rotate(45)"><rect width="5" height="5" fill="#ffffff"/>'
                          f'<rect width="2" height="5" fill="{colour}"/></pattern>')
@@ -305,7 +102,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         svg.element("text", text=f"Showing the first {MAX_LANES} of {num_requests} requests of each case "
                                  "(workload order), then the case's P95 TTFT request if it is not among them; "
                                  "every request is in requests.jsonl.",
-                    x=_LEFT, y=50, fill=_VERMILLION)
+                    x=_LEFT, y=50, fill=VERMILLION)
     _legend(svg, legend_y, rows, marks)
 
     y = header_h
@@ -319,7 +116,7 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
         bottom = top + len(lanes) * (_LANE_H + _LANE_GAP)
         _grid(svg, axis_start, axis_end, step, scale, x, top - 4, bottom)
         names = {r.name for r in lanes}
-        prefill = _prefill_by_request(result, names) if view is None else None
+        prefill = prefill_by_request(result, names) if view is None else None
         context = None if view is None else view.case_context(result, names)
         p95 = p95s[index]
         static = result.case.batching is Batching.STATIC
@@ -336,10 +133,10 @@ def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[di
             lane_y = bottom + _AXIS_H + 20
             svg.element("text", text=f"the P95 TTFT request, request {extra.index + 1} of the workload (its own tick axis):",
                         x=_LEFT, y=lane_y - 8, fill="#444444")
-            start, end, own_step, own_scale, own_x = _axis([(extra.spec.arrival, _end_of(extra))])
+            start, end, own_step, own_scale, own_x = _axis([(extra.spec.arrival, end_of(extra))])
             _grid(svg, start, end, own_step, own_scale, own_x, lane_y - 4, lane_y + _LANE_H + _LANE_GAP)
             _p95_band(svg, case, extra, lane_y, True)
-            ticks = _prefill_by_request(result, {extra.name}) if view is None else None
+            ticks = prefill_by_request(result, {extra.name}) if view is None else None
             viewed = None if view is None else (view, view.case_context(result, {extra.name}))
             _lane(svg, case, extra, ticks[extra.name] if ticks is not None else None, result.case.chunk_tokens,
                   lane_y, own_x, static, viewed, True)
@@ -363,12 +160,12 @@ def _axis(lives: list[tuple[int, int]]):
     scale = _PLOT_W / (end - start)
 
     def x(tick: float) -> str:
-        return _num(_LEFT + (tick - start) * scale)
+        return short_number(_LEFT + (tick - start) * scale)
 
     return start, end, step, scale, x
 
 
-def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int, bottom: int) -> None:
+def _grid(svg: Svg, start: int, end: int, step: int, scale: float, x, top: int, bottom: int) -> None:
     """Light per-tick lines when ticks are wide enough, labelled gridlines every ``step`` ticks."""
     if scale >= 6:
         path = "".join(f"M{x(t)} {top}V{bottom}" for t in range(start, end + 1) if t % step)
@@ -379,53 +176,36 @@ def _grid(svg: _Svg, start: int, end: int, step: int, scale: float, x, top: int,
         svg.element("text", text=str(t), x=x(t), y=bottom + 12, text_anchor="middle", fill="#444444")
 
 
-_FIRST_TOKEN_AT, _ARRIVAL = attrgetter("first_token_at"), attrgetter("spec.arrival")
-
-
-def p95_ttft_request(result: CaseResult) -> Request | None:
-    """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
-    requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
-    succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
-    ok = [r for r in result.requests if r.status is Status.DONE]   # r.succeeded, without a call per request
-    if not ok:
-        return None
-    ttfts = [*map(sub, map(_FIRST_TOKEN_AT, ok), map(_ARRIVAL, ok))]
-    rank = max(1, (95 * len(ok) + 99) // 100)
-    p95 = sorted(ttfts)[rank - 1]
-    tie = rank - sum(t < p95 for t in ttfts)   # the tie-th request with that TTFT, in workload order
-    return next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
-
-
-def _p95_band(svg: _Svg, case: str, request: Request, lane_y: int, extra: bool) -> None:
+def _p95_band(svg: Svg, case: str, request: Request, lane_y: int, extra: bool) -> None:
     """A pale band behind the lane of the case's P95-TTFT request (outside its lane group)."""
     ttft_value = request.first_token_at - request.spec.arrival
     where = f" (request {request.index + 1} of the workload, drawn after the first {MAX_LANES})" if extra else ""
     svg.element("rect", title=f"{request.name} in {case}: the P95 TTFT request, TTFT {ttft_value}{where}",
                 data_p95_request=request.name, x=4, y=lane_y - 2, width=_LEFT + _PLOT_W + _RIGHT - 8,
-                height=_LANE_H + 4, fill=_P95_FILL, stroke=_P95_STROKE, stroke_width=1)
+                height=_LANE_H + 4, fill=P95_FILL, stroke=P95_STROKE, stroke_width=1)
 
 
-def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x,
+def _lane(svg: Svg, case: str, request: Request, prefill_ticks, chunk_tokens, lane_y: int, x,
           static: bool = False, viewed=None, p95: bool = False) -> None:
     name = request.name
     mid = lane_y + _LANE_H / 2
     svg.lines.append(f"<g data-request={quoteattr(name)}>")
-    svg.element("text", text=name, x=_LEFT - 6, y=_num(mid + 4), text_anchor="end",
+    svg.element("text", text=name, x=_LEFT - 6, y=short_number(mid + 4), text_anchor="end",
                 **({"font_weight": "bold"} if p95 else {}))
     view, context = viewed if viewed is not None else (None, None)
     segments = (lane_segments(request, prefill_ticks, chunk_tokens) if view is None
                 else view.segments(context, request))
     for seg in segments:
         tokens = {"data_tokens": " ".join(map(str, seg.tokens))} if seg.tokens else {}
-        title = (_segment_title(name, case, seg, request.spec.prompt_tokens, static) if view is None
+        title = (segment_title(name, case, seg, request.spec.prompt_tokens, static) if view is None
                  else view.title(name, case, seg, request))
         svg.element("rect", title=title,
                     data_phase=seg.phase, data_from=seg.start, data_to=seg.end, **tokens,
-                    x=x(seg.start), y=lane_y, width=_num(float(x(seg.end)) - float(x(seg.start))),
+                    x=x(seg.start), y=lane_y, width=short_number(float(x(seg.end)) - float(x(seg.start))),
                     height=_LANE_H, fill=(PHASES if view is None else view.phases)[seg.phase][0])
     for at, title in (() if view is None else view.marks(request)):
         svg.element("path", title=title, data_mark="preemption", data_tick=at,
-                    d=f"M{_num(float(x(at)) - 5)} {lane_y - 4}h10l-5 8z", fill=_VERMILLION,
+                    d=f"M{short_number(float(x(at)) - 5)} {lane_y - 4}h10l-5 8z", fill=VERMILLION,
                     stroke="#ffffff", stroke_width=0.5)
     if request.admitted_at is not None and request.hit_tokens > 0:
         # The hit as a strip in the gap above the lane, at least _HIT_MIN_W pixels wide: visible
@@ -433,20 +213,20 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
         at, end = request.admitted_at, request.prefill_done_at
         left = float(x(at))
         right = max(float(x(end + 1)) if end is not None else left, left + _HIT_MIN_W)
-        svg.element("rect", x=_num(left), y=lane_y - 4, width=_num(right - left), height=3, fill=_GREEN)
+        svg.element("rect", x=short_number(left), y=lane_y - 4, width=short_number(right - left), height=3, fill=GREEN)
     if request.admitted_at is not None:
         at = request.admitted_at
         hit = request.hit_tokens > 0
         title = (f"{name} in {case}: admitted at tick {at} (queue wait {at - request.spec.arrival})"
                  + (f", cache hit: {request.hit_tokens} prefix tokens skipped" if hit else ", no cache hit"))
         svg.element("path", title=title, data_mark="cache-hit" if hit else "admission", data_tick=at,
-                    d=f"M{x(at)} {lane_y - 2}l6 {_num(_LANE_H / 2 + 2)}l-6 {_num(_LANE_H / 2 + 2)}z",
-                    fill=_GREEN if hit else _BLACK, stroke="#ffffff", stroke_width=0.5)
+                    d=f"M{x(at)} {lane_y - 2}l6 {short_number(_LANE_H / 2 + 2)}l-6 {short_number(_LANE_H / 2 + 2)}z",
+                    fill=GREEN if hit else BLACK, stroke="#ffffff", stroke_width=0.5)
     if request.first_token_at is not None:
         at = request.first_token_at
         svg.element("circle", title=f"{name} in {case}: first token at tick {at} (TTFT {at - request.spec.arrival})",
-                    data_mark="first-token", data_tick=at, cx=x(at), cy=_num(mid), r=3.5,
-                    fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
+                    data_mark="first-token", data_tick=at, cx=x(at), cy=short_number(mid), r=3.5,
+                    fill="#ffffff", stroke=BLACK, stroke_width=1.5)
     if request.done_at is not None:
         at = request.done_at
         label = _lane_label(request) + (" · P95 TTFT" if p95 else "")
@@ -454,25 +234,25 @@ def _lane(svg: _Svg, case: str, request: Request, prefill_ticks, chunk_tokens, l
             svg.element("path", title=f"{name} in {case}: timed out at tick {at} with "
                                       f"{len(request.token_times)} of {request.spec.output_tokens} tokens",
                         data_mark="timeout", data_tick=at, d=_cross(float(x(at)), lane_y - 1, _LANE_H + 2),
-                        stroke=_VERMILLION, stroke_width=2.5)
+                        stroke=VERMILLION, stroke_width=2.5)
         else:
             svg.element("rect", title=f"{name} in {case}: done at tick {at} (E2E {at - request.spec.arrival}, "
                                       f"{len(request.token_times)} tokens)",
-                        data_mark="done", data_tick=at, x=_num(float(x(at)) - 1), y=lane_y - 1,
-                        width=2.5, height=_LANE_H + 2, fill=_BLACK)
-        svg.element("text", text=label, x=_num(float(x(at)) + 6), y=_num(mid + 4), fill="#444444", font_size=10,
+                        data_mark="done", data_tick=at, x=short_number(float(x(at)) - 1), y=lane_y - 1,
+                        width=2.5, height=_LANE_H + 2, fill=BLACK)
+        svg.element("text", text=label, x=short_number(float(x(at)) + 6), y=short_number(mid + 4), fill="#444444", font_size=10,
                     **({"font_weight": "bold"} if p95 else {}))
     svg.lines.append("</g>")
 
 
 def _cross(center: float, top: float, size: float) -> str:
     """Path data of an X ``size`` pixels high, 8 pixels wide, centred on ``center``."""
-    return f"M{_num(center - 4)} {_num(top)}l8 {_num(size)}m0 -{_num(size)}l-8 {_num(size)}"
+    return f"M{short_number(center - 4)} {short_number(top)}l8 {short_number(size)}m0 -{short_number(size)}l-8 {short_number(size)}"
 
 
 def _case_facts(summary: dict) -> str:
     p95 = summary["p95_ttft"]
-    p95_text = "NA" if p95 is None else _num(float(p95))
+    p95_text = "NA" if p95 is None else short_number(float(p95))
     return (f"P95 TTFT {p95_text} · makespan {summary['makespan']} · hit tokens {summary['hit_tokens']} · "
             f"ok {summary['succeeded']}/{summary['arrived']}")
 
@@ -524,7 +304,7 @@ def _marker_rows(extra_marks=()) -> list[list[tuple[str | None, str]]]:
     return _wrap(marks, lambda entry: _marker_width(*entry))
 
 
-def _legend(svg: _Svg, y: int, rows=None, marks=None) -> None:
+def _legend(svg: Svg, y: int, rows=None, marks=None) -> None:
     """The phase swatches (one row for the lab engine), then the markers (:func:`_marker_rows`)."""
     for row in rows if rows is not None else _legend_rows(PHASES):
         x = _LEFT
@@ -541,23 +321,23 @@ def _legend(svg: _Svg, y: int, rows=None, marks=None) -> None:
         y += 16
 
 
-def _marker(svg: _Svg, mark: str | None, label: str, x: int, y: int) -> None:
+def _marker(svg: Svg, mark: str | None, label: str, x: int, y: int) -> None:
     """One legend entry: the marker as drawn on a lane, then its label."""
     if mark == "preemption":
-        svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=_VERMILLION)
+        svg.element("path", d=f"M{x - 1} {y}h10l-5 8z", fill=VERMILLION)
     elif mark in ("admission", "cache-hit"):
-        svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=_BLACK if mark == "admission" else _GREEN)
+        svg.element("path", d=f"M{x} {y - 1}l6 6l-6 6z", fill=BLACK if mark == "admission" else GREEN)
         if mark == "cache-hit":
-            svg.element("rect", x=x, y=y - 4, width=_HIT_MIN_W, height=3, fill=_GREEN)
+            svg.element("rect", x=x, y=y - 4, width=_HIT_MIN_W, height=3, fill=GREEN)
     elif mark == "p95":
-        svg.element("rect", x=x - 2, y=y - 1, width=14, height=12, fill=_P95_FILL, stroke=_P95_STROKE,
+        svg.element("rect", x=x - 2, y=y - 1, width=14, height=12, fill=P95_FILL, stroke=P95_STROKE,
                     stroke_width=1)
     elif mark == "first-token":
-        svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=_BLACK, stroke_width=1.5)
+        svg.element("circle", cx=x + 4, cy=y + 5, r=3.5, fill="#ffffff", stroke=BLACK, stroke_width=1.5)
     elif mark == "done":
-        svg.element("rect", x=x + 2, y=y - 1, width=2.5, height=12, fill=_BLACK)
+        svg.element("rect", x=x + 2, y=y - 1, width=2.5, height=12, fill=BLACK)
     elif mark == "timeout":
-        svg.element("path", d=_cross(x + 4, y - 1, 12), stroke=_VERMILLION, stroke_width=2.5)
+        svg.element("path", d=_cross(x + 4, y - 1, 12), stroke=VERMILLION, stroke_width=2.5)
     else:
         x -= 14
     svg.element("text", text=label, x=x + 14, y=y + 9)

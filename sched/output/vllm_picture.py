@@ -23,7 +23,7 @@ recompute together) is one ``preempted`` segment.
 
 from __future__ import annotations
 
-from .picture import Segment, _Lane
+from .lanes import Segment, _Lane
 
 __all__ = ["VLLM_PHASES", "VllmLaneView", "lane_view"]
 
