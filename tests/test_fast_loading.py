@@ -9,7 +9,7 @@ import json
 import random
 import unittest
 
-from sched.workload import validation
+from sched.workload import plain, validation
 from sched.output.picture import lane_segments
 from sched.core.records import Request, Status
 from sched.workload.specs import RequestSpec, WorkloadError, scenario, workload_to_json
@@ -41,11 +41,11 @@ class CanonicalShortcutTest(unittest.TestCase):
                              s.priority) for s in scenario("priority-mix")))
         want = [RequestSpec(s.name, s.arrival, s.prefix_key, s.prefix_tokens, s.suffix_tokens, s.output_tokens,
                             s.priority, tick_ms=30.0) for s in scenario("priority-mix")]
-        self.assertEqual(validation._canonical_specs(text, "w.json"), want)
+        self.assertEqual(plain.canonical_specs(text, "w.json"), want)
         self.assertEqual(validation.parse_workload(text, "w.json"), want)
         self.assertEqual(_careful(text), want)
         written = workload_to_json(scenario("baseline"), units=True)   # a run's workload.json
-        self.assertEqual(validation._canonical_specs(written, "w.json"), scenario("baseline"))
+        self.assertEqual(plain.canonical_specs(written, "w.json"), scenario("baseline"))
 
     def test_every_bad_value_gets_the_careful_message(self):
         long_name = "n" * 65
@@ -114,7 +114,7 @@ class CanonicalShortcutTest(unittest.TestCase):
                 text = _text(*lines) if header is None else _text(*lines, header=header)
                 if label != "arrival of 17 digits":   # longer numbers than the layout reads go the careful way
                     self.assertIsNotNone(canonical_columns(text))   # the lines are read, their values refused
-                self.assertIsNone(validation._canonical_specs(text, "w.json"))
+                self.assertIsNone(plain.canonical_specs(text, "w.json"))
                 with self.assertRaises(WorkloadError) as fast:
                     validation.parse_workload(text, "w.json")
                 with self.assertRaises(WorkloadError) as careful:
@@ -133,7 +133,7 @@ class CanonicalShortcutTest(unittest.TestCase):
         }
         for label, text in texts.items():
             with self.subTest(label):
-                self.assertIsNone(validation._canonical_specs(text, "w.json"))
+                self.assertIsNone(plain.canonical_specs(text, "w.json"))
                 self.assertEqual(validation.parse_workload(text, "w.json"), _careful(text))
 
     def test_the_shortcut_agrees_with_the_careful_path_on_random_files(self):
@@ -155,7 +155,7 @@ class CanonicalShortcutTest(unittest.TestCase):
                 want = _careful(text)
             except WorkloadError:
                 want = None
-            self.assertEqual(validation._canonical_specs(text, "w.json"), want, text)
+            self.assertEqual(plain.canonical_specs(text, "w.json"), want, text)
             accepted += want is not None
         self.assertGreater(accepted, 100)
 

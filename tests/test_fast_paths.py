@@ -5,7 +5,7 @@ import random
 import unittest
 from dataclasses import replace
 
-from sched.workload import validation as validation_module
+from sched.workload import plain as plain_module, rules as rules_module, validation as validation_module
 from sched.output.artifacts import LabRun, render_artifacts
 from sched.commands.run import run_lab
 from sched.core.config import EngineConfig
@@ -59,13 +59,13 @@ class PlainRequestShortcutTest(unittest.TestCase):
         for _ in range(3000):
             raw = {field: options[0] if rng.random() < 0.8 else rng.choice(options)   # options[0] is good
                    for field, options in values.items()
-                   if rng.random() < (0.97 if field in validation_module._PLAIN_KEYS else 0.3)}
-            fast = validation_module._plain_fields(raw)
-            problems, fields = validation_module._field_problems(raw, validation_module.REQUEST_RULES, "f")
+                   if rng.random() < (0.97 if field in plain_module.PLAIN_KEYS else 0.3)}
+            fast = plain_module.plain_fields(raw)
+            problems, fields = rules_module.field_problems(raw, rules_module.REQUEST_RULES, "f")
             if fast is not None:
                 accepted += 1
                 self.assertEqual((problems, fields), ([], fast), raw)
-            elif not problems and set(raw) <= validation_module._PLAIN_KEYS | {"priority"}:
+            elif not problems and set(raw) <= plain_module.PLAIN_KEYS | {"priority"}:
                 self.fail(f"a plain request took the long way: {raw}")
         self.assertGreater(accepted, 50)
 

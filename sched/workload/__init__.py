@@ -1,5 +1,6 @@
 """Workloads: the request records and scenarios (``specs``), workload files decoded (``file``) and
-checked (``validation``), real traces turned into workloads (``importers``).
+checked (``rules`` per field, ``plain`` the quick road, ``validation`` the rest), real traces turned
+into workloads (``importers``).
 
 May import: ``sched.base``.
 """

@@ -27,8 +27,8 @@ keeps the first N requests of the window. A row earlier than the first row is dr
 Option ranges (:data:`OPTION_RANGES`): every number must be finite; ``tick_ms`` in (0, 3,600,000],
 ``start`` >= 0, ``duration`` > 0, ``rate`` in [1e-6, 1e6] requests per second, ``cv`` (gamma only) in
 [0.01, 100]. A row the lab cannot run is dropped with its reason: token counts above
-:data:`sched.workload.validation.MAX_TOKENS`, an arrival beyond :data:`sched.workload.validation.MAX_ARRIVAL` ticks, a block
-id outside :data:`sched.workload.validation.MAX_BLOCK_ID`. The produced workload is then validated by the
+:data:`sched.workload.rules.MAX_TOKENS`, an arrival beyond :data:`sched.workload.rules.MAX_ARRIVAL` ticks, a block
+id outside :data:`sched.workload.rules.MAX_BLOCK_ID`. The produced workload is then validated by the
 workload loader's own rules, so ``import`` never writes what ``run`` refuses.
 
 Files: only regular files are read (a FIFO or device is refused, never waited on);
@@ -47,7 +47,8 @@ from datetime import datetime
 
 from ..base.files import open_regular
 from .specs import RequestSpec, WorkloadError, workload_to_json
-from .validation import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS, parse_workload
+from .rules import MAX_ARRIVAL, MAX_BLOCK_ID, MAX_TICK_MS, MAX_TOKENS
+from .validation import parse_workload
 
 __all__ = ["DEFAULT_TICK_MS", "MOONCAKE_BLOCK_TOKENS", "FORMATS", "Import", "ImportOptions",
            "import_trace", "arrival_offsets_ms", "OPTION_RANGES", "MAX_TICK_MS"]

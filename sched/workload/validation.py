@@ -1,23 +1,23 @@
 """Reading and validation of workload files (lab.md §2, §7).
 
 Validation (README "输入校验与退出码") collects every problem of a file, one line each naming the
-file, the request (index and name) and the field. The fields and their bounds live in two small tables,
-:data:`WORKLOAD_RULES` and :data:`REQUEST_RULES`; rules relating fields follow them.
-Decoding the file's text is :mod:`sched.workload.file`'s part.
+file, the request (index and name) and the field. The fields and their bounds live in two small tables
+(:mod:`sched.workload.rules`); the rules relating fields and requests follow here. The quick road
+for a plain file is :mod:`sched.workload.plain`'s; decoding the file's text is
+:mod:`sched.workload.file`'s.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
-from dataclasses import dataclass
-from itertools import repeat
-from typing import Callable
 
 from ..base.files import read_regular_text
+from .file import decode_json
+from .plain import canonical_specs as _canonical_specs, plain_fields as _plain_fields  # the quick road
+from .rules import (MAX_ARRIVAL, MAX_BLOCK_ID, MAX_NAME_LENGTH, MAX_PRIORITY, MAX_TICK_MS,  # noqa: F401 (kept here)
+                    MAX_TOKENS, REQUEST_RULES, WORKLOAD_RULES, closest_field, field_problems as _field_problems,
+                    name_problem, show as _show)
 from .specs import RequestSpec, WorkloadError
-from .file import HugeNumber, canonical_columns, decode_json
 
 __all__ = [
     "MAX_TOKENS",
@@ -34,136 +34,6 @@ __all__ = [
     "parse_workload",
     "validate_workload",
 ]
-
-
-#: Bounds of the integer fields. Beyond them a value is a typo, not a workload: a million tokens is
-#: longer than any model's context, and every walked tick costs simulation time.
-MAX_TOKENS = 10**6
-MAX_ARRIVAL = 10**9
-MAX_PRIORITY = 10**9
-#: Largest absolute value of an integer block id (a signed 64-bit hash; ids are compared exactly).
-MAX_BLOCK_ID = 2**63 - 1
-#: Largest ``tick_ms`` header value (one hour per tick), as ``import --tick-ms`` allows.
-MAX_TICK_MS = 3_600_000.0
-#: Longest request name in characters. A full timeline names every waiting and active request in
-#: every tick, so output grows with name length × ticks: 64 characters holds any real request id
-#: (a UUID is 36, vLLM's ``cmpl-`` + 32 hex digits 37) and keeps the full-timeline bound
-#: (FULL_TIMELINE_MAX_NAMES mentions) below about 70 MB.
-MAX_NAME_LENGTH = 64
-
-
-def _show(value) -> str:
-    """A JSON value as the learner wrote it, shortened for a one-line message."""
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _integer(low: int, high: int, unit: str):
-    """A field rule: an integer in ``[low, high]`` (``unit`` explains the upper bound)."""
-    def check(value) -> str | None:
-        if isinstance(value, bool):
-            return f"must be an integer, got {_show(value)} (a boolean)"
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return f"must be an integer, got {_show(value)} (not a number JSON allows)"
-            hint = f"; write {int(value)}" if value.is_integer() else ""
-            return f"must be an integer, got {_show(value)}{hint}"
-        if isinstance(value, str):
-            return f"must be an integer, got the string {_show(value)}"
-        if isinstance(value, HugeNumber):
-            if value.integer and value.negative:
-                return f"must be at least {low}, got {value}"
-            if value.integer:
-                return f"must be at most {high} ({unit}), got {value}"
-            return f"must be an integer, got {value}"
-        if not isinstance(value, int):
-            return f"must be an integer, got {_show(value)}"
-        if value < low:
-            return f"must be at least {low}, got {value}"
-        if value > high:
-            return f"must be at most {high} ({unit}), got {value}"
-        return None
-    return check
-
-
-def _text(value) -> str | None:
-    if not isinstance(value, str) or not value.strip():
-        return f"must be a non-empty string, got {_show(value)}"
-    if len(value) > MAX_NAME_LENGTH:
-        return f"must be at most {MAX_NAME_LENGTH} characters, got {len(value)}"
-    if not value.isprintable():
-        return f"must be printable (no tabs, line breaks or control characters), got {_show(value)}"
-    return None
-
-
-def name_problem(value) -> str | None:
-    """Why ``value`` cannot be a request ``name`` (lab.md §7: a printable string of 1..MAX_NAME_LENGTH
-    characters), as the tail of a message ("must be ..."); ``None`` when it can."""
-    return _text(value)
-
-
-def _string(value) -> str | None:
-    return None if isinstance(value, str) else f"must be a string, got {_show(value)}"
-
-
-def _key(value) -> str | None:
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        return f"must be a non-empty string or null, got {_show(value)}"
-    if value is not None and not _encodable(value):
-        return f"must be Unicode text that UTF-8 can write (no lone surrogate such as \\ud800), got {_show(value)}"
-    return None
-
-
-def _encodable(text: str) -> bool:
-    """Whether ``text`` can be written as UTF-8 (no lone surrogate from a ``\\ud800`` escape)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _tick_ms(value) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TICK_MS:
-        return f"must be a number of milliseconds above 0 and at most {MAX_TICK_MS:g}, got {_show(value)}"
-    return None
-
-
-def _request_list(value) -> str | None:
-    return None if isinstance(value, list) else f"must be a list of request objects, got {_show(value)}"
-
-
-@dataclass(frozen=True, slots=True)
-class _Rule:
-    """How one field is checked: required or optional, may it be null, and its value check."""
-
-    required: bool
-    check: Callable[[object], str | None]  # the value -> a problem text, or None when valid
-    nullable: bool = False
-
-
-#: Top-level fields of a workload file (lab.md §7).
-WORKLOAD_RULES = {
-    "requests": _Rule(True, _request_list),
-    "description": _Rule(False, _string),
-    "units": _Rule(False, _string),  # the note a run's workload.json carries; ignored when read
-    "block_size": _Rule(False, _integer(1, MAX_TOKENS, "tokens per block")),  # with prefix_blocks
-    "tick_ms": _Rule(False, _tick_ms),  # milliseconds per tick at import; provenance, carried unchanged
-}
-
-#: Fields of one request, in the order they are written (lab.md §2, §7; compare.md §1 for priority).
-REQUEST_RULES = {
-    "name": _Rule(True, _text),
-    "arrival": _Rule(True, _integer(0, MAX_ARRIVAL, "ticks")),
-    "prefix_key": _Rule(True, _key),
-    "prefix_tokens": _Rule(True, _integer(0, MAX_TOKENS, "tokens per request")),
-    "suffix_tokens": _Rule(True, _integer(0, MAX_TOKENS, "tokens per request")),
-    "output_tokens": _Rule(True, _integer(1, MAX_TOKENS, "tokens per request")),
-    "priority": _Rule(False, _integer(-MAX_PRIORITY, MAX_PRIORITY, "priority range"), nullable=True),
-    "prefix_blocks": _Rule(False, lambda value: _blocks(value), nullable=True),
-}
 
 
 def load_workload(path: str) -> list[RequestSpec]:
@@ -245,118 +115,10 @@ def validate_workload(data, source: str) -> list[RequestSpec]:
     return [_spec(fields, header.get("block_size"), header.get("tick_ms")) for _, fields, _ in requests]
 
 
-_PLAIN_KEYS = frozenset(("name", "arrival", "prefix_key", "prefix_tokens", "suffix_tokens", "output_tokens"))
-
-
-def _plain_fields(raw) -> dict | None:
-    """``raw`` as valid fields when it plainly passes every field rule of :data:`REQUEST_RULES`
-    (exactly the six required fields, plus ``priority`` or not, no field given twice, plain
-    integers in range, a printable name of at most :data:`MAX_NAME_LENGTH` characters, a non-empty
-    key or null); ``None`` otherwise, and the
-    full check (:func:`_field_problems`) decides. A shortcut only: it never accepts what the full
-    check refuses."""
-    if getattr(raw, "repeated", ()) or not _PLAIN_KEYS.issubset(raw) or len(raw) > 7:
-        return None
-    priority = raw.get("priority")
-    if len(raw) == 7 and ("priority" not in raw or priority is not None and (
-            type(priority) is not int or not -MAX_PRIORITY <= priority <= MAX_PRIORITY)):
-        return None
-    name, key, arrival = raw["name"], raw["prefix_key"], raw["arrival"]
-    prefix, suffix, output = raw["prefix_tokens"], raw["suffix_tokens"], raw["output_tokens"]
-    if (type(name) is str and name.strip() and len(name) <= MAX_NAME_LENGTH and name.isprintable()
-            and (key is None or type(key) is str and key.strip() and _encodable(key))
-            and type(arrival) is int and 0 <= arrival <= MAX_ARRIVAL
-            and type(prefix) is int and 0 <= prefix <= MAX_TOKENS
-            and type(suffix) is int and 0 <= suffix <= MAX_TOKENS
-            and type(output) is int and 1 <= output <= MAX_TOKENS):
-        return dict(raw)
-    return None
-
-
-def _canonical_specs(text: str, source: str) -> list[RequestSpec] | None:
-    """The requests of ``text`` when it is in the canonical layout (:func:`canonical_columns`), its
-    header passes :data:`WORKLOAD_RULES` and its columns :func:`_plain_columns`; ``None`` otherwise,
-    and the full decode and check decide. A shortcut only: it never accepts what they refuse, and
-    builds the same :class:`RequestSpec` list."""
-    found = canonical_columns(text)
-    if found is None:
-        return None
-    header_text, columns = found
-    try:
-        header = decode_json(header_text)
-    except (ValueError, RecursionError):
-        return None
-    if (not isinstance(header, dict) or _field_problems(header, WORKLOAD_RULES, source)[0]
-            or not _plain_columns(*columns)):
-        return None
-    none, block_size, tick_ms = repeat(None), repeat(header.get("block_size")), repeat(header.get("tick_ms"))
-    return [*map(RequestSpec, *columns, none, block_size, tick_ms)]
-
-
-def _plain_columns(names, arrivals, keys, prefixes, suffixes, outputs, priorities) -> bool:
-    """Whether requests given column by column (one value per request in each sequence) pass every
-    rule of :func:`validate_workload` for a request without ``prefix_blocks``: the field rules of
-    :data:`REQUEST_RULES` (a printable, non-blank name of at most :data:`MAX_NAME_LENGTH`
-    characters; integers in range; a non-blank key or None; priority None or in range), then
-    :func:`_request_problems` (a prompt of at least 1 token; key None exactly when prefix_tokens is
-    0) and :func:`_add_workload_problems` (unique names; one prefix_tokens per key)."""
-    if ({*map(type, names)} - {str} or {*map(type, keys)} - {str, type(None)}
-            or {*map(type, arrivals), *map(type, prefixes), *map(type, suffixes), *map(type, outputs)} - {int}
-            or {*map(type, priorities)} - {int, type(None)}):
-        return False
-    counts = [*arrivals, *prefixes, *suffixes]
-    given = [p for p in priorities if p is not None]
-    if (not all(map(str.strip, names)) or max(map(len, names), default=0) > MAX_NAME_LENGTH
-            or not all(map(str.isprintable, names)) or len(set(names)) < len(names)
-            or min(counts, default=0) < 0 or max(arrivals, default=0) > MAX_ARRIVAL
-            or max(prefixes, default=0) > MAX_TOKENS or max(suffixes, default=0) > MAX_TOKENS
-            or min(outputs, default=1) < 1 or max(outputs, default=1) > MAX_TOKENS
-            or any(abs(p) > MAX_PRIORITY for p in given) or not all(map(int.__add__, prefixes, suffixes))):
-        return False
-    pairs = set(zip(keys, prefixes))   # (key, prefix_tokens) as written: one pair per key, or a mismatch
-    return all((key is None) == (tokens == 0) and (key is None or key.strip() and _encodable(key))
-               for key, tokens in pairs) \
-        and len({key for key, _ in pairs}) == len(pairs)
-
 
 def _summary(problems: list[str]) -> str:
     return problems[0] if len(problems) == 1 else f"{len(problems)} problems; first: {problems[0]}"
 
-
-def _field_problems(raw: dict, rules: dict, where: str) -> tuple[list[str], dict]:
-    """Missing, unknown, repeated and ill-typed fields of one JSON object, one line each.
-
-    A misspelt field is reported once: as unknown, with the missing name it most likely means.
-    Returns the problems and the fields whose values passed their rule (name -> value).
-    """
-    problems = [f"{where} {field!r}: given more than once (JSON keeps only the last)"
-                for field in getattr(raw, "repeated", ())]
-    unknown = {field: _closest(field, rules) for field in raw if field not in rules}
-    valid = {}
-    for field, rule in rules.items():
-        if field not in raw:
-            if rule.required and field not in unknown.values():
-                problems.append(f"{where} {field!r}: missing")
-            continue
-        problem = None if rule.nullable and raw[field] is None else rule.check(raw[field])
-        if problem:
-            problems.append(f"{where} {field!r}: {problem}")
-        else:
-            valid[field] = raw[field]
-    for field, closest in unknown.items():
-        hint = f"did you mean {closest!r}?" if closest else "valid fields are " + ", ".join(rules)
-        problems.append(f"{where} {field!r}: unknown field; {hint}")
-    return problems, valid
-
-
-def _closest(field: str, rules: dict) -> str | None:
-    """The valid field name closest to ``field`` (ignoring case), or None when none is close."""
-    lowered = {name.lower(): name for name in rules}
-    match = difflib.get_close_matches(str(field).lower(), lowered, n=1, cutoff=0.6)
-    return lowered[match[0]] if match else None
-
-
-closest_field = _closest  # for other files' did-you-mean hints (step-model.json)
 
 
 def _request_problems(fields: dict, where: str) -> list[str]:
@@ -398,17 +160,6 @@ def _add_workload_problems(requests: list[tuple[str, dict, list[str]]], source: 
                          f"prefix_key {key!r} {first_tokens} tokens; an exact shared prefix has one length")
 
 
-# --- block-level prefixes (README §14): header ``block_size`` + per-request ``prefix_blocks`` -------
-
-def _blocks(value) -> str | None:
-    """Field rule of ``prefix_blocks``: a non-empty list of block ids, each an integer of absolute value
-    at most :data:`MAX_BLOCK_ID` or a non-empty string; ids are compared exactly (``1`` and ``"1"`` differ)."""
-    if not isinstance(value, list) or not value or not all(
-            (isinstance(b, int) and not isinstance(b, bool) and abs(b) <= MAX_BLOCK_ID)
-            or (isinstance(b, str) and b.strip()) for b in value):
-        return (f"must be a non-empty list of block ids (integers of absolute value at most 2**63 - 1, "
-                f"or non-empty strings), got {_show(value)}")
-    return None
 
 
 def _add_block_problems(requests: list[tuple[str, dict, list[str]]], header: dict, given: bool,
