@@ -1,4 +1,5 @@
-"""Tools that read a run's artifacts: ``explain``, ``check``, ``diff`` (``rundiff``), and ``compare``
+"""Tools that read a run's artifacts: ``explain`` (reading and checking its files in ``explain_input``,
+the stories in ``lab_explain`` and ``vllm_explain``), ``check``, ``diff`` (``rundiff``), and ``compare``
 (``trace`` and ``compare_sides`` read a run as a side).
 
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.output``.

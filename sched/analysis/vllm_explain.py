@@ -31,7 +31,7 @@ def _names(value) -> bool:
     return isinstance(value, list) and all(isinstance(n, str) for n in value)
 
 
-#: Shape checks of the step fields explain reads (see :func:`sched.analysis.explain._checked`).
+#: Shape checks of the step fields explain reads (see :func:`sched.analysis.explain_input.checked`).
 VLLM_STEP_FIELDS = {
     "case": (lambda v: isinstance(v, str), "a string", True),
     "tick": (lambda v: type(v) is int and v >= 0, "a tick (integer >= 0)", True),
