@@ -1,5 +1,6 @@
-"""The lab's tick engine (lab.md §3): prefix cache, admission policies, profiles, steady ticks, the
-engine and its invariants.
+"""The lab's tick engine (lab.md §3): prefix cache, admission policies, profiles, the engine (its
+waiting side, its decoding side, the tick and the loop), steady ticks, the cost estimate and the
+invariants.
 
 May import: ``sched.base``, ``sched.workload``, ``sched.core``.
 """

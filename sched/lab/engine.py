@@ -35,27 +35,29 @@ Example (the lab's baseline, continuous case)::
 from __future__ import annotations
 
 import gc
-import heapq
 
 from .cache import PrefixCache
-from ..core.config import Batching, Case, EngineConfig
+from ..core.config import Case, EngineConfig
+from .decoding import DecodingSide
+from .estimate import estimate_walked_ticks  # noqa: F401 (importable from here as before)
 from .policy import POLICIES
-from ..core.records import (TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord,
-                      _Clock)
+from ..core.records import TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord, _Clock
 from .steady import SteadyTicks
+from .waiting import WaitingSide
 from ..workload.specs import RequestSpec
 
-_WAITING, _PREFILL, _DECODE, _DONE = Status.WAITING, Status.PREFILL, Status.DECODE, Status.DONE
-
-
-def _first(item: tuple):
-    return item[0]
+_DECODE = Status.DECODE
 
 __all__ = ["Simulation", "simulate", "run_cases", "estimate_walked_ticks"]
 
 
-class Simulation:
+class Simulation(WaitingSide, DecodingSide):
     """One case of one run, advanced with :meth:`step` (one tick) and :meth:`run` (lab.md §3).
+
+    The tick's parts are three pieces: the waiting side (arrivals, deadlines, admission:
+    :class:`sched.lab.waiting.WaitingSide`), the decoding side (open runs, completions, the in-order
+    decode walk: :class:`sched.lab.decoding.DecodingSide`), and here the tick itself (prefill with
+    what is left, the record) and the loop over ticks.
 
     ``workload`` is the list of request specs in workload order; all state (queue, cache, clock)
     lives in the instance, so simulations never see each other. ``timeline`` is one of
@@ -258,139 +260,6 @@ class Simulation:
             self.ticks = self._counts.records()
         return CaseResult(self.case, self.config, self.requests, self.ticks, self.budget_spent, self.busy_ticks)
 
-    # --- helpers -------------------------------------------------------------------------------
-
-    def _arrive(self, t: int) -> None:
-        """Step 1 of tick ``t``: every request with arrival <= t joins the waiting queue."""
-        next_arrival, arrival_ticks = self._next_arrival, self._arrival_ticks
-        arrivals, waiting, key, arrived = self._arrivals, self._waiting, self._key, self._arrived
-        decode_cost = self.config.decode_cost
-        while next_arrival < len(arrival_ticks) and arrival_ticks[next_arrival] <= t:
-            request = arrivals[next_arrival]
-            next_arrival += 1
-            arrived.append(request)
-            heapq.heappush(waiting, (key(request.spec, request.index, decode_cost), request))
-            self._num_waiting += 1
-        self._next_arrival = next_arrival
-
-    def _waiting_names(self) -> list[str]:
-        return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]
-
-    def _open_run(self, request: Request, seq: int, start: int) -> None:
-        """Start the request's open run at stamp ``start``; schedule the stamp of its last token."""
-        request._open_from = start
-        last = start + request.spec.output_tokens - request._num_closed - 1
-        heapq.heappush(self._completions, (last, seq, start, request))
-
-    def _complete(self, stamp: int) -> list[str]:
-        """End, in active order, every request whose open run reaches its last token at ``stamp``;
-        returns their names."""
-        heap = self._completions
-        done = []
-        while heap and heap[0][0] <= stamp:
-            _, seq, start, request = heapq.heappop(heap)
-            if request.status is _DECODE and request._open_from == start:   # else a stale entry
-                done.append((seq, request))
-        if not done:
-            return []
-        done.sort(key=_first)   # admission order = active order
-        active = self._active
-        for seq, request in done:
-            request._close_run(stamp)
-            request.status = _DONE
-            request.done_at = stamp
-            del active[seq]
-        self._num_ended += len(done)
-        return [request.spec.name for _, request in done]
-
-    def _decode_in_order(self, t: int, remaining: int) -> tuple[list[str], list[str]]:
-        """The per-tick decode walk for a tick whose budget cannot pay every decoding request."""
-        decoded, finished = [], []
-        cost = self.config.decode_cost
-        for seq, request in list(self._active.items()):
-            if request.status is not Status.DECODE:
-                continue
-            if remaining < cost:
-                # Skipped for lack of budget: emits nothing this tick; its run closes at t.
-                if seq not in self._stalled:
-                    request._close_run(t)
-                    self._stalled[seq] = request
-                continue
-            remaining -= cost
-            if seq in self._stalled:
-                del self._stalled[seq]
-                self._open_run(request, seq, t + 1)
-            decoded.append(request.name)
-            if request._num_closed + t + 1 - request._open_from + 1 == request.spec.output_tokens:
-                request._close_run(t + 1)
-                self._end(request, Status.DONE, t + 1)
-                finished.append(request.name)
-                del self._active[seq]
-        return decoded, finished
-
-    def _expire(self, t: int) -> list[str]:
-        timeout = self.config.timeout_ticks
-        if timeout is None:
-            return []
-        expired = []
-        while self._deadline_cursor < len(self._arrived):
-            request = self._arrived[self._deadline_cursor]
-            if request.spec.arrival + timeout > t:
-                break
-            self._deadline_cursor += 1
-            if request.status.ended:
-                continue
-            # Ends at its deadline with what it already emitted (last stamp <= t); nothing is
-            # invented for it.
-            if request.status is Status.WAITING:
-                self._num_waiting -= 1
-            else:
-                seq = request._seq
-                request._close_run(t)
-                del self._active[seq]
-                self._prefilling.pop(seq, None)
-                self._stalled.pop(seq, None)
-            self._end(request, Status.TIMEOUT, request.spec.arrival + timeout)
-            expired.append(request.name)
-        return expired
-
-    def _admit(self, t: int) -> tuple[list[str], list[str]]:
-        """Admit waiting requests in policy order while slots are free; returns the names
-        admitted and those among them that hit the prefix cache."""
-        active = self._active
-        if not self._num_waiting or (self.case.batching is Batching.STATIC and active):
-            return [], []  # static: a new batch only once the whole previous batch ended
-        admitted, hits = [], []
-        waiting, prefilling = self._waiting, self._prefilling
-        room = self.config.max_active - len(active)
-        cache = self._cache if self.case.apc else None
-        seq = self._num_admitted
-        while waiting and room > 0:
-            request = heapq.heappop(waiting)[1]
-            if request.status is not _WAITING:
-                continue  # timed out while queued
-            request.status = _PREFILL
-            request.admitted_at = t
-            name = request.spec.name
-            if cache is not None:
-                request.hit_tokens = cache.hit_tokens(request.spec)
-                if request.hit_tokens:
-                    hits.append(name)
-            request._seq = seq
-            active[seq] = request
-            prefilling[seq] = request
-            admitted.append(name)
-            seq += 1
-            room -= 1
-        self._num_waiting -= len(admitted)
-        self._num_admitted = seq
-        return admitted, hits
-
-    def _end(self, request: Request, status: Status, at: int) -> None:
-        request.status = status
-        request.done_at = at
-        self._num_ended += 1
-
 
 def simulate(workload: list[RequestSpec], config: EngineConfig, case: Case, policy: str = "fcfs",
              progress=None, **options) -> CaseResult:
@@ -403,29 +272,3 @@ def run_cases(workload: list[RequestSpec], config: EngineConfig, cases, policy: 
               progress=None, **options) -> list[CaseResult]:
     """Simulate every case on the same workload, each from a cold start (lab.md §4)."""
     return [simulate(workload, config, case, policy, progress, **options) for case in cases]
-
-
-def estimate_walked_ticks(workload: list[RequestSpec], config: EngineConfig) -> int:
-    """A rough count of the ticks one case walks one at a time (the simulation's cost), before running it.
-
-    Every walked tick spends at most ``budget`` units: prefill needs ``Σ prompt tokens / budget``
-    ticks. Decoding is jumped over when the budget pays every active request's decode
-    (``min(max_active, N) × decode_cost <= budget``: about two event ticks per request);
-    otherwise each decode tick is walked, ``decode_cost × Σ output tokens / budget`` of them. A
-    deadline caps the total at the last arrival plus ``timeout_ticks``. Example: 1,000 requests
-    of 1,000 prompt and 1,000 output tokens, budget 64, decode cost 64, max active 4: about
-    1,015,625 ticks per case (the lab walks roughly 2 × 10⁵ ticks per second on a small laptop).
-    """
-    if not workload:
-        return 0
-    prompt = sum(spec.prompt_tokens for spec in workload)
-    output = sum(spec.output_tokens for spec in workload)
-    budget, cost = config.budget, config.decode_cost
-    if min(config.max_active, len(workload)) * cost <= budget:
-        decode = 2 * len(workload)
-    else:
-        decode = -(-cost * output // budget)
-    ticks = -(-prompt // budget) + decode
-    if config.timeout_ticks is not None:
-        ticks = min(ticks, max(spec.arrival for spec in workload) + config.timeout_ticks + 1)
-    return ticks
