@@ -143,7 +143,7 @@ class InvariantsCatchTest(unittest.TestCase):
             _extra_token(results[1])
             return results
         out = os.path.join(temp_dir(self), "run")
-        with mock.patch("sched.commands.run.run_cases", broken_run_cases):
+        with mock.patch("sched.runs.build.run_cases", broken_run_cases):
             code, stdout, err = run_cli(["--artifacts", out])
         self.assertEqual(code, 3)
         self.assertEqual(stdout, "")

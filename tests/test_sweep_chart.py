@@ -64,7 +64,7 @@ class SweepChartTest(unittest.TestCase):
 
 class SweepWarningTest(unittest.TestCase):
     def test_the_lab_profile_on_a_big_workload_warns_like_the_run(self):
-        with mock.patch("sched.commands.run.LAB_PROFILE_MAX_REQUESTS", 4):   # the baseline's 8 requests count as big
+        with mock.patch("sched.runs.scale.LAB_PROFILE_MAX_REQUESTS", 4):   # the baseline's 8 requests count as big
             code, _, err = run_cli(["sweep", "--loads", "1", "--workers", "1"])
             self.assertEqual(code, 0, err)
             self.assertIn("warning: the lab profile (budget 64, max active 4) is a teaching scale; with 8 requests", err)

@@ -30,7 +30,7 @@ from ..workload.specs import WorkloadError
 __all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
            "FULL_TIMELINE_MAX_REQUESTS",
            "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
-           "LONG_RUN_TICKS"]  # all but main defined in sched.commands.run, importable here as before
+           "LONG_RUN_TICKS"]  # all but main importable here as before (the run's work: sched.runs.build, sched.runs.scale)
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe

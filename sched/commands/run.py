@@ -1,8 +1,10 @@
 """The lab run, the default command: ``python3 infer_sched_lab.py [--scenario S | --workload FILE] [--artifacts DIR] ...``.
 
-Its flags (``_run_parser``, the engine flag helpers shared with ``sweep``), the flag-mixing
-refusals of the two engines, the scale warnings, :func:`run_lab` and the progress line. The
-entry point (:mod:`sched.commands.main`) dispatches here; this module never imports it.
+Its flags (``_run_parser``, the engine flag helpers shared with ``sweep``), the knobs they give,
+the flag-mixing refusals of the two engines and the progress line; then one call each to build the
+run (:func:`sched.runs.build.run_lab`, or :mod:`sched.timing.msrun` with ``--step-model``), warn
+about its scale (:mod:`sched.runs.scale`), render and write it. The entry point
+(:mod:`sched.commands.main`) dispatches here; this module never imports it.
 """
 
 from __future__ import annotations
@@ -15,41 +17,25 @@ import textwrap
 import time
 
 from .. import __version__
-from ..output.artifacts import LabRun, render_artifacts, stream_artifacts
+from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree, integer
 from ..base.safe_write import check_target, write_artifacts
-from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree
-from ..base.cmdline import integer
-from ..core.clock import RunClock
-from ..core.config import ConfigError, EngineConfig, cases_for
-from ..lab.engine import estimate_walked_ticks, run_cases
+from ..core.config import ConfigError, EngineConfig
 from ..core.records import TIMELINE_DETAILS
-from ..engines import check_cases
 from ..lab.policy import POLICIES
 from ..lab.profiles import PROFILES, profile_knobs
+from ..output.artifacts import render_artifacts, stream_artifacts
+from ..runs.build import (FULL_TIMELINE_MAX_NAMES, FULL_TIMELINE_MAX_REQUESTS, FULL_TIMELINE_MAX_TOKENS,  # noqa: F401
+                          default_timeline, run_lab)
+from ..runs.scale import LAB_PROFILE_MAX_REQUESTS, LONG_RUN_TICKS, long_run_warning, scale_warnings  # noqa: F401
 from ..vllm.config import VLLM_POLICIES, VllmKnobs, check_fits
 from ..workload.specs import SCENARIOS, scenario
 from ..workload.validation import load_workload
 
+#: Defined in the domain packages (sched.runs.build, sched.runs.scale), importable here as before.
 __all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
            "FULL_TIMELINE_MAX_REQUESTS",
            "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
            "LONG_RUN_TICKS"]
-
-#: Largest workload whose timeline is written in full by default: 1,000 requests keeps
-#: ``timeline.jsonl`` readable by hand (tens of MB at most) while every lab scenario stays full.
-FULL_TIMELINE_MAX_REQUESTS = 1000
-#: ... and at most this many prompt + output tokens: every walked tick advances at least one
-#: token, so this bounds the number of per-tick records (about 1 KB each in memory, per case).
-FULL_TIMELINE_MAX_TOKENS = 50_000
-#: ... and at most this many requests × tokens: a full record lists every waiting and active
-#: request by name, so this bounds the names written (about 1 million names ~ 10 MB of JSON).
-FULL_TIMELINE_MAX_NAMES = 1_000_000
-#: Above this many requests the ``lab`` profile draws a warning (a teaching scale).
-LAB_PROFILE_MAX_REQUESTS = 5000
-#: Above this many estimated walked ticks (all cases, all sweep points) a run draws a warning with
-#: the estimate: at the roughly 2 × 10⁵ ticks per second of a small laptop, 10⁸ is some minutes.
-LONG_RUN_TICKS = 10**8
-WALKED_TICKS_PER_SECOND = 200_000
 
 
 def _positive_int(text: str) -> int:
@@ -199,95 +185,6 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                              "and keeps time in ms (vllm-engine.md §6)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
-
-
-def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", source: str = "scenario:baseline",
-            progress=None, timeline: str | None = None, *, sections: bool = True) -> LabRun:
-    """Simulate the four cases of lab.md §4 on ``workload``; returns the finished :class:`LabRun`.
-
-    With a :class:`VllmKnobs` ``config`` the vLLM engine runs instead (vllm-engine.md): one case
-    named ``vllm``, its policy the knobs' own (``policy`` is ignored); a request that could never
-    fit the KV cache raises :class:`ConfigError` before anything runs.
-
-    ``progress``: optional display hook, see :meth:`sched.lab.engine.Simulation.run`. ``timeline`` is
-    the detail level (``None``: :func:`default_timeline` for the workload's size). Every case is
-    checked against the model's invariants (:mod:`sched.engines`); a broken one raises
-    :class:`sched.core.invariants.InvariantError` (a :class:`SimulationError`), as does a stalled
-    simulation. A workload of :data:`sched.runs.parallel.MIN_REQUESTS_FOR_WORKERS` requests or more is
-    simulated in worker processes, one case per core (:mod:`sched.runs.parallel`; same results), and
-    unless ``sections`` is false (artifacts that will not be written) each case's
-    ``requests.jsonl``/``timeline.jsonl`` lines are rendered there too (:mod:`sched.output.case_sections`;
-    the run holds temporary files until :meth:`LabRun.close`).
-    """
-    timeline = timeline or default_timeline(workload)
-    clock = RunClock(config.ENGINE)   # the run's engine and clock, made once: every renderer asks it
-    if clock.is_vllm:
-        check_fits(workload, config, source)
-        from ..vllm.async_step import simulate   # only a vLLM-engine run needs it (start-up); sync or async
-        results = [simulate(workload, config, progress, timeline=timeline)]
-        check_cases(results)
-        return LabRun(workload, config, config.policy, source, results, timeline, clock=clock)
-    from ..output.case_sections import open_case_sections   # only a large lab-engine run needs these (start-up)
-    from ..runs.parallel import run_cases_in_workers, worth_workers
-    if worth_workers(workload):  # large: the cases side by side, one per core (same results)
-        cases = cases_for(config)
-        # Each case's requests.jsonl/timeline.jsonl lines rendered where it is simulated (same bytes).
-        sections = open_case_sections(len(cases)) if sections and timeline != "full" else None
-        render = None if sections is None else sections.renderer(workload, config, policy, source, timeline)
-        prelude = None if sections is None else lambda: sections.write_workload(workload)   # workload.json
-        results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
-                                                  render=render, prelude=prelude)
-        workload_json = None if sections is None else sections.workload_json()
-        return LabRun(workload, config, policy, source, results, timeline, clock=clock, _summaries=summaries,
-                      _sections=sections,
-                      _workload_json=[] if workload_json is None else [workload_json])
-    results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
-    check_cases(results)
-    return LabRun(workload, config, policy, source, results, timeline, clock=clock)
-
-
-def default_timeline(workload) -> str:
-    """``full`` for a small workload, ``counts`` above the bounds.
-
-    Small: at most :data:`FULL_TIMELINE_MAX_REQUESTS` requests, at most
-    :data:`FULL_TIMELINE_MAX_TOKENS` prompt + output tokens in all (which bounds the ticks walked),
-    and at most :data:`FULL_TIMELINE_MAX_NAMES` requests × tokens (which bounds the names listed).
-    """
-    if len(workload) > FULL_TIMELINE_MAX_REQUESTS:
-        return "counts"
-    tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
-    small = tokens <= FULL_TIMELINE_MAX_TOKENS and len(workload) * tokens <= FULL_TIMELINE_MAX_NAMES
-    return "full" if small else "counts"
-
-
-def scale_warnings(workload, profile: str, timeline: str | None) -> list[str]:
-    """One-line warnings (stderr only, never in artifacts) for a run at a scale its flags do not
-    suit: the ``lab`` profile above :data:`LAB_PROFILE_MAX_REQUESTS` requests, and an explicit
-    ``--timeline full`` where :func:`default_timeline` would not choose it (one record per walked
-    tick, built in memory: gigabytes on a real trace)."""
-    warnings = []
-    if profile in ("lab", None) and len(workload) > LAB_PROFILE_MAX_REQUESTS:
-        warnings.append(f"the lab profile (budget 64, max active 4) is a teaching scale; with {len(workload)} "
-                        "requests consider --profile vllm")
-    if timeline == "full" and default_timeline(workload) != "full":
-        warnings.append(f"--timeline full on {len(workload)} requests keeps one record per walked tick in memory "
-                        "and may write gigabytes; consider --timeline counts")
-    return warnings
-
-
-def long_run_warning(workload, config: EngineConfig, points: int = 1) -> str | None:
-    """A one-line warning when the estimated work (:func:`sched.lab.engine.estimate_walked_ticks` × the
-    four cases × ``points`` sweep points) exceeds :data:`LONG_RUN_TICKS`, with the estimate in ticks
-    and in time at :data:`WALKED_TICKS_PER_SECOND`; ``None`` otherwise. The run is not refused."""
-    ticks = estimate_walked_ticks(workload, config) * len(cases_for(config)) * points
-    if ticks <= LONG_RUN_TICKS:
-        return None
-    minutes = ticks / WALKED_TICKS_PER_SECOND / 60
-    when = f"{minutes:.0f} minutes" if minutes < 120 else f"{minutes / 60:.0f} hours"
-    return (f"about {ticks:.2g} ticks to simulate one by one ({len(workload)} requests, budget {config.budget}, "
-            f"decode cost {config.decode_cost}, max active {config.max_active}): roughly {when} at "
-            f"{WALKED_TICKS_PER_SECOND:,} ticks per second; a larger --budget, a smaller --decode-cost or "
-            "--profile vllm makes it shorter (Ctrl-C stops it cleanly)")
 
 
 def config_from_args(args) -> EngineConfig:

@@ -14,7 +14,8 @@ from ..base.safe_write import check_target, refuse_kind_file, write_artifacts, w
 from ..base.cmdline import EXIT_OK, LineParser
 from ..base.cmdline import decimal, integer
 from ..core.config import ConfigError
-from .run import _add_engine_flags, _positive_int, config_from_args, long_run_warning, scale_warnings
+from .run import _add_engine_flags, _positive_int, config_from_args
+from ..runs.scale import long_run_warning, scale_warnings
 from ..workload.specs import SCENARIOS, WorkloadError, scenario, workload_to_json
 from ..workload.validation import load_workload
 

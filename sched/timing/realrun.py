@@ -1,3 +1,4 @@
+# One piece for now (~640 lines): other changes to its readers land this round; split planned after (a module per result format, the run writer apart).
 """Import of real measurements (compare.md §4, formats.md): a real engine's per-request results as a run.
 
 Input: a result file (``import-results FILE``, formats below), optionally the exported

@@ -1,3 +1,4 @@
+# One piece for now (VllmSimulation ~290 lines): vLLM's schedule() step is one function in vLLM too; split planned after this round's engine changes.
 """The vLLM engine: one step of vLLM 0.33.0's scheduler at a time (vllm-engine.md §2).
 
 Each step at time ``T``: arrivals join the waiting queue, expired deadlines abort their requests
