@@ -97,7 +97,7 @@ class RunCarriesItsClockTest(unittest.TestCase):
     """The clock a run is built with is the one its manifest gives back."""
 
     def test_lab_and_vllm_runs(self):
-        from sched.commands.run import run_lab
+        from sched.runs.build import run_lab
         workload = scenario("baseline")
         for config, clock in ((EngineConfig(), LAB_TICKS), (VllmKnobs(), VLLM_STEPS)):
             with self.subTest(engine=clock.engine):
