@@ -42,6 +42,9 @@ class WaitingSide:
     def _waiting_names(self) -> list[str]:
         return [r.name for _, r in sorted(self._waiting, key=lambda item: item[0]) if r.status is Status.WAITING]
     def _expire(self, t: int) -> list[str]:
+        """Step 2 of tick ``t``: every unended request whose deadline (arrival + ``timeout_ticks``) is
+        at or before ``t`` ends as a timeout at its deadline, freeing its slot before admission;
+        returns their names in arrival order."""
         timeout = self.config.timeout_ticks
         if timeout is None:
             return []
