@@ -69,6 +69,8 @@ SUBCOMMANDS: dict = {
     "diff": (_lazy("analysis.rundiff", "command"), "two runs request by request: who got faster or slower, and by how many ticks"),
     "check": (_lazy("commands.tools", "_main_check"), "compare a run with a reference directory, field by field (instructors)"),
     "zip": (_lazy("commands.tools", "_main_zip"), "build the lab ZIP (instructors)"),
+    "handin": (_lazy("commands.course", "handin_command"), "bundle your runs and notes into one hand-in ZIP (learners)"),
+    "grade": (_lazy("commands.course", "grade_command"), "grade a class: every hand-in against the reference, re-simulated; a CSV (instructors)"),
     "compare": (_lazy("commands.compare", "command"), "decide whether a candidate scheduler should replace a baseline"),
     "export": (_lazy("timing.export", "export_command"), "write a workload for a real serving engine's benchmark client"),
     "import-results": (_lazy("timing.realrun", "import_command"), "bring a real engine's per-request results back as a run"),
