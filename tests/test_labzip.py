@@ -7,6 +7,7 @@ whole suite twice would double the learner's ``python3 -m unittest``. The ZIP th
 built once for the class (by the ``zip`` command).
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -16,8 +17,11 @@ import unittest
 import zipfile
 from unittest import mock
 
-from sched.runs.labzip import TOP_FOLDER, LabZipError, build_lab_zip, lab_files
-from tests.helpers import PROJECT, read, run_cli, temp_dir
+from sched import __version__
+from sched.runs.labzip import (COURSE_DATA, DATA_FOLDER, TOP_FOLDER, LabZipError, build_lab_zip, course_data_dir,
+                               default_zip_name, lab_files, source_commit)
+from sched.runs.labverify import verify_lab_zip
+from tests.helpers import PROJECT, full_only, read, run_cli, temp_dir
 
 NESTED = "INFER_SCHED_LAB_NESTED"
 FULL = "ISL_LABZIP_FULL"
@@ -44,15 +48,17 @@ class LabZipTest(unittest.TestCase):
             infos = archive.infolist()
         names = [info.filename for info in infos]
         self.assertEqual(names, sorted(names))
-        self.assertTrue(all(name.startswith(f"{TOP_FOLDER}/") for name in names))
-        inside = {name[len(TOP_FOLDER) + 1:] for name in names}
+        data = {name[len(DATA_FOLDER) + 1:] for name in names if name.startswith(f"{DATA_FOLDER}/")}
+        self.assertLessEqual(data, set(COURSE_DATA))   # beside the lab: only the course data the handbook uses
+        self.assertTrue(all(name.startswith(f"{TOP_FOLDER}/") for name in names if not name.startswith(f"{DATA_FOLDER}/")))
+        inside = {name[len(TOP_FOLDER) + 1:] for name in names if name.startswith(f"{TOP_FOLDER}/")}
         for required in ("infer_sched_lab.py", "sched/commands/main.py", "sched/lab/engine.py", "workloads/baseline.json",
                          "expected/baseline/requests.jsonl", "expected/baseline/timeline.svg", "tests/helpers.py",
                          "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
                          ".ci/run"):
             self.assertIn(required, inside)
         allowed_tops = {"infer_sched_lab.py", "sched", "bench", "workloads", "expected", "tests", "prediction.md",
-                        "diagnosis.md", "README.md", "docs", "pyproject.toml", ".ci"}
+                        "diagnosis.md", "README.md", "docs", "pyproject.toml", ".ci", "LAB.json"}
         for name in inside:
             with self.subTest(entry=name):
                 top = name.split("/")[0]
@@ -66,10 +72,60 @@ class LabZipTest(unittest.TestCase):
             mode = (info.external_attr >> 16) & 0o777
             self.assertEqual(mode, 0o755 if info.filename.endswith(("/infer_sched_lab.py", "/.ci/run")) else 0o644)
 
+    def test_lab_record_names_the_version_the_commit_and_the_course_data(self):
+        with zipfile.ZipFile(self.zip_path) as archive:
+            record = json.loads(archive.read(f"{TOP_FOLDER}/LAB.json"))
+            names = archive.namelist()
+        self.assertEqual((record["kind"], record["version"]), ("lab-zip", __version__))
+        self.assertEqual(record["source_commit"], source_commit(PROJECT))
+        included = record["course_data"]["included"]
+        self.assertEqual(sorted(f"{DATA_FOLDER}/{p}" for p in included), sorted(n for n in names if n.startswith("shared/")))
+        self.assertEqual(sorted(included + record["course_data"]["left_out"]), sorted(COURSE_DATA))
+        if course_data_dir(PROJECT) is not None:   # the course workspace: the handbook's traces travel with the lab
+            self.assertIn("traces/AzureLLMInferenceTrace_conv.csv", included)
+            self.assertIn("traces/SOURCES.md", included)
+
+    def test_default_name_carries_the_version_and_the_commit(self):
+        self.assertEqual(default_zip_name(None), f"inference-scheduler-lab-{__version__}.zip")
+        self.assertEqual(default_zip_name("0123456789abcdef0123456789abcdef01234567"),
+                         f"inference-scheduler-lab-{__version__}-0123456789ab.zip")
+        self.assertEqual(default_zip_name("0123456789abcdef0123456789abcdef01234567-dirty"),
+                         f"inference-scheduler-lab-{__version__}-0123456789ab-dirty.zip")
+
+    def test_without_course_data_the_record_says_what_is_left_out(self):
+        out = os.path.join(temp_dir(self), "lab.zip")
+        code, stdout, err = run_cli(["zip", "-o", out, "--no-data"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("left out", stdout)
+        self.assertIn("14.1", stdout)
+        with zipfile.ZipFile(out) as archive:
+            record = json.loads(archive.read(f"{TOP_FOLDER}/LAB.json"))
+            self.assertFalse(any(name.startswith("shared/") for name in archive.namelist()))
+        self.assertEqual(record["course_data"]["included"], [])
+        self.assertEqual(record["course_data"]["left_out"], list(COURSE_DATA))
+
+    def test_verify_runs_the_baseline_from_the_zip(self):
+        lines = verify_lab_zip(self.zip_path)
+        self.assertTrue(lines[-1].startswith("verified"), lines)
+        self.assertIn("no differences", lines[-2])
+
+    @full_only("a damaged golden file in a ZIP fails --verify")
+    def test_verify_fails_on_a_damaged_golden_file(self):
+        damaged = os.path.join(temp_dir(self), "damaged.zip")
+        with zipfile.ZipFile(self.zip_path) as source, zipfile.ZipFile(damaged, "w") as out:
+            for info in source.infolist():
+                data = source.read(info)
+                if info.filename == f"{TOP_FOLDER}/expected/baseline/table.txt":
+                    data = data.replace(b"26", b"25", 1)
+                out.writestr(info, data)
+        lines = verify_lab_zip(damaged)
+        self.assertTrue(lines[-1].startswith("NOT verified: check runs/baseline expected/baseline"), lines)
+        self.assertIn("table.txt", lines[-1])
+
     def test_same_sources_same_bytes(self):
         """A second build (through the library, not the command) gives the class's ZIP byte for byte."""
         second = os.path.join(temp_dir(self), "b.zip")
-        build_lab_zip(PROJECT, second)
+        build_lab_zip(PROJECT, second, commit=source_commit(PROJECT))   # the command records the commit
         with open(self.zip_path, "rb") as a, open(second, "rb") as b:
             self.assertEqual(a.read(), b.read())
 

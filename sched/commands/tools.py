@@ -11,6 +11,7 @@ import os
 import sys
 
 from ..base.safe_write import check_target, refuse_kind_file, write_artifacts, write_text_file
+from .. import __version__
 from ..base.cmdline import EXIT_OK, LineParser
 from ..base.cmdline import decimal, integer
 from ..core.config import ConfigError
@@ -148,16 +149,43 @@ def _main_check(argv: list[str]) -> int:
 
 
 def _main_zip(argv: list[str]) -> int:
-    from ..runs.labzip import DEFAULT_ZIP, build_lab_zip
+    from ..runs.labzip import (COURSE_DATA, DATA_FOLDER, build_lab_zip, course_data_dir, course_data_files,
+                               default_zip_name, source_commit)
     parser = LineParser(prog="infer_sched_lab.py zip",
                          description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
-                                     "expected outputs, tests, templates, README); same sources, same bytes.")
-    parser.add_argument("-o", "--output", metavar="PATH", default=DEFAULT_ZIP,
-                        help=f"where to write the ZIP (default {DEFAULT_ZIP}; must not exist unless --force; "
-                             "never one of the lab's own files)")
+                                     "expected outputs, tests, templates, README, LAB.json with the version and "
+                                     "source commit; beside it shared/data/: the course data the handbook uses); "
+                                     "same sources, same bytes.",
+                         epilog="Exit codes: 0 written (and verified with --verify), 1 written but the "
+                                "verification failed, 2 bad input.")
+    parser.add_argument("-o", "--output", metavar="PATH", default=None,
+                        help="where to write the ZIP (default inference-scheduler-lab-VERSION[-COMMIT].zip; must not "
+                             "exist unless --force; never one of the lab's own files)")
     parser.add_argument("--force", action="store_true", help="replace an existing ZIP at PATH")
+    data = parser.add_mutually_exclusive_group()
+    data.add_argument("--data", metavar="DIR", help="the course data folder (default: ../shared/data beside the project)")
+    data.add_argument("--no-data", action="store_true", help="leave the course data out (LAB.json says what is missing)")
+    parser.add_argument("--verify", action="store_true",
+                        help="then extract the ZIP, run the baseline there and check it against its expected/baseline")
     args = parser.parse_args(argv)
     project = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    files = build_lab_zip(project, args.output, force=args.force)
-    print(f"wrote {args.output}: {len(files)} files under inference-scheduler-lab/")
-    return EXIT_OK
+    if args.data is not None and not os.path.isdir(args.data):
+        raise ConfigError(f"--data {args.data}: not a folder; give the course data folder (holding traces/ and results/)")
+    folder = None if args.no_data else args.data if args.data is not None else course_data_dir(project)
+    commit = source_commit(project)
+    output = args.output or default_zip_name(commit)
+    files = build_lab_zip(project, output, force=args.force, data=folder, commit=commit)
+    included = course_data_files(folder)
+    print(f"wrote {output}: {len(files)} files under inference-scheduler-lab/, {len(included)} of course data under "
+          f"{DATA_FOLDER}/; lab version {__version__}, source commit {commit or 'unknown'}")
+    left_out = [path for path in COURSE_DATA if path not in included]
+    if left_out:
+        sections = ", ".join(sorted({COURSE_DATA[p] for p in left_out}))
+        print(f"left out (not found{'' if folder is None else ' in ' + folder}): {', '.join(left_out)}; "
+              f"handbook sections needing them: {sections} (LAB.json lists them)")
+    if not args.verify:
+        return EXIT_OK
+    from ..runs.labverify import verify_lab_zip
+    lines = verify_lab_zip(output)
+    print("\n".join(lines))
+    return EXIT_OK if lines[-1].startswith("verified") else EXIT_DIFFERENT
