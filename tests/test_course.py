@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import shutil
 import tempfile
 import zipfile
@@ -317,3 +318,53 @@ class GradeCellsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AnswersTest(unittest.TestCase):
+    """docs/answers.md's tables hold the numbers of the golden directories."""
+
+    @staticmethod
+    def table_after(heading: str) -> list[list[str]]:
+        text = pathlib.Path(PROJECT, "docs", "answers.md").read_text(encoding="utf-8")
+        section = text[text.index(heading):]
+        block = []
+        for line in section.splitlines()[1:]:
+            if line.startswith("|"):
+                block.append([cell.strip() for cell in line.strip("|").split("|")])
+            elif block:
+                break
+        return block[2:]   # past the header and the rule
+
+    @staticmethod
+    def requests(name: str) -> dict:
+        with open(os.path.join(EXPECTED, name, "requests.jsonl"), encoding="utf-8") as handle:
+            return {(r["case"], r["name"]): r for r in map(json.loads, handle)}
+
+    def test_exercise_1_table(self):
+        requests = self.requests("baseline")
+        for case, *cells in self.table_after("## 练习 1"):
+            s1, s7 = requests[(case, "S1")], requests[(case, "S7")]
+            self.assertEqual([int(c) for c in cells], [s1["admitted_at"], s1["first_token_at"], s1["ttft"],
+                                                        s7["admitted_at"], s7["first_token_at"], s7["ttft"]], case)
+
+    def test_exercise_4_table(self):
+        with open(os.path.join(EXPECTED, "deadline30", "table.txt"), encoding="utf-8") as handle:
+            table = handle.read()
+        rows = self.table_after("## 练习 4")
+        self.assertEqual(len(rows), 4)
+        for case, p95, ok, samples in rows:
+            line = next(l for l in table.splitlines() if l.split()[:1] == [case])
+            self.assertEqual(line.split()[1], p95, case)
+            self.assertIn(ok, line)
+            self.assertEqual(line.split()[-1], samples, case)
+
+    def test_exercise_6_table(self):
+        """Against the u6-640 reference (the handbook's command) and the baseline golden directory."""
+        scratch = temp_dir(self)
+        before = self.requests("baseline")
+        with open(os.path.join(reference_directory(course_run("u6-640"), PROJECT, scratch), "requests.jsonl")) as handle:
+            after = {(r["case"], r["name"]): r for r in map(json.loads, handle)}
+        for case, u6, s7 in self.table_after("## 练习 6"):
+            for name, cell in (("U6", u6), ("S7", s7)):
+                numbers = [int(n) for n in re.findall(r"\d+", cell)]
+                self.assertEqual(numbers[:2], [before[(case, name)]["ttft"], after[(case, name)]["ttft"]], (case, name))
