@@ -76,6 +76,7 @@ COURSE_RUNS = (
     CourseRun("pm-priority",
               "python3 infer_sched_lab.py --scenario priority-mix --policy priority --artifacts runs/pm-priority",
               "section 11.2", False, reference="priority-mix", scenario="priority-mix", policy="priority"),
+    CourseRun("lab", "python3 infer_sched_lab.py --artifacts runs/lab", "section 17.5", False, reference="baseline"),
     CourseRun("vllm", "python3 infer_sched_lab.py --engine vllm --max-num-batched-tokens 64 --max-num-seqs 4 "
               "--artifacts runs/vllm", "section 17.5", False, vllm=_VLLM_64_4),
     CourseRun("vllm-apc", "python3 infer_sched_lab.py --engine vllm --max-num-batched-tokens 64 --max-num-seqs 4 "
