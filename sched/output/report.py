@@ -1,5 +1,6 @@
-"""``report.html``: one self-contained page with the summary tables, the input workload and the
-time-line picture (lab.md §7).
+"""``report.html``: one self-contained page, in the order a learner reads it (lab.md §7): the short
+summary (``table.txt``, one line per case), the time-line picture scaled to the page's width, then
+the long tables folded away (``<details>``): every summary field, and the input workload.
 
 Pure rendering (text in, text out), no scripts, no external resources, no clock: the same run
 gives the same bytes.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 from html import escape
 
-__all__ = ["render_report", "field_groups", "GROUPS", "MAX_WORKLOAD_ROWS"]
+__all__ = ["render_report", "field_groups", "GROUPS", "SHORT_SUMMARY", "MAX_WORKLOAD_ROWS"]
 
 _STYLE = """body{font-family:sans-serif;margin:1.2em 1.5em;color:#222;max-width:1360px}
 h1{font-size:24px;margin:0.2em 0}
@@ -25,7 +26,9 @@ th:nth-child(2),td.unit{text-align:left}
 td.unit{color:#666;font-size:12px;max-width:110px}
 th.case{max-width:92px}
 .note{color:#555;font-size:13px;margin:0.3em 0}
-.wide{overflow-x:auto;max-width:100%}
+.picture svg{display:block;max-width:100%;height:auto}
+details{margin:0.6em 0}
+summary{cursor:pointer;font-size:16px;font-weight:bold;margin:0.4em 0}
 pre{font-size:12px;background:#f8f8f8;padding:0.6em;overflow-x:auto}"""
 
 #: Summary tables of the report: (title, predicate on a field name). A field goes to the first
@@ -39,6 +42,10 @@ GROUPS = (
         "succeeded", "timed_out", "arrived", "error_rate", "completion_rate", "fairness")
         or f.startswith("priority_")),
 )
+
+#: The short summary at the top of the page: (field, column heading); its unit comes from ``units``.
+SHORT_SUMMARY = (("p95_ttft", "P95 TTFT"), ("p95_tpot", "P95 TPOT"), ("throughput", "throughput"),
+                 ("hit_tokens", "hit tokens"), ("makespan", "makespan"))
 
 #: Most workload requests listed in the report (the rest are in workload.json).
 MAX_WORKLOAD_ROWS = 40
@@ -73,13 +80,26 @@ def _group_table(title: str, names: list[str], summaries: list[dict], units: dic
     return f"<div>\n<h3>{escape(title)}</h3>\n<table>\n{head}\n{rows}\n</table>\n</div>"
 
 
+def _short_table(summaries: list[dict], units: dict) -> str:
+    """The page's first table: one row per case, the :data:`SHORT_SUMMARY` columns and
+    ``succeeded/arrived``, values exactly as in summary.json (NA for an empty sample)."""
+    def heading(field, label):
+        unit = units.get(field, "")
+        return f"<th>{escape(label)}" + (f"<br><small>{escape(unit)}</small>" if unit else "") + "</th>"
+    head = "<tr><th>case</th>" + "".join(heading(f, label) for f, label in SHORT_SUMMARY) + "<th>ok/arrived</th></tr>"
+    rows = "\n".join(
+        f"<tr><td>{escape(str(s.get('case')))}</td>" + "".join(f"<td>{escape(_cell(s.get(f)))}</td>" for f, _ in SHORT_SUMMARY)
+        + f"<td>{escape(_cell(s.get('succeeded')))}/{escape(_cell(s.get('arrived')))}</td></tr>" for s in summaries)
+    return f'<table class="short">\n{head}\n{rows}\n</table>'
+
+
 def _workload_section(workload) -> str:
     """The input: a line of totals and the first :data:`MAX_WORKLOAD_ROWS` requests."""
     if workload is None:
         return ""
     specs = list(workload)
     if not specs:
-        return "<h2>Input workload</h2>\n<p class=\"note\">No requests.</p>\n"
+        return "<details>\n<summary>Input workload: no requests</summary>\n</details>\n"
     prompt = sum(spec.prefix_tokens + spec.suffix_tokens for spec in specs)
     output = sum(spec.output_tokens for spec in specs)
     keys = {spec.prefix_key for spec in specs if spec.prefix_key is not None}
@@ -100,33 +120,36 @@ def _workload_section(workload) -> str:
     more = (f'<p class="note">Showing the first {MAX_WORKLOAD_ROWS} of {len(specs)} requests (workload order); '
             "every request is in workload.json.</p>\n" if len(specs) > MAX_WORKLOAD_ROWS else "")
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    return (f'<h2>Input workload</h2>\n<p class="note">{escape(facts)}.</p>\n'
-            f'<table class="workload">\n<tr>{head}</tr>\n' + "\n".join(rows) + f"\n</table>\n{more}")
+    return (f'<details>\n<summary>Input workload ({len(specs)} request{"s" if len(specs) != 1 else ""})</summary>\n'
+            f'<p class="note">{escape(facts)}.</p>\n'
+            f'<table class="workload">\n<tr>{head}</tr>\n' + "\n".join(rows) + f"\n</table>\n{more}</details>\n")
 
 
 def render_report(table_text: str, summaries: list[dict], fields, svg: str, units: dict | None = None,
                   workload=None, time_unit: str = "ticks") -> str:
     """The HTML page of one run.
 
-    ``table_text``: the text of ``table.txt`` (its first line is the page's subtitle and the whole
-    text is repeated verbatim); ``summaries``: one dict per case with JSON-ready values (ints,
+    ``table_text``: the text of ``table.txt`` (its first and last lines under the title, the whole
+    text folded at the end); a short summary table comes first (:data:`SHORT_SUMMARY`); ``summaries``: one dict per case with JSON-ready values (ints,
     floats, strings or None); ``fields``: the field order (``SUMMARY_FIELDS``), shown as a few
-    small tables (:func:`field_groups`), one row per field and one column per case, so the page
-    fits a 1400-pixel screen however many fields there are; ``svg``: the text of
-    ``timeline.svg``, embedded inline; ``units``: field -> short unit shown beside the field name
+    small tables (:func:`field_groups`) folded below the picture, one row per field and one column
+    per case; ``svg``: the text of ``timeline.svg``, embedded inline and scaled down to the page's
+    width (no scroll box inside the page); ``units``: field -> short unit shown beside the field name
     (``output tokens per tick``); ``workload``: the run's request specs, listed under "Input
-    workload" (at most :data:`MAX_WORKLOAD_ROWS`; ``None`` leaves the section out); ``time_unit``:
-    the unit word of the run's clock (:attr:`sched.core.clock.RunClock.unit`: ``ticks`` or ``ms``).
-    Returns the page text.
+    workload", folded (at most :data:`MAX_WORKLOAD_ROWS`; ``None`` leaves the section out);
+    ``time_unit``: the unit word of the run's clock (:attr:`sched.core.clock.RunClock.unit`: ``ticks``
+    or ``ms``). Returns the page text.
     """
     lines = table_text.splitlines()
     subtitle, note = (lines[0], lines[-1]) if lines else ("", "")
     units = units or {}
-    tables = "\n".join(_group_table(title, names, summaries, units) for title, names in field_groups(fields))
+    groups = field_groups(fields)
+    tables = "\n".join(_group_table(title, names, summaries, units) for title, names in groups)
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
 <title>infer-sched-lab report</title>
 <style>
 {_STYLE}
@@ -136,19 +159,25 @@ def render_report(table_text: str, summaries: list[dict], fields, svg: str, unit
 <h1>infer-sched-lab report</h1>
 <p class="note">{escape(subtitle)}</p>
 <p class="note">{escape(note)}</p>
-<h2>Summary (one column per case)</h2>
+<h2>Summary</h2>
+{_short_table(summaries, units)}
 <p class="note">Latencies ({escape(time_unit)}) count successful requests only (latency_samples says how many);
-percentiles by nearest rank; NA means an empty sample, never zero.</p>
+percentiles by nearest rank; NA means an empty sample, never zero. Every field is in the tables below the picture.</p>
+<h2>Time line</h2>
+<p class="note">Hover a segment or marker for its request, phase, ticks and tokens.</p>
+<div class="picture">
+{svg.rstrip()}
+</div>
+<details>
+<summary>Every summary field ({sum(len(names) for _, names in groups)} fields, one column per case)</summary>
 <div class="groups">
 {tables}
 </div>
-{_workload_section(workload)}<h2>Time line</h2>
-<p class="note">Hover a segment or marker for its request, phase, ticks and tokens.</p>
-<div class="wide">
-{svg.rstrip()}
-</div>
-<h2>table.txt</h2>
+</details>
+{_workload_section(workload)}<details>
+<summary>table.txt (as printed)</summary>
 <pre>{escape(table_text.rstrip())}</pre>
+</details>
 </body>
 </html>
 """
