@@ -90,22 +90,27 @@ class StepModelToolsTest(unittest.TestCase):
         self.assertLess(row["p99_itl"], row["p95_e2e"])   # one gap between tokens, in ms
 
     def test_counts_picture_draws_each_preemption_window(self):
-        """timeline.svg of a counts run: each preempted request's lane has a waiting span from its
-        preemption up to its next token (queue wait and recompute together), besides its first wait;
-        the full run draws the wait up to the step that schedules it again."""
+        """timeline.svg of a counts run: each preempted request's lane has its first wait (grey
+        ``waiting``) and, per preemption, a ``preempted`` span (pink, as in the tick picture of a
+        vLLM run) up to its next token (queue wait and recompute together); the full run draws
+        ``preempted`` up to the step that schedules it again, then ``recompute`` to its next token."""
         counts = os.path.join(temp_dir(self), "counts")
         self.assertEqual(run_cli(["--engine", "vllm", "--step-model", self.model, "--timeline", "counts",
                                   "--artifacts", counts])[0], 0)
-        preempted = [r["name"] for r in lines_of(os.path.join(counts, "requests.jsonl")) if r["preempted_at"]]
-        self.assertTrue(preempted)
-        for directory, what in ((counts, "back in the queue and recomputed until its next token"),
-                                (self.full, "waiting to be recomputed")):
+        rows = {r["name"]: r for r in lines_of(os.path.join(counts, "requests.jsonl")) if r["preempted_at"]}
+        self.assertTrue(rows)
+        for directory, what, recompute in ((counts, "back in the queue and recomputed until its next token", False),
+                                           (self.full, "back in the queue until", True)):
             svg = read(os.path.join(directory, "timeline.svg"))
-            for name in preempted:
+            for name, row in rows.items():
                 with self.subTest(run=os.path.basename(directory), request=name):
                     lane = svg[svg.index(f'<g data-request="{name}">'):]
                     lane = lane[:lane.index("</g>")]
-                    self.assertEqual(lane.count('data-phase="waiting"'), 2)
+                    self.assertEqual(lane.count('data-phase="waiting"'), 1)
+                    self.assertEqual(lane.count('data-phase="preempted" '), len(row["preempted_at"]))
+                    self.assertEqual(lane.count('data-mark="preemption"'), len(row["preempted_at"]))
+                    self.assertIn('fill="#f4c6dc"', lane)   # the pink of "preempted" in every picture
+                    self.assertEqual('data-phase="recompute"' in lane, recompute)
                     self.assertIn(what, lane)
 
     # --- explain -------------------------------------------------------------------------------

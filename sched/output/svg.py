@@ -1,9 +1,13 @@
 """Drawing primitives of the time-line pictures (:mod:`sched.output.picture`,
 :mod:`sched.output.vllm_picture`): XML escaping, the colour palette, coordinates with at most 2
-decimals, the 1-2-5 gridline step and an SVG line collector. Pure text, stdlib only, deterministic.
+decimals, the 1-2-5 gridline step and an SVG line collector; the colours come from
+:mod:`sched.output.colours`. Pure text, stdlib only, deterministic.
 """
 
 from __future__ import annotations
+
+# Okabe–Ito colours (colour-blind safe): the vocabulary every time line shares, re-exported here.
+from .colours import BLACK, BLUE, GREEN, GREY, ORANGE, P95_FILL, P95_STROKE, SKY, VERMILLION
 
 __all__ = ["escape", "quoteattr", "short_number", "axis_step", "Svg", "GREY", "SKY", "BLUE", "ORANGE", "GREEN",
            "VERMILLION", "BLACK", "P95_FILL", "P95_STROKE"]
@@ -23,10 +27,6 @@ def quoteattr(text: str) -> str:
     return f"'{text}'" if "'" not in text else '"' + text.replace('"', "&quot;") + '"'
 
 
-# Okabe–Ito colours (colour-blind safe).
-GREY, SKY, BLUE, ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
-GREEN, VERMILLION, BLACK = "#009e73", "#d55e00", "#000000"
-P95_FILL, P95_STROKE = "#fff1b8", "#e6c300"
 
 
 def short_number(value: float) -> str:

@@ -23,13 +23,13 @@ recompute together) is one ``preempted`` segment.
 
 from __future__ import annotations
 
+from .colours import BLUE, GREY, ORANGE, PINK, PURPLE, SKY
 from .lanes import Segment, _Lane
 
 __all__ = ["VLLM_PHASES", "VllmLaneView", "lane_view"]
 
-# Okabe–Ito colours, as in sched.output.picture.
-_GREY, _SKY, _BLUE, _ORANGE = "#d0d0d0", "#56b4e9", "#0072b2", "#e69f00"
-_PINK, _PURPLE = "#f4c6dc", "#cc79a7"
+# The colour vocabulary every time line shares.
+_GREY, _SKY, _BLUE, _ORANGE, _PINK, _PURPLE = GREY, SKY, BLUE, ORANGE, PINK, PURPLE
 
 #: Phase -> (fill, legend label) for the vLLM engine's lanes.
 VLLM_PHASES = {
