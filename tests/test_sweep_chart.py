@@ -53,6 +53,24 @@ class SweepChartTest(unittest.TestCase):
         labels = re.findall(r'fill="#[0-9a-f]{6}">(\d+/\d+)</text>', svg)
         self.assertEqual(sorted(labels), sorted(["8/8"] * 4 + ["3/8", "4/8", "5/8", "6/8"]))
 
+    def test_no_line_crosses_a_value_label(self):
+        """Each succeeded/arrived label's box (10 px text: 24 px wide, 10 px high) is touched by no
+        segment of any case's line, sampled every half pixel; the labels sit in rows under the axis."""
+        for timeouts in (False, True):
+            svg = render_sweep_svg(rows(timeouts), deadline=40 if timeouts else None)
+            labels = [(float(x), float(y)) for x, y in re.findall(
+                r'<text x="([\d.]+)" y="([\d.]+)" text-anchor="middle" font-size="10" fill="#[0-9a-f]{6}">\d+/\d+</text>', svg)]
+            self.assertEqual(len(labels), 8)
+            lines = [[tuple(map(float, p.split(","))) for p in points.split()]
+                     for points in re.findall(r'<polyline [^>]*points="([^"]+)"', svg)]
+            for (a, b), (c, d) in ((p, q) for line in lines for p, q in zip(line, line[1:])):
+                steps = int(max(abs(c - a), abs(d - b)) * 2) + 1
+                for i in range(steps + 1):
+                    px, py = a + (c - a) * i / steps, b + (d - b) * i / steps
+                    for x, y in labels:
+                        self.assertFalse(x - 12 <= px <= x + 12 and y - 10 <= py <= y + 1,
+                                         f"line through the label at ({x}, {y})")
+
     def test_axis_labels_span_the_data(self):
         """P95 TTFT tops at 150 x 4 x 4 = 2400 ticks: decades 1 to 10000 are labelled; throughput
         tops at 5.6: 0 to 6 in steps of 1."""

@@ -208,6 +208,7 @@ _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 _DASHES = ("", "7,3", "2,3", "9,3,2,3")  # one dash style per case: overlapping lines stay visible
 _PANEL_WIDTH, _PANEL_HEIGHT = 600, 270      # one chart of the 2-column grid, pixels
 _PAD_LEFT, _PAD_RIGHT, _PAD_TOP, _PAD_BOTTOM = 64, 24, 34, 46
+_VALUES_TOP, _VALUE_ROW = 56, 13   # an annotated panel's value rows: first baseline below the axis, row step
 
 
 def _marker(kind: int, cx: float, cy: float, colour: str) -> str:
@@ -253,7 +254,9 @@ def _panel(rows: list[dict], value, title: str, left: float, top_y: float, log: 
     """One line chart against load at (``left``, ``top_y``): x is the load factor on a log scale
     (factors are usually geometric), y linear from 0 or, with ``log``, log10 from 1 (values below
     1 drawn at 1); every axis labelled across the data. ``value(row)`` gives a point's value or
-    None (no point); ``annotate(row)``, if given, is a short text printed above each point."""
+    None (no point); ``annotate(row)``, if given, is a short text per point, printed in a row of
+    values per case under the x axis (each under its load, the case's marker at the row's start),
+    so that no line crosses a label; such a panel is :func:`_values_height` pixels taller."""
     x0, x1 = left + _PAD_LEFT, left + _PANEL_WIDTH - _PAD_RIGHT
     y0, y1 = top_y + _PANEL_HEIGHT - _PAD_BOTTOM, top_y + _PAD_TOP   # y0: the bottom
     loads = sorted({float(r["load"]) for r in rows})
@@ -291,16 +294,24 @@ def _panel(rows: list[dict], value, title: str, left: float, top_y: float, log: 
             parts.append(f'<polyline fill="none" stroke="{colour}" stroke-width="2"{style} points="{path}"/>')
             parts += [_marker(index, a, b, colour) for a, b in points]
             if annotate is not None:
-                # Stacked one line per case above the point, or below it near the top edge.
-                parts += [f'<text x="{a + 6:.1f}" y="{(b - 6 - 10 * index if b - 6 - 10 * len(cases) > y1 else b + 14 + 10 * index):.1f}" '
-                          f'font-size="10" fill="{colour}">{annotate(r)}</text>' for (a, b), r in zip(points, mine)]
+                # A row of values per case under the axis, each under its load: no line ever crosses them.
+                row_y = y0 + _VALUES_TOP + _VALUE_ROW * index
+                parts.append(_marker(index, x0 - 12, row_y - 4, colour))
+                parts += [f'<text x="{a:.1f}" y="{row_y:.1f}" text-anchor="middle" font-size="10" '
+                          f'fill="{colour}">{annotate(r)}</text>' for (a, _), r in zip(points, mine)]
     return parts
+
+
+def _values_height(rows: list[dict]) -> int:
+    """Pixels a panel with a row of values per case needs below its own height (:func:`_panel`)."""
+    cases = len(dict.fromkeys(r["case"] for r in rows))
+    return max(0, _VALUES_TOP + _VALUE_ROW * (min(cases, len(_COLOURS)) - 1) + 8 - _PAD_BOTTOM)
 
 
 def render_sweep_svg(rows: list[dict], deadline: int | None = None) -> str:
     """The sweep as line charts against the load factor (log scale), two per row: P95 TTFT (ticks,
     log scale), throughput (output tokens per tick), requests succeeded (each point labelled
-    ``succeeded/arrived``) and, only with a ``deadline`` (``--timeout-ticks``; without one every
+    ``succeeded/arrived`` in a row per case under the axis) and, only with a ``deadline`` (``--timeout-ticks``; without one every
     request succeeds), the error rate (0..1). One colour, dash style and marker per case, with a
     legend; every axis labelled across its data. Deterministic text."""
     arrived = max((int(r["arrived"]) for r in rows), default=0)
@@ -315,7 +326,11 @@ def render_sweep_svg(rows: list[dict], deadline: int | None = None) -> str:
                        dict(fixed_top=1.0)))
     columns, legend_h = 2, 34
     width = columns * _PANEL_WIDTH + 20
-    height = math.ceil(len(panels) / columns) * _PANEL_HEIGHT + legend_h + 10
+    grid_rows = math.ceil(len(panels) / columns)
+    extra = [max((_values_height(rows) for _, _, options in panels[r * columns:(r + 1) * columns]
+                  if "annotate" in options), default=0) for r in range(grid_rows)]
+    tops = [legend_h + r * _PANEL_HEIGHT + sum(extra[:r]) for r in range(grid_rows)]
+    height = grid_rows * _PANEL_HEIGHT + sum(extra) + legend_h + 10
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
              'font-family="sans-serif" font-size="12">', f'<rect width="{width}" height="{height}" fill="white"/>']
     cases = list(dict.fromkeys(r["case"] for r in rows))
@@ -326,8 +341,7 @@ def render_sweep_svg(rows: list[dict], deadline: int | None = None) -> str:
                      f'stroke-width="2"{style}/>' + _marker(i, 35 + 260 * i, 20, colour)
                      + f'<text x="{56 + 260 * i}" y="24" font-size="12">{case}</text>')
     for k, (value, title, options) in enumerate(panels):
-        parts += _panel(rows, value, title, 10 + (k % columns) * _PANEL_WIDTH, legend_h + (k // columns) * _PANEL_HEIGHT,
-                        **options)
+        parts += _panel(rows, value, title, 10 + (k % columns) * _PANEL_WIDTH, tops[k // columns], **options)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
