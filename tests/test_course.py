@@ -245,8 +245,18 @@ class GradeTest(unittest.TestCase):
         shutil.copytree(os.path.join(EXPECTED, "baseline"), os.path.join(fay, "runs", "prefix-broken"))
         handmade = os.path.join(fay, "runs", "u6-640")   # the result files of u6-640, the workload of the baseline
         shutil.copy(os.path.join(EXPECTED, "baseline", "workload.json"), handmade)
+        data = pathlib.Path(good).read_bytes()
+        pathlib.Path(cls.room, "ivy.zip").write_bytes(data[:len(data) // 2])   # cut short in transit
+        with zipfile.ZipFile(good) as source:   # jon: one entry's compressed bytes damaged
+            info = source.getinfo("ann/runs/baseline/timeline.jsonl")
+        offset = info.header_offset + 30 + len(info.filename.encode()) + 40   # inside its compressed data
+        pathlib.Path(cls.room, "jon.zip").write_bytes(data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1:])
+        kim = os.path.join(cls.room, "kim")   # a folder whose baseline manifest is nested beyond reason
+        shutil.copytree(os.path.join(lab, "runs", "baseline"), os.path.join(kim, "runs", "baseline"))
+        pathlib.Path(kim, "runs", "baseline", "manifest.json").write_text("[" * 100_000 + "]" * 100_000)
         cls.grades = os.path.join(cls.room, "..", "grades.csv")
-        names = ["ann.zip", "bob.zip", "cat.zip", "dan.zip", "eve.zip", "fay", "gus.zip", "hal.zip", "missing.zip"]
+        names = ["ann.zip", "bob.zip", "cat.zip", "dan.zip", "eve.zip", "fay", "gus.zip", "hal.zip", "missing.zip",
+                 "ivy.zip", "jon.zip", "kim"]
         cls.result = run_cli(["grade", *(os.path.join(cls.room, n) for n in names), "--out", cls.grades])
         with open(cls.grades, newline="", encoding="utf-8") as handle:
             cls.rows = list(csv.DictReader(handle))
@@ -259,9 +269,9 @@ class GradeTest(unittest.TestCase):
         code, out, err = self.result
         self.assertEqual(code, 0, err)
         self.assertEqual(err, "")
-        self.assertIn("graded 9 hand-ins", out)
+        self.assertIn("graded 12 hand-ins", out)
         self.assertEqual([r["learner"] for r in self.rows if r["run"] == ""],
-                         ["bob", "dan", "eve", "gus", "hal", "missing"])
+                         ["bob", "dan", "eve", "gus", "hal", "missing", "ivy", "jon"])
 
     def test_a_good_hand_in_is_same_and_authentic_on_every_required_run(self):
         rows = [r for r in self.rows if r["learner"] == "ann"]
@@ -275,7 +285,8 @@ class GradeTest(unittest.TestCase):
     def test_bad_hand_ins_are_rows_with_a_reason(self):
         reasons = {"bob": "not a ZIP file", "dan": "escaping the hand-in folder (..)",
                    "eve": "more than 8388608", "gus": "a symbolic link", "hal": "escaping the hand-in folder",
-                   "missing": "no such file or folder"}
+                   "missing": "no such file or folder", "ivy": "not a ZIP file",
+                   "jon": "entry 'ann/runs/baseline/timeline.jsonl': damaged"}
         for learner, reason in reasons.items():
             with self.subTest(learner=learner):
                 row = self.row(learner)
@@ -300,6 +311,13 @@ class GradeTest(unittest.TestCase):
         self.assertIn("workload.json", handmade["first_difference"])
         self.assertEqual(handmade["tampered"], "unknown")
         self.assertIn("prediction.md is the unchanged template; diagnosis.md missing", handmade["notes"])
+
+    def test_an_unreadable_run_is_a_row_and_the_others_are_still_graded(self):
+        row = self.row("kim", "runs/baseline")
+        self.assertEqual(row["verdict"], "unusable")
+        self.assertIn("nested too deeply", row["reason"])
+        self.assertEqual([self.row("kim", f"runs/{name}")["verdict"] for name in
+                          ("prefix-broken", "deadline30", "output-heavy", "u6-640")], ["missing"] * 4)
 
     def test_an_existing_grade_sheet_is_kept(self):
         code, out, err = run_cli(["grade", os.path.join(self.room, "ann.zip"), "--out", self.grades])

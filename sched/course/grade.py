@@ -133,10 +133,14 @@ def grade_handin(path: str, project: str, references: str) -> list[dict]:
                 continue
             try:
                 results = compare_runs(directory, reference_directory(run, project, references))
+                verdict = authenticity(directory)
             except CheckError as exc:
                 rows.append(row | {"verdict": "unusable", "reason": str(exc).replace(root, learner)})
                 continue
-            verdict = authenticity(directory)
+            except Exception as exc:   # one run never stops the others: the row says what went wrong
+                rows.append(row | {"verdict": "unusable", "reason": f"could not be graded ({type(exc).__name__}: "
+                                                                    f"{str(exc).replace(root, learner)})"})
+                continue
             row |= {"authentic": verdict.status, "verdict": "same" if not results else "different",
                     "differences": 0}
             if results:

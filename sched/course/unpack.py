@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import stat
 import zipfile
+import zlib
 
 from ..base.cmdline import InputError
 
@@ -89,7 +90,7 @@ def _extract(path: str, into: str) -> None:
                         if size > MAX_FILE_BYTES or total > MAX_TOTAL_BYTES:
                             raise BadHandin(f"entry {info.filename!r}: inflates beyond the limits (a ZIP bomb?)")
                         out.write(chunk)
-            except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError) as exc:
+            except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, ValueError, zlib.error) as exc:
                 if isinstance(exc, BadHandin):
                     raise
                 raise BadHandin(f"entry {info.filename!r}: damaged ({exc})") from None
