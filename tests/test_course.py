@@ -117,6 +117,15 @@ class AuthenticityTest(unittest.TestCase):
         self.assertEqual(verdict.status, "no")
         self.assertIn(f"requests.jsonl: continuous / {record['name']} / first_token_at", verdict.detail)
 
+    def test_an_imported_real_run_is_not_re_simulated(self):
+        run = os.path.join(temp_dir(self), "real")
+        code, _, err = run_cli(["import-results", os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090",
+                                                               "requests.jsonl"), "--artifacts", run])
+        self.assertEqual(code, 0, err)
+        verdict = authenticity(run)
+        self.assertEqual(verdict.status, "not checked")
+        self.assertIn("a run of kind 'real'", verdict.detail)
+
     def test_a_missing_workload_is_not_authentic(self):
         run = os.path.join(temp_dir(self), "run")
         shutil.copytree(os.path.join(EXPECTED, "baseline"), run)

@@ -41,8 +41,13 @@ _VLLM_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_thr
 
 
 class ResimulationError(InputError):
-    """A run that cannot be re-simulated here: its kind, or an unreadable or out-of-bounds input
-    (the message names the file and the field)."""
+    """A run that cannot be re-simulated here (the message names the file and the field):
+    ``not_checked`` when the run is of a kind, or a size, not re-simulated here (nothing wrong
+    with it); otherwise an input the lab would never have written."""
+
+    def __init__(self, message: str, not_checked: bool = False):
+        super().__init__(message)
+        self.not_checked = not_checked
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,11 @@ def run_inputs(run_dir: str):
     if not isinstance(manifest, dict):
         raise ResimulationError(f"{path}: not a manifest object")
     if manifest.get("kind") is not None:
-        raise ResimulationError(f"{path}: a run of kind {manifest.get('kind')!r} (not simulated by the lab)")
+        raise ResimulationError(f"{path}: a run of kind {manifest.get('kind')!r} (not simulated by the lab)",
+                                not_checked=True)
     if manifest.get("time_unit") == "ms":
-        raise ResimulationError(f"{path}: a millisecond run (--step-model): its step model is not in the run")
+        raise ResimulationError(f"{path}: a millisecond run (--step-model): its step model is not in the run",
+                                not_checked=True)
     try:
         workload = load_workload(os.path.join(run_dir, "workload.json"))
     except WorkloadError as exc:
@@ -104,7 +111,7 @@ def run_inputs(run_dir: str):
     tokens = sum(spec.prompt_tokens + spec.output_tokens for spec in workload)
     if tokens > MAX_TOKENS:
         raise ResimulationError(f"{run_dir}/workload.json: {tokens} prompt + output tokens, beyond the "
-                                f"{MAX_TOKENS} a hand-in's run is re-simulated with")
+                                f"{MAX_TOKENS} a hand-in's run is re-simulated with", not_checked=True)
     config = _field(manifest, "config", path, dict)
     policy = _field(manifest, "policy", path, str)
     source = _field(manifest, "source", path, str)
@@ -122,7 +129,7 @@ def run_inputs(run_dir: str):
             ticks = estimate_walked_ticks(workload, engine_config) * len(cases_for(engine_config))
             if ticks > MAX_WALKED_TICKS:
                 raise ResimulationError(f"{path}: about {ticks} ticks to simulate, beyond the {MAX_WALKED_TICKS} "
-                                        "a hand-in's run is re-simulated with")
+                                        "a hand-in's run is re-simulated with", not_checked=True)
         else:
             raise ResimulationError(f"{path}: field 'engine': {manifest.get('engine')!r} is not an engine of the lab")
     except (ConfigError, TypeError) as exc:
@@ -139,8 +146,7 @@ def authenticity(run_dir: str) -> Authenticity:
     try:
         workload, config, policy, source, timeline = run_inputs(run_dir)
     except ResimulationError as exc:
-        kind_only = "kind" in str(exc) or "millisecond" in str(exc) or "beyond" in str(exc)
-        return Authenticity("not checked" if kind_only else "no", str(exc))
+        return Authenticity("not checked" if exc.not_checked else "no", str(exc))
     files = simulate_files(workload, config, policy, source, timeline)
     scratch = tempfile.mkdtemp(prefix="isl-resimulate-")
     try:
