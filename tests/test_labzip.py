@@ -52,12 +52,12 @@ class LabZipTest(unittest.TestCase):
         self.assertLessEqual(data, set(COURSE_DATA))   # beside the lab: only the course data the handbook uses
         self.assertTrue(all(name.startswith(f"{TOP_FOLDER}/") for name in names if not name.startswith(f"{DATA_FOLDER}/")))
         inside = {name[len(TOP_FOLDER) + 1:] for name in names if name.startswith(f"{TOP_FOLDER}/")}
-        for required in ("infer_sched_lab.py", "sched/commands/main.py", "sched/lab/engine.py", "workloads/baseline.json",
+        for required in ("infer_sched_lab.py", "infer_sched_lab_bench.py", "sched/commands/main.py", "sched/lab/engine.py", "workloads/baseline.json",
                          "expected/baseline/requests.jsonl", "expected/baseline/timeline.svg", "tests/helpers.py",
                          "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
                          ".ci/run"):
             self.assertIn(required, inside)
-        allowed_tops = {"infer_sched_lab.py", "sched", "bench", "workloads", "expected", "tests", "prediction.md",
+        allowed_tops = {"infer_sched_lab.py", "infer_sched_lab_bench.py", "sched", "bench", "workloads", "expected", "tests", "prediction.md",
                         "diagnosis.md", "README.md", "docs", "pyproject.toml", ".ci", "LAB.json"}
         for name in inside:
             with self.subTest(entry=name):

@@ -1,7 +1,7 @@
 """The lab ZIP an instructor ships (lab.md §1): reproducible, with one top folder.
 
 ``inference-scheduler-lab.zip`` holds ``inference-scheduler-lab/`` with exactly: the entry point
-``infer_sched_lab.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
+``infer_sched_lab.py``, the chapter's import alias ``infer_sched_lab_bench.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
 ``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
 templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
 specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``,
@@ -61,7 +61,7 @@ COURSE_DATA = {
 #: ``data`` argument of :func:`build_lab_zip`: the course data folder beside the project, if present.
 BESIDE_PROJECT = "beside-project"
 
-_REQUIRED = ("infer_sched_lab.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
+_REQUIRED = ("infer_sched_lab.py", "infer_sched_lab_bench.py", "sched", "workloads", "expected", "tests", "prediction.md", "diagnosis.md",
              "README.md", "pyproject.toml", ".ci/run", "LICENSE")
 _OPTIONAL_DIRS = ("bench", "docs")
 _LEGAL_PREFIXES = ("LICENSE", "LICENCE", "NOTICE", "COPYING", "ATTRIBUTION", "SOURCES")
