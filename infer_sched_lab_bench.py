@@ -1,4 +1,4 @@
-"""The serving-scheduler chapter's eight functions, importable from any directory (README chapter 16.2).
+"""The serving-scheduler chapter's eight functions, importable from any directory (docs/handbook/window-model.md §16.2).
 
 The lab's package is called ``sched``, like a module of Python's standard library. Outside the
 project's root, ``from sched.serving_bench import ...`` finds the standard library's ``sched``

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark of the event-driven engine: a thin wrapper of ``python3 infer_sched_lab.py bench``
-(the code is :mod:`sched.runs.bench`; README §14.7, docs/reference.md §4).
+(the code is :mod:`sched.runs.bench`; docs/handbook/real-traffic.md §14.7, docs/reference.md §4).
 
     python3 bench/bench.py [--engine lab|vllm] [--azure PATH] [--mooncake PATH] [--sizes 1000,10000,100000,1000000]
 """

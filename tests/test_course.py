@@ -78,7 +78,7 @@ class ReferencesTest(unittest.TestCase):
                 self.assertEqual(compare_runs(simulated, os.path.join(EXPECTED, run.reference)), [])
 
     def test_the_handbook_numbers_of_section_17_5(self):
-        """README §17.5's answers: runs/vllm P95 TTFT 24; runs/vllm41 P95 TTFT 32 and makespan 58."""
+        """docs/handbook/vllm-engine.md §17.5's answers: runs/vllm P95 TTFT 24; runs/vllm41 P95 TTFT 32 and makespan 58."""
         scratch = temp_dir(self)
         expected = {"vllm": {"p95_ttft": 24}, "vllm41": {"p95_ttft": 32, "makespan": 58}}
         for name, values in expected.items():

@@ -1,4 +1,4 @@
-"""Real-traffic boundaries (README §14): import options and rows the run would refuse, trace
+"""Real-traffic boundaries (docs/handbook/real-traffic.md §14): import options and rows the run would refuse, trace
 encodings, block sharing of full blocks only, ``tick_ms`` provenance, bounded ``counts`` timelines
 and the sweep's own checks.
 

@@ -1,4 +1,4 @@
-"""Trace importers (formats.md "Request traces") and block-level prefix sharing (README §14).
+"""Trace importers (formats.md "Request traces") and block-level prefix sharing (docs/handbook/real-traffic.md §14).
 
 The excerpts in ``tests/data/`` are the first lines of the real traces (see ``tests/data/SOURCES.md``);
 expected values are computed by hand from those lines in each docstring.

@@ -225,7 +225,7 @@ def _queued_timeout(r):
 
 def _random_workload(rng):
     """12 requests arriving over 20 ticks with 1-24 output tokens, a third sharing a 64-token prefix,
-    a third blocks of 16 tokens (README §14.1)."""
+    a third blocks of 16 tokens (docs/handbook/real-traffic.md §14.1)."""
     def spec(i):
         kind, suffix = rng.randrange(3), rng.randint(1, 160)
         blocks = tuple(range(rng.randint(1, 3))) if kind == 2 else None

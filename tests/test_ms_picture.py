@@ -1,5 +1,5 @@
 """The millisecond picture of a step-model run (vllm-engine.md §6): the congested window, always
-the P95 TTFT request, and the colour vocabulary of the other two time lines (README §12.1, §18)."""
+the P95 TTFT request, and the colour vocabulary of the other two time lines (README §12.1, docs/handbook/calibration.md §18)."""
 
 import json
 import math

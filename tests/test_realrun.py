@@ -90,7 +90,7 @@ class ExportTest(RealrunMixin, unittest.TestCase):
 
 
     def test_block_prompts_share_exactly_their_full_leading_blocks(self):
-        """Block size 4 (README §14.1, sched/lab/cache.py: only full blocks are shared).
+        """Block size 4 (docs/handbook/real-traffic.md §14.1, sched/lab/cache.py: only full blocks are shared).
         A [1, 2, 3], 12 tokens: 3 full blocks. B [1, 2, 9], 10 tokens: floor(10 / 4) = 2 full blocks,
         its 2-token block 9 is its own. C [1, "2"], 9 tokens: block "2" is not block 2, 1 own word.
         D [9], 6 tokens: 1 full block, 2 own words. So A and B share words 0-7, A and C words 0-3
@@ -451,7 +451,7 @@ class ExportBoundsTest(RealrunMixin, unittest.TestCase):
         self.assertFalse(os.path.exists(out))
 
     def test_first_word_has_no_leading_space(self):
-        """README §11.5: words are separated by single spaces; the prompt starts with a word."""
+        """docs/handbook/real-measurements.md §11.5: words are separated by single spaces; the prompt starts with a word."""
         for row in export_rows(scenario("baseline")):
             self.assertEqual(row["prompt"], row["prompt"].strip())
             self.assertEqual(row["prompt"].split(" "), row["prompt"].split())

@@ -68,7 +68,7 @@ class DiffTest(unittest.TestCase):
         self.assertEqual(out.count("no request changed"), 4)
 
     def test_priority_policy_matches_the_handbook(self):
-        """README §11.2 (numbers checked there by hand against the timeline): in continuous, I0-I3's
+        """docs/handbook/priority-and-compare.md §11.2 (numbers checked there by hand against the timeline): in continuous, I0-I3's
         TTFTs go from FCFS [30, 31, 39, 38] to priority [19, 22, 23, 22]."""
         base = temp_dir(self)
         fcfs, prio = os.path.join(base, "fcfs"), os.path.join(base, "prio")

@@ -1,4 +1,4 @@
-"""Scale features (README §14): compact token runs, exact ITL histogram, timeline detail levels,
+"""Scale features (docs/handbook/real-traffic.md §14): compact token runs, exact ITL histogram, timeline detail levels,
 streamed artifacts, and the load sweep with any executor."""
 
 import json

@@ -1,4 +1,4 @@
-"""The chapter's functions from any directory (README chapter 16.2; docs/handbook/serving-bench.md 16.2).
+"""The chapter's functions from any directory (docs/handbook/window-model.md §16.2; docs/handbook/serving-bench.md 16.2).
 
 Each check starts a fresh interpreter in an empty directory outside the project, as a learner's
 notebook does: the plain ``from sched.serving_bench import ...`` meets the standard library's

@@ -1,4 +1,4 @@
-"""``sweep --executor dask://HOST:PORT`` on a real local Dask cluster (README, last chapter).
+"""``sweep --executor dask://HOST:PORT`` on a real local Dask cluster (docs/handbook/dask.md §19).
 
 Runs only where ``dask.distributed`` is importable (it is never a dependency of the lab); .ci/run
 installs it into a throwaway virtual environment and runs this file there. The cluster is started

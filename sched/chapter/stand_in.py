@@ -47,7 +47,7 @@ _CHAPTER_REQUESTS = (("h0", 32, 16, URGENT), ("l0", 256, 64, LOW_CLASS), ("h1", 
                      ("l1", 224, 64, LOW_CLASS), ("h2", 40, 16, URGENT), ("l2", 288, 64, LOW_CLASS),
                      ("h3", 36, 16, URGENT), ("l3", 240, 64, LOW_CLASS))
 #: The step model used when none is given: fitted by ``calibrate`` on the course's real run
-#: (meta-llama/Llama-3.1-8B on an RTX 4090, first 150 of 300 requests; README §18). Its KV and
+#: (meta-llama/Llama-3.1-8B on an RTX 4090, first 150 of 300 requests; docs/handbook/calibration.md §18). Its KV and
 #: batching settings are kept; ``max_num_seqs`` and the policy are the experiment's.
 DEFAULT_STEP_MODEL = StepModel(
     a_ms=24.527162, b_ms=0.086245136, c_ms=0.0,

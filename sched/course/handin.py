@@ -72,7 +72,7 @@ def collect_handin(lab_dir: str = ".") -> Handin:
     problems, files, runs = [], {}, []
     for note in NOTES:
         if not os.path.isfile(os.path.join(lab_dir, note)):
-            problems.append(f"{note}: missing; fill in the template shipped with the lab (README, course step 1)")
+            problems.append(f"{note}: missing; fill in the template shipped with the lab (README, course steps 2 and 10)")
     for run in COURSE_RUNS:
         directory = os.path.join(lab_dir, run.directory)
         if not os.path.isdir(directory):

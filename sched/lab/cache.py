@@ -4,7 +4,7 @@ Infinite, no eviction, cold at the start of every case. A request *hits* when it
 is already cached at its admission; it then skips ``prefix_tokens`` of prefill, but at least one
 prompt token is always computed (as in vLLM).
 
-Block-level sharing (README §14): only *full* blocks are cached (as vLLM caches only full blocks): a
+Block-level sharing (docs/handbook/real-traffic.md §14): only *full* blocks are cached (as vLLM caches only full blocks): a
 request with ``prefix_blocks`` and a prompt of P tokens caches its blocks ``0 .. floor(P /
 block_size) - 1`` when its prefill completes; a partial last block is never cached. A request hits
 the longest *leading* run of its blocks already cached, times ``block_size`` tokens, capped at

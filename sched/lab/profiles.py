@@ -1,4 +1,4 @@
-"""Engine profiles: named sets of the lab's knobs (lab.md §3; README §14).
+"""Engine profiles: named sets of the lab's knobs (lab.md §3; docs/handbook/real-traffic.md §14).
 
 A profile fills every knob the command line leaves unset; an explicit flag always wins.
 

@@ -221,7 +221,7 @@ def _manifest(run: LabRun) -> dict:
 
 
 def _tick_ms(workload) -> dict:
-    """``{"tick_ms": ms}`` for an imported workload that records it (README §14); else nothing."""
+    """``{"tick_ms": ms}`` for an imported workload that records it (docs/handbook/real-traffic.md §14); else nothing."""
     tick_ms = workload_tick_ms(workload)
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 

@@ -1,4 +1,4 @@
-"""``bench``: the engine's speed and memory on real traces and synthetic sizes (README §14.7).
+"""``bench``: the engine's speed and memory on real traces and synthetic sizes (docs/handbook/real-traffic.md §14.7).
 
 Prints figures and asserts nothing (performance is measured, never tested):
 

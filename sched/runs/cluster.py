@@ -1,4 +1,4 @@
-"""Sweep points on an existing Dask cluster: ``sweep --executor dask://HOST:PORT`` (README, last chapter).
+"""Sweep points on an existing Dask cluster: ``sweep --executor dask://HOST:PORT`` (docs/handbook/dask.md §19).
 
 Dask is never a dependency of the lab: ``dask.distributed`` is imported here, and only when a
 sweep asks for a cluster. :func:`dask_executor` connects a client to the scheduler at

@@ -1,4 +1,4 @@
-"""Load sweep: one workload at several load factors, every case, in parallel (README §14).
+"""Load sweep: one workload at several load factors, every case, in parallel (docs/handbook/real-traffic.md §14).
 
 Load factor ``f`` divides every arrival time: ``arrival = floor(arrival / f)`` ticks (``f = 2`` sends
 the same requests twice as fast; lengths unchanged). Each (factor, case) point is simulated with

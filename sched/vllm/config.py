@@ -1,6 +1,6 @@
 """The vLLM engine's knobs, under vLLM's own names (vllm-engine.md §1), and their checks.
 
-How they relate to the lab's knobs (README, "从 lab 到 vLLM"): ``max_num_batched_tokens`` is the
+How they relate to the lab's knobs (docs/handbook/vllm-engine.md §17.1): ``max_num_batched_tokens`` is the
 lab's ``budget`` with a decode costing 1 token; ``max_num_seqs`` is ``max_active``;
 ``long_prefill_token_threshold`` is ``chunk_tokens`` (0 = no cap, and vLLM applies it only while
 more than one request is running or waiting); ``enable_prefix_caching`` is the APC case;

@@ -1,4 +1,4 @@
-"""Importers: real request traces to lab workloads (formats.md "Request traces"; README §14).
+"""Importers: real request traces to lab workloads (formats.md "Request traces"; docs/handbook/real-traffic.md §14).
 
 Each importer reads one trace file and returns an :class:`Import`: the workload (request specs in
 arrival order) and what was read, kept and dropped, with reasons. Times become ticks:

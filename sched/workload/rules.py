@@ -1,5 +1,5 @@
 """The fields of a workload file and their bounds (lab.md §2, §7; compare.md §1 for ``priority``;
-README §14 for block-level prefixes): one small rule per field, in two tables,
+docs/handbook/real-traffic.md §14 for block-level prefixes): one small rule per field, in two tables,
 :data:`WORKLOAD_RULES` (the header) and :data:`REQUEST_RULES` (one request), and
 :func:`field_problems`, which holds one JSON object against a table. Rules relating several fields
 or several requests are :mod:`sched.workload.validation`'s.

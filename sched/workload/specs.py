@@ -50,7 +50,7 @@ class RequestSpec:
     ``arrival`` is a tick; the other counts are tokens. ``prefix_key`` names an exactly shared
     prefix of ``prefix_tokens`` tokens (``None`` with 0 tokens when the prompt shares nothing).
     ``priority`` is optional (lower = more urgent, compare.md §1); ``None`` means not given.
-    ``prefix_blocks`` (block-level sharing, README §14.1) lists the ids of the prompt's leading blocks
+    ``prefix_blocks`` (block-level sharing, docs/handbook/real-traffic.md §14.1) lists the ids of the prompt's leading blocks
     of ``block_size`` tokens (the workload header's); it replaces ``prefix_key`` (then ``None``).
     ``tick_ms`` is the workload header's record of how many milliseconds one tick stood for when
     the workload was imported (provenance only: the engine never reads it).
