@@ -4,6 +4,7 @@
 ``infer_sched_lab.py``, the chapter's import alias ``infer_sched_lab_bench.py``, the package ``sched/``, ``bench/`` if it exists, ``workloads/``,
 ``expected/``, ``tests/`` (with any ``tests/data/`` excerpts and their attribution files), the
 templates ``prediction.md`` and ``diagnosis.md``, ``README.md`` and ``docs/`` if it exists (the
+handbook's chapter files ``docs/handbook/``, the reference, answers and instructor guide, and the
 specification the handbook cites, e.g. ``docs/spec/lab.md``), ``pyproject.toml``, ``.ci/run``,
 the lab's own licence ``LICENSE`` (MIT) and any other licence or attribution files at the top
 (``LICENSE*``, ``LICENCE*``, ``NOTICE*``, ``COPYING*``, ``ATTRIBUTION*``, ``SOURCES*``) when
