@@ -34,7 +34,7 @@ def _import_parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="replace an existing output file")
     parser.add_argument("--tick-ms", type=decimal, default=DEFAULT_TICK_MS, metavar="MS",
                         help=f"milliseconds one tick stands for (default {DEFAULT_TICK_MS:g}: one "
-                             "vLLM-like engine step, see README)")
+                             "vLLM-like engine step, see docs/handbook/real-traffic.md §14.3)")
     parser.add_argument("--limit", type=_positive_int, metavar="N", help="keep at most N requests")
     parser.add_argument("--start", type=decimal, default=0.0, metavar="SECONDS",
                         help="window start, seconds after the first row (default 0)")
