@@ -199,8 +199,8 @@ class BadInputTest(unittest.TestCase):
             json.dump(meta, out)
         out_dir = os.path.join(base, "out")
         cases = {
-            "N = 0": (["calibrate", run, "--train-first", "0", "--out", out_dir], "between 1 and 19"),
-            "N = requests": (["calibrate", run, "--train-first", "20", "--out", out_dir], "between 1 and 19"),
+            "N = 0": (["calibrate", run, "--train-first", "0", "--out", out_dir], "between 1 and 20"),
+            "N = requests + 1": (["calibrate", run, "--train-first", "21", "--out", out_dir], "between 1 and 20"),
             "not a number": (["calibrate", run, "--train-first", "x", "--out", out_dir], "--train-first"),
             "no first token": (["calibrate", os.path.join(missing, "requests.jsonl"), "--train-first", "5", "--out",
                                 out_dir], "did not finish"),

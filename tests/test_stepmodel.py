@@ -56,8 +56,8 @@ class StepModelTest(unittest.TestCase):
             "a below 1 µs, b = c = 0": (model_document(step_ms={"a": 1e-7, "b": 0, "c": 0}),
                                        "'step_ms.a': must be at least 0.001 ms"),
             "a 0 with b and c": (model_document(step_ms={"a": 0, "b": 0.1, "c": 0.05}), "'step_ms.a'"),
-            "unknown coefficient": (model_document(step_ms={"a": 1, "b": 0, "c": 0, "d": 5}),
-                                    "'step_ms.d': unknown field; valid fields are a, b, c"),
+            "unknown coefficient": (model_document(step_ms={"a": 1, "b": 0, "c": 0, "e": 5}),
+                                    "'step_ms.e': unknown field; valid fields are a, b, c, d"),
             "misspelt setting": (model_document(settings=dict(SETTINGS, block_sise=16)),
                                  "'settings.block_sise': unknown field; did you mean 'block_size'?"),
             "missing c": (model_document(step_ms={"a": 1, "b": 0}), "'step_ms.c'"),
@@ -208,12 +208,15 @@ class RealRunTest(unittest.TestCase):
 
     def test_train_first_range(self):
         run = load_real_run(RUN)
-        for bad in (0, 300, -1, 1000):
+        for bad in (0, 301, -1, 1000):
             with self.subTest(bad):
                 with self.assertRaises(InputError) as caught:
                     training_split(run, bad, "run.jsonl")
-                self.assertIn("between 1 and 299", str(caught.exception))
+                self.assertIn("between 1 and 300", str(caught.exception))
         self.assertEqual(len(training_split(run, 299, "run.jsonl")[1]), 1)
+        # Issue 18: --train-first may name every request (N = requests, or all = None): nothing held out.
+        self.assertEqual(training_split(run, 300, "run.jsonl")[1], [])
+        self.assertEqual(len(training_split(run, None, "run.jsonl")[0]), 300)
 
 
 if __name__ == "__main__":

@@ -125,7 +125,8 @@ def step_formula(manifest: dict) -> str:
     model = manifest.get("step_model") if isinstance(manifest.get("step_model"), dict) else {}
     step = model.get("step_ms") if isinstance(model.get("step_ms"), dict) else {}
     if all(isinstance(step.get(k), (int, float)) and not isinstance(step.get(k), bool) for k in "abc"):
-        return f"{step['a']:g} + {step['b']:g}*prompt + {step['c']:g}*decode"
+        kv = f" + {step['d']:g}*kv_token" if isinstance(step.get("d"), (int, float)) and step.get("d") else ""
+        return f"{step['a']:g} + {step['b']:g}*prompt + {step['c']:g}*decode{kv}"
     return "a + b*prompt + c*decode"
 
 

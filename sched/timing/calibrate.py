@@ -1,155 +1,53 @@
-"""Calibrating the vLLM engine's step time on a real run and predicting what it never saw (vllm-engine.md §6).
+"""Calibrating the vLLM engine's step time on real runs and predicting what they never saw (vllm-engine.md §6).
 
-``calibrate RUN.jsonl [--meta META.json] --train-first N --out DIR``:
+``calibrate RUN [RUN ...] [--meta META.json] --train-first N --out DIR``:
 
-1. **Read the run** with the importer of ``import-results`` (:mod:`sched.timing.realrun`): the
-   ``request-jsonl`` format with its ``meta.json``, or a ``vllm bench serve --save-detailed``
-   result whose metadata names the engine settings. Every request must have finished; the
-   engine settings (KV blocks, block size, budget, slots, chunk threshold, prefix caching,
-   policy) come from the meta file, and a meta file that contradicts itself or the run (another
-   request count, two different block counts, a request that could never fit its KV cache) is
-   refused.
-2. **Turn it into a workload** (``DIR/workload.json``): request ``name`` = the run's
-   ``request_id``, ``arrival`` in whole milliseconds of the run's own clock from its first
-   request (header ``tick_ms: 1``), prompt and output lengths as measured; no shared prefix is
-   known (the file has token counts, not text).
-3. **Fit** ``step_ms = a + b·prompt + c·decode`` (:mod:`sched.timing.fit`) on the first N requests by
-   arrival: the whole run is replayed through the vLLM engine with its own settings, and only
-   the first N requests' TTFT and E2E enter the loss. ``DIR/step-model.json`` keeps the result
-   with its settings and provenance (:mod:`sched.timing.stepmodel`).
-4. **Judge** it on the other requests only (:mod:`sched.timing.calibration_report`): percentiles of
-   TTFT, E2E, queue wait and TPOT, measured against predicted, beside a constant step (the
-   median measured TPOT of the training requests) and the ablation of the KV-cache rules; the
-   running and waiting counts against the run's ``timeseries.csv`` when it is beside the file.
-   ``DIR/calibration.txt`` holds what is printed, ``DIR/calibration.json`` the same numbers.
+1. **Read the runs** (:mod:`sched.timing.loadrun`): a ``request-jsonl`` file with its
+   ``meta.json``, a ``vllm bench serve --save-detailed`` result naming its engine settings, or a
+   vLLM OpenTelemetry run directory. Settings given as flags with vLLM's names win over the
+   files and are said. Several runs must be of one model (and one GPU where the files name it).
+2. **Turn each into a workload** (``DIR/workload.json``; ``workload-2.json`` ... for further runs):
+   request ``name`` = the run's request id, ``arrival`` in whole ms of the run's own clock.
+3. **Fit** ``step_ms = a + b·prompt + c·decode + d·kv_tokens`` (:mod:`sched.timing.stepmodel`,
+   :mod:`sched.timing.fit`) on the first N requests by arrival of every run, each run replayed
+   whole under its own settings; only the training requests' TTFT and E2E enter the loss. Terms
+   the training data cannot tell apart are held at 0 and said (:mod:`sched.timing.identify`); each
+   fitted coefficient gets a bootstrap uncertainty; a high training loss is warned about; the
+   search stops when the coefficients settle or after ``--max-replays`` replays, and says which.
+   ``DIR/step-model.json`` keeps the result with the first run's settings and the provenance of all.
+4. **Judge** it on the other requests of each run (:mod:`sched.timing.calibration_report`):
+   percentiles of TTFT, E2E, queue wait and TPOT, measured against predicted, beside a constant
+   step (the median measured TPOT of the training requests) and the ablation of the KV-cache
+   rules; the running and waiting counts against the run's ``timeseries.csv`` when it is beside
+   the file. ``DIR/calibration.txt`` holds what is printed, ``DIR/calibration.json`` the same
+   numbers (its top-level tables are the first run's; ``runs`` holds every run's).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
+import math
 import os
-import statistics
 import sys
-from dataclasses import dataclass, field
 
 from . import realrun
 from ..base.safe_write import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
-from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
-from .fit import fit_coefficients
+from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
+from .fit import MAX_REPLAYS, TERMS, FrozenSchedule, fit_coefficients
+from .identify import bootstrap_spread, identify_terms
+from .loadrun import RealRun, load_real_run, median_tpot, run_workload, training_split
 from .replay import replay as replay_run
-from .runmeta import (FLAT_PLACES, check_fits_cache, check_meta_against_run, identity_from_meta, read_timeseries,
-                      settings_from)
+from .runmeta import FLAG_NAMES
 from .stepmodel import MIN_STEP_MS, StepModel, limits_for, step_model_to_json
-from ..workload.specs import RequestSpec, workload_to_json
-from ..workload.validation import name_problem
+from ..workload.specs import workload_to_json
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot", "calibrate", "render_files",
-           "command", "ABLATION"]
+           "command", "ABLATION", "HIGH_LOSS", "check_same_model"]
 
-
-@dataclass(frozen=True)
-class RealRun:
-    """A real run ready to replay.
-
-    ``records``: the importer's normalised requests (ms from the first arrival), in arrival order;
-    ``settings``: :data:`sched.timing.stepmodel.SETTINGS` keys; ``fitted_on``: identity (model, device,
-    vLLM version, async scheduling, source file and sha256); ``timeseries``: ``(t in s, running,
-    waiting)`` rows or ``None``; ``notes``: assumptions taken (defaults used), one sentence each.
-    """
-
-    records: list
-    settings: dict
-    fitted_on: dict
-    timeseries: list | None = None
-    notes: list = field(default_factory=list)
-
-
-def _read(path: str, what: str) -> str:
-    return realrun.read_result_text(path, what)  # the reader of import-results (a BOM is accepted)
-
-
-def load_real_run(path: str, meta_path: str | None = None) -> RealRun:
-    """Read a real run (module docstring, step 1); raises :class:`~sched.base.cmdline.InputError`.
-
-    ``meta_path`` defaults to ``meta.json`` beside ``path`` (request-jsonl); ``timeseries.csv``
-    beside it is read when present.
-    """
-    text = _read(path, "result file")
-    fmt = realrun._detect(text, path)
-    directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
-    if meta_path is not None and not os.path.lexists(meta_path):
-        raise InputError(f"{meta_path}: no such meta file (--meta)")
-    meta_path = meta_path or os.path.join(directory, "meta.json")
-    if fmt == "request-jsonl":
-        if not os.path.exists(meta_path):
-            raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
-        meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
-        _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
-        settings, notes = settings_from(meta, meta_path)
-        check_meta_against_run(meta, meta_path, records, path)
-        identity = identity_from_meta(meta)
-    else:
-        manifest, records, _ = realrun.import_vllm_bench(text, path)
-        run = realrun._vllm_runs(text, path)[0]
-        settings, notes = settings_from(run, path, places=FLAT_PLACES)
-        identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
-                    "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
-    seen: dict = {}
-    for index, record in enumerate(records):
-        problem = name_problem(record["name"])
-        if problem:  # the id becomes the workload's request name: refuse what the run would refuse
-            raise InputError(f"{path}: request {index}: field 'request_id': {problem} (it becomes the request's "
-                             "name in workload.json)")
-        where = f"{path}: request {index} ({record['name']})"
-        if record["name"] in seen:
-            raise InputError(f"{where}: field 'request_id': {record['name']!r} already names request "
-                             f"{seen[record['name']]}; each request needs its own id")
-        seen[record["name"]] = index
-        if record["status"] != "ok":
-            raise InputError(f"{where}: did not finish (status {record['status']}): a calibration needs every "
-                             "request's first and last token")
-        for key, field_name in (("arrival", "arrival"), ("first_token_at", "first token"), ("done_at", "end")):
-            if record[key] is None:
-                raise InputError(f"{where}: field {key!r}: missing: a calibration needs every request's {field_name}")
-        if not record["output_tokens_emitted"]:
-            raise InputError(f"{where}: field 'output_toks': {record['output_tokens_emitted']!r}: a finished request "
-                             "emits at least one output token (a workload request needs output_tokens >= 1)")
-        check_fits_cache(record, settings, where)
-    order = sorted(range(len(records)), key=lambda i: (records[i]["arrival"], i))
-    records = [records[i] for i in order]
-    fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
-                     source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
-    return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
-
-
-def run_workload(run: RealRun) -> list[RequestSpec]:
-    """The run's requests as a workload (module docstring, step 2), in arrival order."""
-    return [RequestSpec(name=record["name"], arrival=round(record["arrival"]), prefix_key=None, prefix_tokens=0,
-                        suffix_tokens=record["prompt_tokens"], output_tokens=record["output_tokens_emitted"],
-                        tick_ms=1.0)
-            for record in run.records]
-
-
-def training_split(run: RealRun, train_first: int, source: str) -> tuple[list, list]:
-    """Names of the first ``train_first`` requests by arrival and of the others; N must be in [1, requests − 1]."""
-    count = len(run.records)
-    if not 1 <= train_first <= count - 1:
-        raise InputError(f"{source}: --train-first {train_first}: must be between 1 and {count - 1} (the run holds "
-                         f"{count} requests and at least one must be left to judge the fit)")
-    names = [record["name"] for record in run.records]
-    return names[:train_first], names[train_first:]
-
-
-def median_tpot(run: RealRun, names) -> float:
-    """Median measured TPOT (ms) of ``names``: the constant step of the baseline."""
-    wanted = set(names)
-    values = [r["tpot"] for r in run.records if r["name"] in wanted and r["tpot"] is not None]
-    if not values:
-        raise InputError("no training request has two or more output tokens: TPOT, and so a step, is unknown")
-    return statistics.median(values)
+#: A training loss above this (a typical error above about 16%) is warned about: the fit itself failed.
+HIGH_LOSS = 0.15
 
 
 # --- the calibration ------------------------------------------------------------------------------
@@ -166,59 +64,135 @@ def _measured(run: RealRun) -> dict:
             for r in run.records}
 
 
-def calibrate(run: RealRun, train_first: int, source: str, replay) -> dict:
-    """Fit and judge a step model on ``run`` (module docstring, steps 3-4); returns every number.
+def check_same_model(runs, sources) -> None:
+    """Several runs fitted together must be of one model (and one GPU where both files name it)."""
+    first = runs[0].fitted_on
+    for run, source in zip(runs[1:], sources[1:]):
+        for key, what in (("model", "model"), ("device", "GPU")):
+            mine, theirs = _short(first.get(key)), _short(run.fitted_on.get(key))
+            if mine and theirs and mine != theirs:
+                raise InputError(f"{source}: field {key!r}: {run.fitted_on.get(key)!r} but {sources[0]} is "
+                                 f"{first.get(key)!r}: runs fitted together must be of one {what}")
 
-    ``replay(specs, settings, (a, b, c), variant)`` simulates the workload with the vLLM engine
-    (:func:`sched.timing.replay.replay`); ``variant`` is one of the ablation's. Returns a dict with the
-    :class:`~sched.timing.stepmodel.StepModel` (``model``), ``train``/``held_out`` names, the fit's
-    ``history``, ``loss``, the tables (``held_out_table``, ``baseline_table``, ``training_table``),
-    ``ablation`` rows, ``counts`` (or None) and the replays' preemption counts.
+
+def _short(name):
+    """A model or GPU name without its directory (``/models/org/name`` and ``org/name`` match)."""
+    return "/".join(str(name).rstrip("/").split("/")[-2:]).lower() if name else None
+
+
+def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAYS) -> dict:
+    """Fit and judge a step model on ``runs`` (module docstring, steps 3-4); returns every number.
+
+    ``runs``: :class:`RealRun` list; ``train_firsts``: N per run (``None``: every request);
+    ``sources``: how each run was named on the command line; ``replay(specs, settings,
+    (a, b, c, d), variant)`` simulates a workload with the vLLM engine
+    (:func:`sched.timing.replay.replay`). Returns a dict with the
+    :class:`~sched.timing.stepmodel.StepModel` (``model``), the fit's ``history``, ``loss``,
+    ``converged``, ``unidentified`` and ``uncertainty``, ``warnings``, and ``runs``: per run its
+    ``train``/``held_out`` names, tables (``held_out_table`` or None, ``baseline_table``,
+    ``training_table``), ``ablation`` rows, ``counts`` (or None) and preemption count.
     """
-    specs = run_workload(run)
-    train, held_out = training_split(run, train_first, source)
-    measured = _measured(run)
-    arrival = {spec.name: spec.arrival for spec in specs}
-    constant = median_tpot(run, train)
-
-    # The search replays without prefix caching (the engine's fast path): the replayed workload
-    # shares no prefix, so caching changes only a preempted request's re-prefill (a hit on its own
+    check_same_model(runs, sources)
+    specs = [run_workload(run) for run in runs]
+    splits = [training_split(run, n, source) for run, n, source in zip(runs, train_firsts, sources)]
+    measured = [_measured(run) for run in runs]
+    constant = median_tpot(runs, [train for train, _ in splits])
+    # The search may replay without prefix caching (the engine's fast path) when no request declares
+    # a shared prefix: caching then changes only a preempted request's re-prefill (a hit on its own
     # freed blocks). Every reported number comes from replays with the run's own settings.
-    fast = dict(run.settings, enable_prefix_caching=False)
+    search_settings = [run.settings if any(spec.prefix_key for spec in workload)
+                       else dict(run.settings, enable_prefix_caching=False) for run, workload in zip(runs, specs)]
+    cache = {}
 
-    def fit_replay(a, b, c):
-        result = replay(specs, fast, (a, b, c), "kv-preemption")
-        targets = [(arrival[name], result.first_step[name], result.done_step[name], measured[name]["ttft"],
-                    measured[name]["e2e"]) for name in train]
-        return result.steps, targets
+    def fit_replay(a, b, c, d):
+        key = (a, b, c, d)
+        if key not in cache:
+            steps, targets, windows = [], [], []
+            offset = 0.0
+            for i, run in enumerate(runs):
+                result = replay(specs[i], search_settings[i], key, "kv-preemption")
+                base = len(steps)
+                arrival = {spec.name: spec.arrival + offset for spec in specs[i]}
+                # Runs follow each other on one time line, 1 s apart (each starts a busy period).
+                steps += [type(step)(step.start + offset, step.duration, step.prompt_tokens, step.decode_tokens,
+                                     step.kv_tokens) for step in result.steps]
+                train = splits[i][0]
+                targets += [(arrival[name], base + result.first_step[name], base + result.done_step[name],
+                             measured[i][name]["ttft"], measured[i][name]["e2e"]) for name in train]
+                windows.append((base, base + max(result.done_step[name] for name in train)))
+                offset = steps[-1].end + 1000.0
+            cache.clear()
+            cache[key] = steps, targets, windows
+        steps, targets, _ = cache[key]
+        return steps, targets
 
-    coefficients, loss, history = fit_coefficients(fit_replay, (constant, 0.0, 0.0))
+    start = (constant, 0.0, 0.0, 0.0)
+    steps, _ = fit_replay(*start)
+    window = [step for first, last in cache[start][2] for step in steps[first:last + 1]]
+    unidentified = identify_terms(window, len(window) - 1)
+    free = tuple(term not in unidentified for term in TERMS)
+    coefficients, loss, history, converged = fit_coefficients(fit_replay, start, max_replays, free)
     # Rounded as step-model.json stores them, so a run given that file replays exactly these numbers.
     # a >= MIN_STEP_MS as step-model.json requires (the fit keeps it there; the bound is only a guard).
-    coefficients = (max(round(coefficients[0], 6), MIN_STEP_MS), round(coefficients[1], 9), round(coefficients[2], 9))
+    coefficients = (max(round(coefficients[0], 6), MIN_STEP_MS), round(coefficients[1], 9),
+                    round(coefficients[2], 9), round(coefficients[3], 12))
+    steps, targets = fit_replay(*coefficients)
+    loss = FrozenSchedule(steps, targets).loss(coefficients)
+    uncertainty = bootstrap_spread(steps, targets, coefficients, free)
+    warnings = []
+    if loss > HIGH_LOSS:
+        warnings.append(f"the training loss stays high ({loss:.3f}, a typical error of "
+                        f"{100 * (math.exp(loss) - 1):.0f}%): this step model does not describe the training "
+                        "requests; do not trust its predictions")
+    if not converged:
+        warnings.append(f"the search stopped after --max-replays {max_replays} replays before the coefficients "
+                        "settled; the best replay is kept (raise --max-replays to go on)")
+    per_run = []
+    for i, run in enumerate(runs):
+        per_run.append(_judge(run, specs[i], splits[i], measured[i], coefficients, constant, replay, sources[i]))
+    first = runs[0]
+    fitted_on = dict(first.fitted_on, train_first=len(splits[0][0]), train_names=[splits[0][0][0], splits[0][0][-1]],
+                     loss="mean |ln(predicted/measured)| of TTFT and E2E of the training requests",
+                     training_loss=round(loss, 6), constant_step_ms=round(constant, 6), replays=len(history),
+                     converged=converged)
+    if len(runs) > 1:
+        fitted_on["runs"] = [dict(run.fitted_on, train_first=len(split[0]), settings=run.settings)
+                             for run, split in zip(runs, splits)]
+    flags = sorted({note for run in runs for note in run.notes if "--" in note})
+    if flags:
+        fitted_on["settings_from_flags"] = flags
+    model = StepModel(coefficients[0], coefficients[1], coefficients[2], dict(first.settings), fitted_on,
+                      coefficients[3], {k: v for k, v in uncertainty.items() if v is not None} | {
+                          k: None for k in unidentified}, unidentified or None)
+    return {"model": model, "history": history, "loss": loss, "converged": converged, "max_replays": max_replays,
+            "unidentified": unidentified, "uncertainty": uncertainty, "constant_step_ms": constant,
+            "warnings": warnings, "runs": per_run}
+
+
+def _judge(run, specs, split, measured, coefficients, constant, replay, source) -> dict:
+    """The tables of one run under the fitted and the constant step (module docstring, step 4)."""
+    train, held_out = split
+    judged = held_out or train
     fitted = replay(specs, run.settings, coefficients, "kv-preemption")
-    baseline = replay(specs, run.settings, (constant, 0.0, 0.0), "kv-preemption")
+    baseline = replay(specs, run.settings, (constant, 0.0, 0.0, 0.0), "kv-preemption")
+    fast = dict(run.settings, enable_prefix_caching=False)
     ablation = []
     for label, variant, step in ABLATION:
         if variant == "kv-preemption":
             result = fitted if step == "fitted" else baseline
         else:  # no preemption happens in these two, so prefix caching changes nothing: the fast path
-            result = replay(specs, fast, (constant, 0.0, 0.0), variant)
-        table = percentile_table(measured, result.predicted, held_out)
+            result = replay(specs, fast if not any(s.prefix_key for s in specs) else run.settings,
+                            (constant, 0.0, 0.0, 0.0), variant)
+        table = percentile_table(measured, result.predicted, judged)
         errors = {m: {row["p"]: row["error"] for row in table if row["metric"] == m} for m in ("ttft", "e2e")}
         ablation.append((label, errors, result.preemptions))
-    fitted_on = dict(run.fitted_on, train_first=train_first, train_names=[train[0], train[-1]],
-                     loss="mean |ln(predicted/measured)| of TTFT and E2E of the training requests",
-                     training_loss=round(loss, 6), constant_step_ms=round(constant, 6), replays=len(history))
-    model = StepModel(*coefficients, dict(run.settings), fitted_on)
-    return {"model": model, "train": train, "held_out": held_out, "history": history, "loss": loss,
-            "constant_step_ms": constant, "notes": run.notes,
-            "held_out_table": percentile_table(measured, fitted.predicted, held_out),
-            "baseline_table": percentile_table(measured, baseline.predicted, held_out),
+    return {"source": source, "fitted_on": run.fitted_on, "settings": run.settings, "notes": run.notes,
+            "train": train, "held_out": held_out,
+            "held_out_table": percentile_table(measured, fitted.predicted, held_out) if held_out else None,
+            "baseline_table": percentile_table(measured, baseline.predicted, judged),
             "training_table": percentile_table(measured, fitted.predicted, train),
             "ablation": ablation, "counts": counts_error(fitted.samples, run.timeseries),
-            "baseline_counts": counts_error(baseline.samples, run.timeseries),
-            "preemptions": fitted.preemptions}
+            "baseline_counts": counts_error(baseline.samples, run.timeseries), "preemptions": fitted.preemptions}
 
 
 # --- the subcommand -------------------------------------------------------------------------------
@@ -234,54 +208,115 @@ def _rounded(value):
     return value
 
 
-def render_files(result: dict, specs) -> dict[str, str]:
-    """``workload.json``, ``step-model.json``, ``calibration.txt`` and ``calibration.json`` by name."""
+def render_files(result: dict, workloads) -> dict[str, str]:
+    """``workload.json`` (``workload-2.json`` ... for further runs), ``step-model.json``,
+    ``calibration.txt`` and ``calibration.json`` by name."""
     model = result["model"]
+    first = result["runs"][0]
+
+    def run_numbers(run):
+        return {"source": run["source"], "train": len(run["train"]), "held_out": len(run["held_out"]),
+                "settings": run["settings"], "notes": run["notes"],
+                "held_out_table": run["held_out_table"], "baseline_table": run["baseline_table"],
+                "training_table": run["training_table"],
+                "ablation": [{"replay": label, "errors": errors, "preemptions": count}
+                             for label, errors, count in run["ablation"]],
+                "counts": run["counts"], "baseline_counts": run["baseline_counts"]}
     numbers = {
-        "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "training_loss": result["loss"],
-        "constant_step_ms": result["constant_step_ms"], "train": len(result["train"]),
-        "held_out": len(result["held_out"]), "percentiles": "nearest rank", "time_unit": "ms",
-        "replays": [{"a": a, "b": b, "c": c, "loss": loss} for (a, b, c), loss in result["history"]],
-        "held_out_table": result["held_out_table"], "baseline_table": result["baseline_table"],
-        "training_table": result["training_table"],
-        "ablation": [{"replay": label, "errors": errors, "preemptions": count}
-                     for label, errors, count in result["ablation"]],
-        "counts": result["counts"], "baseline_counts": result["baseline_counts"],
-        "fitted_on": model.fitted_on, "limits": limits_for(model.fitted_on),
+        "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms, "d": model.d_ms},
+        "uncertainty": result["uncertainty"], "unidentified": result["unidentified"],
+        "training_loss": result["loss"], "converged": result["converged"], "warnings": result["warnings"],
+        "constant_step_ms": result["constant_step_ms"], "percentiles": "nearest rank", "time_unit": "ms",
+        "replays": [dict(zip(TERMS, coefficients), loss=loss) for coefficients, loss in result["history"]],
     }
-    return {"workload.json": workload_to_json(specs, units=True), "step-model.json": step_model_to_json(model),
-            "calibration.txt": render_calibration(result),
-            "calibration.json": json.dumps(_rounded(numbers), indent=2, ensure_ascii=False, allow_nan=False) + "\n"}
+    numbers.update({key: value for key, value in run_numbers(first).items() if key not in ("source", "settings")})
+    numbers.update(runs=[run_numbers(run) for run in result["runs"]], fitted_on=model.fitted_on,
+                   limits=limits_for(model.fitted_on))
+    files = {"workload.json": workload_to_json(workloads[0], units=True)}
+    for index, workload in enumerate(workloads[1:], 2):
+        files[f"workload-{index}.json"] = workload_to_json(workload, units=True)
+    files.update({"step-model.json": step_model_to_json(model), "calibration.txt": render_calibration(result),
+                  "calibration.json": json.dumps(_rounded(numbers), indent=2, ensure_ascii=False,
+                                                 allow_nan=False) + "\n"})
+    return files
 
 
-def _positive(text: str) -> int:
+def _train_first(text: str):
+    if text.strip().lower() == "all":
+        return None
     try:
         return integer(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number of requests, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"must be a whole number of requests or 'all', got {text!r}") from None
+
+
+def _train_firsts(text: str) -> list:
+    """``N`` or ``all`` for every run, or one per run separated by commas (``45,45,all``)."""
+    return [_train_first(part) for part in text.split(",")]
+
+
+def _setting_flags(args) -> dict:
+    """The engine settings given as flags (vLLM's names), by setting name."""
+    flags = {key: getattr(args, key) for key in FLAG_NAMES if getattr(args, key) is not None}
+    return flags
+
+
+def _positive_count(text: str) -> int:
+    try:
+        value = integer(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _calibrate(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py calibrate",
-                        description="Fit the vLLM engine's step time (step_ms = a + b*prompt + c*decode) to a real "
-                                    "run, on its first N requests by arrival, and judge it on the others "
-                                    "(vllm-engine.md §6). Writes workload.json, step-model.json, calibration.txt "
-                                    "and calibration.json into DIR. Times in ms.")
-    parser.add_argument("run", metavar="RUN.jsonl", help="per-request results (request-jsonl, or vllm bench "
-                                                           "--save-detailed JSON naming its engine settings)")
+                        description="Fit the vLLM engine's step time (step_ms = a + b*prompt + c*decode + "
+                                    "d*kv_tokens) to real runs, on the first N requests by arrival of each, and judge "
+                                    "it on the others (vllm-engine.md §6). Writes workload.json, step-model.json, "
+                                    "calibration.txt and calibration.json into DIR. Times in ms.")
+    parser.add_argument("runs", metavar="RUN", nargs="+",
+                        help="a real run: per-request results (request-jsonl with meta.json, or vllm bench serve "
+                             "--save-result --save-detailed JSON naming its engine settings), or a vLLM "
+                             "OpenTelemetry run directory (traces.json, vllm.log, profile.yaml)")
     parser.add_argument("--meta", metavar="META.json", help="the engine's meta.json (default: beside RUN.jsonl)")
-    parser.add_argument("--train-first", type=_positive, required=True, metavar="N",
-                        help="fit on the first N requests by arrival (1 .. requests - 1); judge on the rest")
+    parser.add_argument("--train-first", type=_train_firsts, required=True, metavar="N",
+                        help="fit on the first N requests by arrival (1 .. requests; 'all' = every request, nothing "
+                             "held out); one value for every run, or one per run separated by commas")
     parser.add_argument("--out", metavar="DIR", required=True, type=realrun._directory_arg,
                         help="directory to write (new or empty unless --force)")
     parser.add_argument("--force", action="store_true", help="replace the calibration's own files in DIR")
+    parser.add_argument("--max-replays", type=_positive_count, default=MAX_REPLAYS, metavar="N",
+                        help=f"most replays of the search (default {MAX_REPLAYS}; the output says when it stopped "
+                             "the search)")
+    settings = parser.add_argument_group("engine settings (vLLM's flags; they win over the run's files and are "
+                                         "recorded in step-model.json)")
+    for key, flag in FLAG_NAMES.items():
+        if key == "enable_prefix_caching":
+            settings.add_argument(flag, dest=key, action=argparse.BooleanOptionalAction, default=None,
+                                  help="prefix caching on (or --no-enable-prefix-caching: off)")
+        else:
+            settings.add_argument(flag, dest=key, type=_positive_count, metavar="N")
     args = parser.parse_args(argv)
-    run = load_real_run(args.run, args.meta)
-    training_split(run, args.train_first, args.run)  # refuse a bad N before replaying anything
-    names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json")
+    if args.meta is not None and len(args.runs) > 1:
+        raise InputError("--meta names the meta file of one run; with several runs keep each meta.json beside its run")
+    firsts = args.train_first
+    if len(firsts) == 1:
+        firsts = firsts * len(args.runs)
+    if len(firsts) != len(args.runs):
+        raise InputError(f"--train-first: {len(firsts)} values for {len(args.runs)} runs; give one, or one per run")
+    flags = _setting_flags(args)
+    runs = [load_real_run(path, args.meta, flags) for path in args.runs]
+    for run, n, path in zip(runs, firsts, args.runs):
+        training_split(run, n, path)  # refuse a bad N before replaying anything
+    workloads = [run_workload(run) for run in runs]
+    names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json") + tuple(
+        f"workload-{i}.json" for i in range(2, len(runs) + 1))
     check_target(args.out, force=args.force, names=names, kind="calibrate")
-    result = calibrate(run, args.train_first, args.run, replay_run)
-    files = render_files(result, run_workload(run))
+    result = calibrate(runs, firsts, args.runs, replay_run, args.max_replays)
+    files = render_files(result, workloads)
     write_artifacts(files, args.out, force=args.force)
     sys.stdout.write(files["calibration.txt"])
     print(f"wrote {', '.join(files)} to {args.out}/; predict with: infer_sched_lab.py --engine vllm --workload "

@@ -20,7 +20,7 @@ from ..core.metrics import percentile
 from .stepmodel import limits_for
 
 __all__ = ["METRICS", "PERCENTILES", "percentile_table", "relative_error", "counts_error", "render_percentile_table",
-           "render_rows", "render_calibration"]
+           "render_rows", "render_terms", "render_calibration"]
 
 #: Metric name -> what it is (all in ms).
 METRICS = {"ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "tpot": "TPOT"}
@@ -113,31 +113,75 @@ def render_rows(rows: list[tuple[str, dict, int]]) -> list[str]:
     return lines
 
 
+def render_terms(result: dict) -> list[str]:
+    """The fitted coefficients, one line each, with their uncertainty, or why a term is not known."""
+    model, spread, unknown = result["model"], result["uncertainty"], result["unidentified"]
+    rows = (("a", model.a_ms, "ms per step (fixed per-step cost: host work, launches, weights read once)"),
+            ("b", model.b_ms, "ms per prompt token computed"),
+            ("c", model.c_ms, "ms per decoded sequence"),
+            ("d", model.d_ms, "ms per token of KV context read (KV blocks held × block_size)"))
+    lines = []
+    for key, value, unit in rows:
+        if key in unknown:
+            lines.append(f"  {key} = not identified (held at 0): {unknown[key]}")
+            continue
+        sd = spread.get(key)
+        plus = f" ± {sd:.2g}" if sd is not None else ""
+        lines.append(f"  {key} = {value:.4g}{plus} {unit}")
+    return lines
+
+
 def render_calibration(result: dict) -> str:
     """The text ``calibrate`` prints and writes to ``calibration.txt`` (``result`` from :func:`sched.timing.calibrate.calibrate`)."""
     model = result["model"]
-    fitted_on, settings = model.fitted_on, model.settings
-    train, held_out = result["train"], result["held_out"]
-    lines = [f"Calibrated the vLLM engine's step time on {fitted_on.get('source')} ({fitted_on.get('num_requests')} "
-             f"requests): {fitted_on.get('model') or 'an unknown model'} on {fitted_on.get('device') or 'an unknown GPU'}, "
-             f"vLLM {fitted_on.get('vllm_version') or '?'}.",
-             "Settings replayed: " + ", ".join(f"{key} {value}" for key, value in settings.items()) + "."]
-    lines += [f"Note: {note}." for note in result["notes"]]
-    lines += ["", f"Fit on the first {len(train)} requests by arrival ({train[0]} .. {train[-1]}); "
-              f"{len(result['history'])} replays (frozen-schedule Nelder-Mead, see sched/timing/fit.py):",
-              f"  {model.formula}",
+    fitted_on = model.fitted_on
+    runs = result["runs"]
+    lines = []
+    for run in runs:
+        about = run["fitted_on"]
+        lines += [f"Run {run['source']} ({about.get('num_requests')} requests, {about.get('format')}): "
+                  f"{about.get('model') or 'an unknown model'} on {about.get('device') or 'an unknown GPU'}, "
+                  f"vLLM {about.get('vllm_version') or '?'}, async scheduling "
+                  f"{'on' if about.get('async_scheduling') else 'off'}.",
+                  "  Settings replayed: " + ", ".join(f"{key} {value}" for key, value in run["settings"].items()) + "."]
+        lines += [f"  Note: {note}." for note in run["notes"]]
+    train_counts = ", ".join(str(len(run["train"])) for run in runs)
+    converged = "coefficients settled" if result["converged"] else "stopped by --max-replays"
+    lines += ["", f"Fit on the first {train_counts} requests by arrival of {'each run' if len(runs) > 1 else 'the run'}; "
+              f"{len(result['history'])} replays ({converged}; frozen-schedule Nelder-Mead, see sched/timing/fit.py):",
+              f"  {model.formula}"]
+    lines += render_terms(result)
+    lines += ["  (± one standard deviation over a bootstrap of the training requests, schedule held fixed; see "
+              "sched/timing/identify.py)",
               f"  training error: mean |ln(predicted/measured)| of TTFT and E2E = {result['loss']:.4f} "
               f"(typical error {100 * (math.exp(result['loss']) - 1):.1f}%)",
               f"  constant-step baseline: step_ms = {result['constant_step_ms']:.2f} (median measured TPOT of the "
-              "training requests)", ""]
-    lines.append(f"Held-out requests ({len(held_out)}: {held_out[0]} .. {held_out[-1]}), never seen by the fit; "
-                 "percentiles by nearest rank:")
-    lines += render_percentile_table(result["held_out_table"], result["baseline_table"])
-    lines += ["", "Training requests (what the fit saw), same columns:"]
-    lines += render_percentile_table(result["training_table"])
-    lines += ["", "What each ingredient buys (held-out requests; error of each percentile):"]
-    lines += render_rows(result["ablation"])
-    counts, baseline_counts = result["counts"], result["baseline_counts"]
+              "training requests)"]
+    lines += [f"Warning: {warning}." for warning in result["warnings"]]
+    for run in runs:
+        lines += [""] + _run_section(run, len(runs) > 1)
+    lines += ["", "Limits:"] + [f"- {line}" for line in limits_for(fitted_on)]
+    return "\n".join(lines) + "\n"
+
+
+def _run_section(run: dict, named: bool) -> list[str]:
+    train, held_out = run["train"], run["held_out"]
+    title = f"{run['source']}: " if named else ""
+    lines = []
+    if held_out:
+        lines.append(f"{title}held-out requests ({len(held_out)}: {held_out[0]} .. {held_out[-1]}), never seen by the "
+                     "fit; percentiles by nearest rank:")
+        lines += render_percentile_table(run["held_out_table"], run["baseline_table"])
+        lines += ["", f"{title}training requests (what the fit saw), same columns:"]
+        lines += render_percentile_table(run["training_table"])
+    else:
+        lines.append(f"{title}every request was a training request (--train-first all): nothing held out, so this "
+                     "says how well the model fits, not how well it predicts:")
+        lines += render_percentile_table(run["training_table"], run["baseline_table"])
+    judged = "held-out" if held_out else "training"
+    lines += ["", f"What each ingredient buys ({judged} requests; error of each percentile):"]
+    lines += render_rows(run["ablation"])
+    counts, baseline_counts = run["counts"], run["baseline_counts"]
     lines.append("")
     if counts is None:
         lines.append("Running/waiting counts: no timeseries.csv beside the run, not compared.")
@@ -147,5 +191,4 @@ def render_calibration(result: dict) -> str:
                      f"{counts['waiting_mae']:.1f} (measured means {counts['running_mean']:.1f} and "
                      f"{counts['waiting_mean']:.1f}; constant step: {baseline_counts['running_mae']:.1f} and "
                      f"{baseline_counts['waiting_mae']:.1f}).")
-    lines += ["", "Limits:"] + [f"- {line}" for line in limits_for(fitted_on)]
-    return "\n".join(lines) + "\n"
+    return lines

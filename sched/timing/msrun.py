@@ -99,7 +99,7 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
     tick_ms = workload_tick_ms(workload) or 1.0
     clocked = [replace(spec, arrival=_arrival_us(spec, tick_ms)) for spec in workload]
     check_fits(clocked, knobs, source)
-    result = simulate(clocked, knobs, progress, timeline=timeline, step_time=model.step_us)
+    result = simulate(clocked, knobs, progress, timeline=timeline, step_time=model.step_time())
     check_cases([result])
     return LabRun(workload, knobs, knobs.policy, source, [result], timeline, clock=VLLM_MS)
 
@@ -199,7 +199,8 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
     manifest = _manifest(run)
     manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
                     units=run.clock.units_note, arrivals=_arrivals_note(run.workload), step_model={
-        "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms}, "formula": model.formula,
+        "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms} | ({"d": model.d_ms} if model.d_ms else {}),
+        "formula": model.formula,
         "fitted_with": model.settings, "fitted_on": model.fitted_on, "overridden": overridden,
         "limits": limits_for(model.fitted_on) + ([
             "Settings differ from the fit (overridden above): the step time is extrapolated."] if overridden else [])})

@@ -38,8 +38,8 @@ class ReplayResult:
     """One replay in ms.
 
     ``steps``: :class:`~sched.timing.fit.Step` per engine step; ``samples``: ``(start, end, running,
-    waiting)`` per step (counts after scheduling; inside a jump over decode-only steps, which only
-    the fast path without prefix caching makes, the jump's largest counts); ``predicted``: name -> ``{"ttft", "e2e",
+    waiting)`` per timeline record (counts after scheduling; a jump over decode-only steps, which only
+    the fast path without prefix caching makes, keeps its largest counts); ``predicted``: name -> ``{"ttft", "e2e",
     "queue_wait", "tpot"}`` (ms; tpot ``None`` below two tokens); ``first_step``/``done_step``:
     name -> index into ``steps`` of the step that sampled its first / last token;
     ``preemptions``: total recompute preemptions.
@@ -96,16 +96,25 @@ class _ReservingKV(KVCache):
 
 
 def replay(specs, settings: dict, coefficients, variant: str = "kv-preemption") -> ReplayResult:
-    """Simulate ``specs`` (arrivals in whole ms) under ``settings`` with ``step_ms = a + b·prompt + c·decode``.
+    """Simulate ``specs`` (arrivals in whole ms) under ``settings`` with
+    ``step_ms = a + b·prompt + c·decode + d·kv_tokens`` (:mod:`sched.timing.stepmodel`).
 
-    ``coefficients`` is ``(a, b, c)`` in ms; ``variant`` one of :data:`VARIANTS` (module
-    docstring). Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
+    ``coefficients`` is ``(a, b, c)`` or ``(a, b, c, d)`` in ms; ``variant`` one of :data:`VARIANTS`
+    (module docstring). The engine asks the step time once per step with the KV blocks held
+    (``reads_kv_blocks``), so every step's tokens, KV context and duration are known exactly.
+    Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
     """
-    a, b, c = coefficients
+    a, b, c, d = (tuple(coefficients) + (0.0,))[:4]
+    per_block = d * settings["block_size"]
     workload = [replace(spec, arrival=spec.arrival * 1000) for spec in specs]
+    calls = []   # (prompt tokens, decode tokens, kv blocks, duration µs) per step, in step order
+    log = calls.append
 
-    def step_us(prompt_tokens: int, decode_tokens: int) -> int:
-        return max(1, round(1000 * (a + b * prompt_tokens + c * decode_tokens)))
+    def step_us(prompt_tokens: int, decode_tokens: int, kv_blocks: int) -> int:
+        duration = max(1, round(1000 * (a + b * prompt_tokens + c * decode_tokens + per_block * kv_blocks)))
+        log((prompt_tokens, decode_tokens, kv_blocks, duration))
+        return duration
+    step_us.reads_kv_blocks = True
 
     if variant == "no-kv-limit":
         knobs = knobs_from_settings(settings, num_gpu_blocks=None)
@@ -116,37 +125,27 @@ def replay(specs, settings: dict, coefficients, variant: str = "kv-preemption") 
     else:
         raise ValueError(f"unknown replay variant {variant!r}; known: {', '.join(VARIANTS)}")
     check_fits(workload, knobs)
-    for timeline in ("counts", "full"):   # "full" only when a very long run merged its counts records
-        simulation = make_simulation(workload, knobs, timeline=timeline, step_time=step_us,
-                                     per_step=variant == "kv-reserve")
-        if variant == "kv-reserve":
-            # The one pool swapped in from outside the engine: same interface, reserving at admission.
-            simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
-                                         {i: s.prompt_tokens + s.output_tokens - 1 for i, s in enumerate(workload)})
-        result = simulation.run()
-        if all(_uniform(record) for record in result.ticks):
-            return _in_ms(result)
-    raise SimulationError("replay: the step records cannot be split into steps")
+    simulation = make_simulation(workload, knobs, timeline="counts", step_time=step_us,
+                                 per_step=variant == "kv-reserve")
+    if variant == "kv-reserve":
+        # The one pool swapped in from outside the engine: same interface, reserving at admission.
+        simulation.kv = _ReservingKV(knobs.num_gpu_blocks, knobs.block_size,
+                                     {i: s.prompt_tokens + s.output_tokens - 1 for i, s in enumerate(workload)})
+    result = simulation.run()
+    ends = simulation.stamp_times[1:]
+    if len(ends) != len(calls):
+        raise SimulationError(f"replay: {len(calls)} step times asked for {len(ends)} steps")
+    return _in_ms(result, calls, ends, settings["block_size"])
 
 
-def _uniform(record) -> bool:
-    """Whether a timeline record covers equal steps (one step, or a jump over equal decode-only steps)."""
-    count = getattr(record, "num_steps", 1)
-    return (record.duration % count == 0 and record.num_prompt_tokens % count == 0
-            and record.num_decode_tokens % count == 0 and (count == 1 or record.num_prompt_tokens == 0))
-
-
-def _in_ms(result) -> ReplayResult:
-    steps, samples, end_index = [], [], {}
-    for record in result.ticks:
-        count = getattr(record, "num_steps", 1)
-        duration = record.duration // count    # a jump: equal decode-only steps
-        for j in range(count):
-            start = record.tick + j * duration
-            steps.append(Step(start / 1000, duration / 1000, record.num_prompt_tokens // count,
-                              record.num_decode_tokens // count))
-            samples.append((start / 1000, (start + duration) / 1000, record.num_running, record.num_waiting))
-            end_index[start + duration] = len(steps) - 1
+def _in_ms(result, calls, ends, block_size) -> ReplayResult:
+    steps, end_index = [], {}
+    for index, ((prompt, decode, kv_blocks, duration), end) in enumerate(zip(calls, ends)):
+        steps.append(Step((end - duration) / 1000, duration / 1000, prompt, decode, kv_blocks * block_size))
+        end_index[end] = index
+    # Running/waiting counts per record (a jump keeps its largest counts), for the time-series comparison.
+    samples = [(record.tick / 1000, (record.tick + record.duration) / 1000, record.num_running, record.num_waiting)
+               for record in result.ticks]
     predicted, first_step, done_step, preemptions = {}, {}, {}, 0
     for request in result.requests:
         arrival, first, done = request.spec.arrival, request.first_token_at, request.done_at

@@ -18,7 +18,7 @@ from ..base.cmdline import InputError, count_or_none
 from ..base.files import read_regular_text
 from .stepmodel import SETTINGS
 
-__all__ = ["SETTINGS_FROM_META", "FLAT_PLACES", "settings_from", "check_meta_against_run", "check_fits_cache",
+__all__ = ["FLAG_NAMES", "flag_note", "SETTINGS_FROM_META", "FLAT_PLACES", "settings_from", "check_meta_against_run", "check_fits_cache",
            "identity_from_meta", "read_timeseries"]
 
 #: Where each engine setting is read in LLMServingSim's ``meta.json``: every listed place that is
@@ -50,12 +50,21 @@ def _at(document: dict, keys: tuple):
 FLAT_PLACES = {key: ((key,),) for key in SETTINGS_FROM_META} | {"policy": (("scheduling_policy",), ("policy",))}
 
 
-def settings_from(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, list]:
-    """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present."""
+def settings_from(meta, source: str, places=SETTINGS_FROM_META, flags=None) -> tuple[dict, list]:
+    """Engine settings from ``meta``, each read at every one of its ``places`` (key paths) present.
+
+    ``flags`` (setting -> value given with vLLM's flag name on the command line) win over the file;
+    each one used is said in the returned notes (and whether the file said otherwise)."""
     settings, notes, named = {}, [], {}
+    flags = flags or {}
     for key, kind in SETTINGS.items():
         found = [(".".join(place), _at(meta, place)) for place in places[key]]
         found = [(where, value) for where, value in found if value is not None]
+        if key in flags:
+            notes.append(flag_note(key, flags[key], found[0][1] if found else None, os.path.basename(source)))
+            settings[key] = flags[key]
+            named[key] = FLAG_NAMES.get(key, key)
+            continue
         if not found:
             if key in _DEFAULTS:
                 settings[key] = _DEFAULTS[key]
@@ -81,6 +90,23 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META) -> tuple[dict, l
         if settings[key] < low:
             raise InputError(f"{source}: field {named.get(key, key)!r}: must be at least {low}, got {settings[key]}")
     return settings, notes
+
+
+#: vLLM's command-line flag of each setting calibrate accepts.
+FLAG_NAMES = {"num_gpu_blocks": "--num-gpu-blocks", "max_num_seqs": "--max-num-seqs",
+              "max_num_batched_tokens": "--max-num-batched-tokens", "block_size": "--block-size",
+              "enable_prefix_caching": "--enable-prefix-caching"}
+
+
+def flag_note(key: str, value, in_file, source: str) -> str:
+    """The sentence saying a flag set ``key`` (and what the file said, if anything)."""
+    flag = FLAG_NAMES.get(key, key)
+    shown = (flag if value else "--no-enable-prefix-caching") if key == "enable_prefix_caching" else f"{flag} {value}"
+    if in_file is None:
+        return f"{key} {value!r} from {shown} ({source} does not say)"
+    if in_file != value:
+        return f"{key} {value!r} from {shown}, which wins over {source}'s {in_file!r}"
+    return f"{key} {value!r} from {shown} (the same as {source})"
 
 
 def _unquoted(value, kind: type):

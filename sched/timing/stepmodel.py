@@ -1,10 +1,16 @@
 """A step-time model: how long one vLLM engine step takes, in milliseconds (vllm-engine.md §6).
 
-``step_ms = a + b · (prompt tokens computed in the step) + c · (decode tokens in the step)``
+``step_ms = a + b · (prompt tokens computed in the step) + c · (decoded sequences in the step)
++ d · (KV context tokens the step reads)``
 
-with ``a`` in ms per step, ``b`` in ms per prompt token and ``c`` in ms per decode token, all
-``>= 0``, and ``a >= 0.001`` (:data:`MIN_STEP_MS`: a step takes at least the engine clock's 1 µs
-even with no tokens). The coefficients are fitted to one real run (:mod:`sched.timing.calibrate`) and only mean
+with ``a`` in ms per step (the fixed per-step cost: host work, kernel launches, reading the
+weights once), ``b`` in ms per prompt token, ``c`` in ms per decoded sequence (one decode token
+each) and ``d`` in ms per token of KV context, all ``>= 0``, and ``a >= 0.001``
+(:data:`MIN_STEP_MS`: a step takes at least the engine clock's 1 µs even with no tokens). The
+KV context of a step is the KV blocks held by running requests during the step (after its
+allocations; vLLM's "GPU KV cache usage") times ``block_size``: what attention reads, so decode
+cost grows with batch *and* context as on a GPU. A file without ``d`` (the three-term model of
+earlier versions) is the same model with ``d = 0``. The coefficients are fitted to one real run (:mod:`sched.timing.calibrate`) and only mean
 something together with what they were fitted on, so ``step-model.json`` stores both:
 
 - ``settings``: the engine settings of the replay (vLLM's names: ``num_gpu_blocks``,
@@ -12,7 +18,10 @@ something together with what they were fitted on, so ``step-model.json`` stores 
   (0 = none), ``enable_prefix_caching``, ``policy``); a run given this file applies them;
 - ``fitted_on``: provenance (model, GPU, vLLM version, async scheduling, source run and its
   sha256, training requests, loss, training error);
-- ``limits``: what the fit cannot know, written out for whoever reads the file.
+- ``limits``: what the fit cannot know, written out for whoever reads the file;
+- ``uncertainty`` (optional): one standard deviation of each fitted coefficient (bootstrap over
+  training requests, :mod:`sched.timing.identify`); ``unidentified`` (optional): coefficient ->
+  why the training data could not tell it apart (it is then 0 and not a measurement).
 
 The engine's clock under a step model is in whole **microseconds** (:meth:`StepModel.step_us`):
 integer stamps keep the statistics exact, and a rounding of at most 0.5 µs per step is far below
@@ -57,19 +66,44 @@ class StepModel:
     c_ms: float
     settings: dict
     fitted_on: dict
+    d_ms: float = 0.0
+    uncertainty: dict | None = None
+    unidentified: dict | None = None
 
-    def step_ms(self, prompt_tokens: int, decode_tokens: int) -> float:
-        """Duration of a step computing ``prompt_tokens`` prompt and ``decode_tokens`` decode tokens, ms."""
-        return self.a_ms + self.b_ms * prompt_tokens + self.c_ms * decode_tokens
+    def step_ms(self, prompt_tokens: int, decode_tokens: int, kv_blocks: int = 0) -> float:
+        """Duration of a step computing ``prompt_tokens`` prompt and ``decode_tokens`` decode tokens
+        while running requests hold ``kv_blocks`` KV blocks, ms."""
+        return (self.a_ms + self.b_ms * prompt_tokens + self.c_ms * decode_tokens
+                + self.d_ms * kv_blocks * self.settings["block_size"])
 
-    def step_us(self, prompt_tokens: int, decode_tokens: int) -> int:
+    def step_us(self, prompt_tokens: int, decode_tokens: int, kv_blocks: int = 0) -> int:
         """:meth:`step_ms` in whole microseconds, at least 1 (a step always takes time)."""
-        return max(1, round(1000 * self.step_ms(prompt_tokens, decode_tokens)))
+        return max(1, round(1000 * self.step_ms(prompt_tokens, decode_tokens, kv_blocks)))
+
+    def step_time(self):
+        """The engine's ``step_time`` in µs: :meth:`step_us`, asked for the KV blocks only when ``d > 0``
+        (a three-term model keeps the engine's fast two-argument call)."""
+        if not self.d_ms:
+            return self.step_us
+        a, b, c, per_block = self.a_ms, self.b_ms, self.c_ms, self.d_ms * self.settings["block_size"]
+
+        def step_us(prompt_tokens: int, decode_tokens: int, kv_blocks: int) -> int:
+            return max(1, round(1000 * (a + b * prompt_tokens + c * decode_tokens + per_block * kv_blocks)))
+        step_us.reads_kv_blocks = True
+        return step_us
 
     @property
     def formula(self) -> str:
-        """The model as one line, e.g. ``step_ms = 12.3 + 0.0456·prompt + 0.0789·decode``."""
-        return f"step_ms = {self.a_ms:.4g} + {self.b_ms:.4g}·prompt + {self.c_ms:.4g}·decode"
+        """The model as one line, e.g. ``step_ms = 12.3 + 0.0456·prompt + 0.0789·decode``; the KV term
+        only when ``d > 0``; an unidentified coefficient is written as such, never as a number."""
+        unknown = self.unidentified or {}
+        text = f"step_ms = {self.a_ms:.4g}"
+        for key, value, name in (("b", self.b_ms, "prompt"), ("c", self.c_ms, "decode"), ("d", self.d_ms, "kv_token")):
+            if key in unknown:
+                text += f" + ?·{name}"
+            elif key != "d" or value:
+                text += f" + {value:.4g}·{name}"
+        return text
 
 
 def limits_for(fitted_on: dict) -> list[str]:
@@ -99,6 +133,16 @@ def step_model_to_json(model: StepModel) -> str:
         "fitted_on": model.fitted_on,
         "limits": limits_for(model.fitted_on),
     }
+    if model.d_ms or model.uncertainty is not None or model.unidentified:
+        document["formula"] += " + d * kv_context_tokens"
+        document["step_ms"]["d"] = round(model.d_ms, 12)
+        document["units"]["d"] = ("ms per token of KV context held by running requests during the step "
+                                  "(KV blocks in use x block_size)")
+    if model.uncertainty is not None:
+        document["uncertainty"] = {key: (None if value is None else float(f"{value:.4g}"))
+                                   for key, value in model.uncertainty.items()}
+    if model.unidentified:
+        document["unidentified"] = dict(model.unidentified)
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -124,11 +168,13 @@ def parse_step_model(text: str, source: str) -> StepModel:
     if data.get("engine") != "vllm":
         raise InputError(f"{source}: field 'engine': this step model is for the {data.get('engine')!r} engine; "
                          "only the vllm engine keeps time in ms (--engine vllm)")
-    step = need(data.get("step_ms"), dict, f"{source}: field 'step_ms'", "an object with a, b, c")
-    _known_keys(step, ("a", "b", "c"), f"{source}: field 'step_ms.")
+    step = need(data.get("step_ms"), dict, f"{source}: field 'step_ms'", "an object with a, b, c (and d)")
+    _known_keys(step, ("a", "b", "c", "d"), f"{source}: field 'step_ms.")
     coefficients = []
-    for key in ("a", "b", "c"):
+    for key in ("a", "b", "c", "d"):
         value = number_or_none(step.get(key), f"{source}: field 'step_ms.{key}'", 0, MAX_COEFFICIENT_MS)
+        if value is None and key == "d":
+            value = 0.0   # a three-term model: no KV-context term
         if value is None:
             raise InputError(f"{source}: field 'step_ms.{key}': missing")
         coefficients.append(float(value))
@@ -139,7 +185,16 @@ def parse_step_model(text: str, source: str) -> StepModel:
     _known_keys(settings, tuple(SETTINGS), f"{source}: field 'settings.")
     checked = {key: _setting(settings.get(key), key, kind, source) for key, kind in SETTINGS.items()}
     fitted_on = need(data.get("fitted_on", {}), dict, f"{source}: field 'fitted_on'", "an object")
-    return StepModel(*coefficients, checked, fitted_on)
+    unidentified = need(data.get("unidentified", {}), dict, f"{source}: field 'unidentified'", "an object")
+    _known_keys(unidentified, ("a", "b", "c", "d"), f"{source}: field 'unidentified.")
+    uncertainty = data.get("uncertainty")
+    if uncertainty is not None:
+        need(uncertainty, dict, f"{source}: field 'uncertainty'", "an object")
+        _known_keys(uncertainty, ("a", "b", "c", "d"), f"{source}: field 'uncertainty.")
+        for key, value in uncertainty.items():
+            number_or_none(value, f"{source}: field 'uncertainty.{key}'", 0, MAX_COEFFICIENT_MS)
+    a, b, c, d = coefficients
+    return StepModel(a, b, c, checked, fitted_on, d, uncertainty, unidentified or None)
 
 
 def _known_keys(section: dict, known: tuple, where: str) -> None:

@@ -145,7 +145,12 @@ class AsyncVllmSimulation(VllmSimulation):
                 samplers.append(seq)
         end = None
         if used:
-            duration = 1 if self.stamp_times is None else self.step_time(used - num_decode, num_decode)
+            if self.stamp_times is None:
+                duration = 1
+            elif self.reads_kv:   # a step time asking for the KV blocks held (engine.py, time)
+                duration = self.step_time(used - num_decode, num_decode, kv.num_used)
+            else:
+                duration = self.step_time(used - num_decode, num_decode)
             if not duration > 0:
                 raise ValueError(f"step_time({used - num_decode}, {num_decode}) gave {duration!r}: a step must last > 0")
             end = start + duration

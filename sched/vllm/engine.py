@@ -12,6 +12,9 @@ never writes files; it hands the shared records of :mod:`sched.core.records` (:c
 
 Time. By default every step lasts one tick: step ``t`` starts at tick ``t`` and its tokens are
 stamped ``t + 1`` (as in the lab). ``step_time(num_prompt_tokens, num_decode_tokens) -> duration``
+(or, for a ``step_time`` marked ``reads_kv_blocks = True``, ``step_time(num_prompt_tokens,
+num_decode_tokens, kv_blocks)`` with the KV blocks held by running requests during the step, after
+its allocations: the context the step's attention reads, in blocks; called once per step, in order)
 makes the clock continuous (vllm-engine.md §6): step ``k`` starts at ``T_k``, requests with
 ``arrival <= T_k`` join before it is scheduled, its tokens are stamped ``T_k + duration``, the next
 step starts there, and an idle engine jumps to the next arrival. Times stay exact for ``int``,
@@ -50,7 +53,8 @@ class VllmSimulation:
     ``full`` (one :class:`StepRecord` per step), ``counts`` (:class:`StepCounts` per step or jump,
     merged above 32,768 records) or ``off``; ``step_time``: ``None`` (every step lasts 1 tick) or
     ``f(num_prompt_tokens, num_decode_tokens) -> duration > 0``, a pure function of its arguments
-    (a jump asks it once for its identical steps); ``per_step``: walk every step.
+    (a jump asks it once for its identical steps), or, marked ``f.reads_kv_blocks = True``,
+    ``f(num_prompt_tokens, num_decode_tokens, kv_blocks)`` asked once for every step; ``per_step``: walk every step.
     ``running`` is the running list in order (a dict used as an ordered set), ``waiting`` the queue.
     The caller checks that every request can fit (:func:`sched.vllm.config.check_fits`); a run that
     stops making progress raises :class:`SimulationError`.
@@ -66,6 +70,8 @@ class VllmSimulation:
         if knobs.async_scheduling and not self.ASYNC:
             raise ValueError("async scheduling runs in sched.vllm.async_step (make_simulation picks it)")
         self.knobs, self.case, self.timeline, self.step_time = knobs, knobs.case(), timeline, step_time
+        # A step time marked ``reads_kv_blocks`` also receives the KV blocks held during the step.
+        self.reads_kv = bool(getattr(step_time, "reads_kv_blocks", False))
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
         self._seqs = [Seq(rec, self.kv.new_table()) for rec in self.requests]
@@ -95,7 +101,10 @@ class VllmSimulation:
         """The length of the step starting now (1 tick, or ``step_time``), its end time kept."""
         if self.stamp_times is None:
             return 1
-        duration = self.step_time(num_prompt, num_decode)
+        if self.reads_kv:
+            duration = self.step_time(num_prompt, num_decode, self.kv.num_used)
+        else:
+            duration = self.step_time(num_prompt, num_decode)
         if not duration > 0:
             raise ValueError(f"step_time({num_prompt}, {num_decode}) gave {duration!r}: a step must last > 0")
         self.stamp_times.append(self.now + duration)

@@ -179,15 +179,30 @@ class DecodeRuns:
             sim.now = t + span
         else:
             ends, now, steps = [], t, 0
-            duration = sim.step_time(0, num_open)   # the same batch every step: the same duration
-            if not duration > 0:
-                raise ValueError(f"step_time(0, {num_open}) gave {duration!r}: a step must last > 0")
-            while steps < span and (until is None or now < until):
-                now += duration
-                ends.append(now)
-                steps += 1
+            if sim.reads_kv:   # step j holds the blocks taken up to it: asked once per step
+                if span < 2:
+                    return
+                held = kv.num_used
+                while steps < span and (until is None or now < until):
+                    held += due[(ordinal + steps) % bs]
+                    duration = sim.step_time(0, num_open, held)
+                    if not duration > 0:
+                        raise ValueError(f"step_time(0, {num_open}, {held}) gave {duration!r}: a step must last > 0")
+                    now += duration
+                    ends.append(now)
+                    steps += 1
+            else:
+                duration = sim.step_time(0, num_open)   # the same batch every step: the same duration
+                if not duration > 0:
+                    raise ValueError(f"step_time(0, {num_open}) gave {duration!r}: a step must last > 0")
+                while steps < span and (until is None or now < until):
+                    now += duration
+                    ends.append(now)
+                    steps += 1
             span = steps
-            if span < 2:
+            # A step-time function that reads the KV blocks is asked exactly once per step taken, so a
+            # step it was asked for is kept (alone, it is the decode-only step the walk would make).
+            if span < (1 if sim.reads_kv else 2):
                 return
             sim.stamp_times.extend(ends)
             sim.now = now

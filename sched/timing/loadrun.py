@@ -1,0 +1,241 @@
+"""Reading a real run for ``calibrate`` (vllm-engine.md §6; issue 18, item 1): three formats, one shape.
+
+``load_real_run(RUN, meta, flags)`` accepts
+
+- a ``request-jsonl`` file (LLMServingSim's ``requests.jsonl``) with its ``meta.json``;
+- a ``vllm bench serve --save-result --save-detailed`` JSON file whose ``--metadata`` names the
+  engine settings (formats.md);
+- a vLLM OpenTelemetry run directory (``traces.json``, ``vllm.log``, optional ``profile.yaml``;
+  :mod:`sched.timing.otel_run`).
+
+Engine settings given as flags with vLLM's names (``--num-gpu-blocks``, ``--max-num-seqs``,
+``--max-num-batched-tokens``, ``--block-size``, ``--enable-prefix-caching``) win over the files;
+each one used is said in the run's notes (and, through the step model's ``settings``, applies to
+the run that follows). Every request must have finished; a request is named by the run's own id,
+verbatim. Problems are one :class:`~sched.base.cmdline.InputError` naming the file and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+from dataclasses import dataclass, field
+
+from . import otel_run, realrun
+from ..base.cmdline import InputError, parse_json
+from .runmeta import (FLAG_NAMES, FLAT_PLACES, check_fits_cache, check_meta_against_run, flag_note,
+                      identity_from_meta, read_timeseries, settings_from)
+from ..workload.specs import RequestSpec
+from ..workload.validation import name_problem
+
+__all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot"]
+
+
+@dataclass(frozen=True)
+class RealRun:
+    """A real run ready to replay.
+
+    ``records``: the importer's normalised requests (ms from the first arrival), in arrival order;
+    ``settings``: :data:`sched.timing.stepmodel.SETTINGS` keys; ``fitted_on``: identity (model, device,
+    vLLM version, async scheduling, source file and sha256); ``timeseries``: ``(t in s, running,
+    waiting)`` rows or ``None``; ``notes``: assumptions taken (defaults used, flags that won), one
+    sentence each; ``prefix_tokens``: a shared prefix every prompt starts with (0: none known).
+    """
+
+    records: list
+    settings: dict
+    fitted_on: dict
+    timeseries: list | None = None
+    notes: list = field(default_factory=list)
+    prefix_tokens: int = 0
+
+
+def _read(path: str, what: str) -> str:
+    return realrun.read_result_text(path, what)  # the reader of import-results (a BOM is accepted)
+
+
+def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = None) -> RealRun:
+    """Read a real run (module docstring); raises :class:`~sched.base.cmdline.InputError`.
+
+    ``meta_path`` defaults to ``meta.json`` beside ``path`` (request-jsonl); ``timeseries.csv``
+    beside it is read when present; ``flags``: setting -> value given on the command line.
+    """
+    flags = flags or {}
+    if os.path.isdir(path):
+        if not otel_run.is_otel_run(path):
+            raise InputError(f"{path}: a directory without traces.json: not a vLLM OpenTelemetry run directory")
+        return _load_otel(path, flags)
+    text = _read(path, "result file")
+    fmt = realrun._detect(text, path)
+    directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
+    if meta_path is not None and not os.path.lexists(meta_path):
+        raise InputError(f"{meta_path}: no such meta file (--meta)")
+    meta_path = meta_path or os.path.join(directory, "meta.json")
+    if fmt == "request-jsonl":
+        if not os.path.exists(meta_path):
+            raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
+        meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
+        _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
+        settings, notes = settings_from(meta, meta_path, flags=flags)
+        check_meta_against_run(meta, meta_path, records, path)
+        identity = identity_from_meta(meta)
+    else:
+        manifest, records, _ = realrun.import_vllm_bench(text, path)
+        run = realrun._vllm_runs(text, path)[0]
+        settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
+        identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
+                    "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
+    records = _checked(records, settings, path)
+    fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
+                     source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
+    return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
+
+
+def _checked(records: list, settings: dict, path: str, id_field: str = "request_id") -> list:
+    """``records`` in arrival order after the checks every format shares (names, finished, fits)."""
+    seen: dict = {}
+    for index, record in enumerate(records):
+        problem = name_problem(record["name"])
+        if problem:  # the id becomes the workload's request name: refuse what the run would refuse
+            raise InputError(f"{path}: request {index}: field {id_field!r}: {problem} (it becomes the request's "
+                             "name in workload.json)")
+        where = f"{path}: request {index} ({record['name']})"
+        if record["name"] in seen:
+            raise InputError(f"{where}: field {id_field!r}: {record['name']!r} already names request "
+                             f"{seen[record['name']]}; each request needs its own id")
+        seen[record["name"]] = index
+        if record["status"] != "ok":
+            raise InputError(f"{where}: did not finish (status {record['status']}): a calibration needs every "
+                             "request's first and last token")
+        for key, field_name in (("arrival", "arrival"), ("first_token_at", "first token"), ("done_at", "end")):
+            if record[key] is None:
+                raise InputError(f"{where}: field {key!r}: missing: a calibration needs every request's {field_name}")
+        if not record["output_tokens_emitted"]:
+            raise InputError(f"{where}: field 'output_toks': {record['output_tokens_emitted']!r}: a finished request "
+                             "emits at least one output token (a workload request needs output_tokens >= 1)")
+        check_fits_cache(record, settings, where)
+    order = sorted(range(len(records)), key=lambda i: (records[i]["arrival"], i))
+    return [records[i] for i in order]
+
+
+# --- a vLLM OpenTelemetry run directory ----------------------------------------------------------
+
+#: Settings whose vLLM default is safe to assume when the log does not name them.
+_LOG_DEFAULTS = {"long_prefill_token_threshold": 0, "policy": "fcfs"}
+
+
+def _load_otel(directory: str, flags: dict) -> RealRun:
+    traces = os.path.join(directory, "traces.json")
+    log_path = os.path.join(directory, "vllm.log")
+    if not os.path.exists(log_path):
+        raise InputError(f"{directory}: no vllm.log beside traces.json: the engine settings are unknown")
+    records = otel_run.read_spans(traces)
+    log = otel_run.read_vllm_log(log_path)
+    given, config, notes = log["flags"], log["config"], []
+    where = f"{os.path.basename(log_path)} line {log['line']}"
+    in_log = {"max_num_seqs": given.get("max_num_seqs"), "max_num_batched_tokens": given.get("max_num_batched_tokens"),
+              "num_gpu_blocks": given.get("num_gpu_blocks_override") or log["num_gpu_blocks"],
+              "block_size": given.get("block_size"), "enable_prefix_caching": given.get("enable_prefix_caching"),
+              "long_prefill_token_threshold": given.get("long_prefill_token_threshold"),
+              "policy": given.get("scheduling_policy")}
+    if in_log["enable_prefix_caching"] is None and config.get("enable_prefix_caching") in ("True", "False"):
+        in_log["enable_prefix_caching"] = config["enable_prefix_caching"] == "True"
+    if in_log["block_size"] is None and log["kv_tokens"] and log["num_gpu_blocks"]:
+        if log["kv_tokens"] % log["num_gpu_blocks"] == 0:
+            in_log["block_size"] = log["kv_tokens"] // log["num_gpu_blocks"]
+    settings = {}
+    for key, value in in_log.items():
+        if key in flags:
+            notes.append(flag_note(key, flags[key], value, "vllm.log"))
+            settings[key] = flags[key]
+        elif value is not None:
+            settings[key] = value
+        elif key in _LOG_DEFAULTS:
+            settings[key] = _LOG_DEFAULTS[key]
+            notes.append(f"{key} not in vllm.log: vLLM's default {_LOG_DEFAULTS[key]!r} assumed")
+        elif key == "block_size":
+            settings[key] = 16
+            notes.append("block_size not in vllm.log: vLLM's CUDA default 16 assumed")
+        else:
+            flag = FLAG_NAMES.get(key, key)
+            why = (" and no 'num_gpu_blocks is' line (KV size unknown)" if key == "num_gpu_blocks"
+                   else " (vLLM chose it by default, which depends on the GPU)")
+            raise InputError(f"{log_path}: field {key!r}: not in the last server start ({where}){why}; "
+                             f"give it with {flag}")
+    for key in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
+        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < (2 if key ==
+                                                                                                   "num_gpu_blocks" else 1):
+            raise InputError(f"{log_path}: field {key!r}: must be a whole number >= 1, got {settings[key]!r}")
+    if not isinstance(settings["enable_prefix_caching"], bool):
+        raise InputError(f"{log_path}: field 'enable_prefix_caching': must be true or false, "
+                         f"got {settings['enable_prefix_caching']!r}")
+    async_scheduling = bool(given.get("async_scheduling", False))
+    if "async_scheduling" not in given:
+        notes.append("async_scheduling not among the server's non-default args: off (vLLM's default before 0.14), "
+                     "as the replay schedules")
+    prefix = 0
+    profile_path = os.path.join(directory, "profile.yaml")
+    if os.path.exists(profile_path):
+        data = otel_run.read_profile(profile_path).get("data") or {}
+        declared = data.get("prefix_tokens", 0) if isinstance(data, dict) else 0
+        if not isinstance(declared, int) or declared < 0:
+            raise InputError(f"{profile_path}: field 'data.prefix_tokens': must be a whole number >= 0, "
+                             f"got {declared!r}")
+        prefix = declared
+        if prefix:
+            notes.append(f"profile.yaml declares a shared prefix of {prefix} tokens: every prompt starts with it "
+                         f"(prefix_key {otel_run.PROFILE_PREFIX_KEY!r} in the workload)")
+    model = config.get("served_model_name") or config.get("model") or given.get("model")
+    tp = config.get("tensor_parallel_size")
+    identity = {"model": model, "device": None, "vllm_version": log["vllm_version"],
+                "async_scheduling": async_scheduling, "tensor_parallel_size": int(tp) if tp and tp.isdigit() else None,
+                "weights_gib": log["weights_gib"]}
+    records = _checked(records, settings, traces, id_field="gen_ai.request.id")
+    digest = hashlib.sha256(_read(traces, "traces file").encode("utf-8")).hexdigest()
+    fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
+                     source_sha256=digest, num_requests=len(records))
+    return RealRun(records, settings, fitted_on, None, notes, prefix)
+
+
+# --- the run as a workload -----------------------------------------------------------------------
+
+def run_workload(run: RealRun) -> list[RequestSpec]:
+    """The run's requests as a workload, in arrival order: ``name`` = the run's request id,
+    ``arrival`` in whole ms of the run's own clock from its first request (``tick_ms`` 1), prompt
+    and output lengths as measured; a declared shared prefix (``run.prefix_tokens``) becomes
+    ``prefix_key`` :data:`sched.timing.otel_run.PROFILE_PREFIX_KEY` over the first
+    ``min(prefix, prompt)`` tokens."""
+    specs = []
+    for record in run.records:
+        prompt = record["prompt_tokens"]
+        prefix = min(run.prefix_tokens, prompt)
+        specs.append(RequestSpec(name=record["name"], arrival=round(record["arrival"]),
+                                 prefix_key=otel_run.PROFILE_PREFIX_KEY if prefix else None, prefix_tokens=prefix,
+                                 suffix_tokens=prompt - prefix, output_tokens=record["output_tokens_emitted"],
+                                 tick_ms=1.0))
+    return specs
+
+
+def training_split(run: RealRun, train_first: int | None, source: str) -> tuple[list, list]:
+    """Names of the first ``train_first`` requests by arrival and of the others (``None``: all of
+    them, nothing held out); N must be in [1, requests]."""
+    count = len(run.records)
+    names = [record["name"] for record in run.records]
+    if train_first is None:
+        return names, []
+    if not 1 <= train_first <= count:
+        raise InputError(f"{source}: --train-first {train_first}: must be between 1 and {count} (the run holds "
+                         f"{count} requests; {count} or 'all' fits on all of them and holds nothing out)")
+    return names[:train_first], names[train_first:]
+
+
+def median_tpot(runs, names_per_run) -> float:
+    """Median measured TPOT (ms) of the named requests of ``runs``: the constant step of the baseline."""
+    values = []
+    for run, names in zip(runs, names_per_run):
+        wanted = set(names)
+        values += [r["tpot"] for r in run.records if r["name"] in wanted and r["tpot"] is not None]
+    if not values:
+        raise InputError("no training request has two or more output tokens: TPOT, and so a step, is unknown")
+    return statistics.median(values)

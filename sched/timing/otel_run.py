@@ -1,0 +1,213 @@
+"""Reading a vLLM OpenTelemetry run directory (BLIS / llm-d style) for ``calibrate`` (issue 18, item 1).
+
+A run directory holds:
+
+- ``traces.json``: OTLP JSON, one ``resourceSpans`` batch per line (or one document), vLLM's
+  ``llm_request`` span per request. Per span: ``startTimeUnixNano`` (the engine's arrival),
+  attributes ``gen_ai.request.id`` (the request's name, verbatim, suffix included),
+  ``gen_ai.usage.prompt_tokens``, ``gen_ai.usage.completion_tokens``,
+  ``gen_ai.latency.time_to_first_token`` and ``gen_ai.latency.e2e`` (seconds, from arrival), and
+  ``gen_ai.latency.time_in_queue`` (seconds, optional). Spans of other names are ignored.
+- ``vllm.log``: the server's log. Only its **last** server start counts (a log may hold several):
+  the ``non-default args: {...}`` line (the flags given, vLLM's names), the ``Initializing a V1 LLM
+  engine (vX) with config: ...`` line (model, ``enable_prefix_caching``, ``tensor_parallel_size``),
+  ``num_gpu_blocks is: N``, ``GPU KV cache size: N tokens`` (with the blocks, the block size) and
+  ``vLLM API server version X``. A setting vLLM chose by default is not in the log; the ones whose
+  default depends on the GPU (``max_num_seqs``, ``max_num_batched_tokens``) must then be given as
+  flags. ``async_scheduling`` absent from the flags means vLLM's default, off before 0.14.
+- ``profile.yaml`` (optional): GuideLLM's declared data shape; ``data.prefix_tokens > 0`` means every
+  prompt starts with the same prefix of that many tokens, which the workload then declares
+  (``prefix_key``) so the replay's prefix cache sees it.
+
+Bad input is one :class:`~sched.base.cmdline.InputError` naming the file, the span and the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+
+from ..base.cmdline import InputError
+from .realrun import _record, read_result_text
+
+__all__ = ["is_otel_run", "read_spans", "read_vllm_log", "read_profile", "PROFILE_PREFIX_KEY"]
+
+#: The ``prefix_key`` of a prefix declared by ``profile.yaml``.
+PROFILE_PREFIX_KEY = "profile-prefix"
+_NEEDED = ("gen_ai.request.id", "gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens",
+           "gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e")
+
+
+def is_otel_run(path: str) -> bool:
+    """Whether ``path`` is a directory holding ``traces.json`` (a run directory of this module)."""
+    return os.path.isdir(path) and os.path.exists(os.path.join(path, "traces.json"))
+
+
+def _value(raw):
+    """An OTLP ``AnyValue`` (``{"intValue": "12"}``, ``{"doubleValue": 0.5}``, ...) as a Python value."""
+    if not isinstance(raw, dict) or len(raw) != 1:
+        return None
+    (kind, value), = raw.items()
+    if kind == "intValue":
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+    if kind == "doubleValue":
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+    return value
+
+
+def read_spans(path: str) -> list[dict]:
+    """Normalised request records (ms from the first arrival, :func:`sched.timing.realrun._record`'s
+    keys, ``case`` ``real``) of the ``llm_request`` spans of ``path`` (``traces.json``), in file order."""
+    text = read_result_text(path, "traces file")
+    batches = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            batches.append((number, json.loads(line)))
+        except ValueError:
+            raise InputError(f"{path}: line {number}: not JSON (one OTLP resourceSpans batch per line)") from None
+        except RecursionError:
+            raise InputError(f"{path}: line {number}: JSON nested too deeply") from None
+    spans = []
+    for number, batch in batches:
+        resource_spans = batch.get("resourceSpans") if isinstance(batch, dict) else None
+        if not isinstance(resource_spans, list):
+            raise InputError(f"{path}: line {number}: field 'resourceSpans': missing (not an OTLP JSON trace export)")
+        for resource in resource_spans:
+            for scope in (resource.get("scopeSpans") or []) if isinstance(resource, dict) else []:
+                for span in (scope.get("spans") or []) if isinstance(scope, dict) else []:
+                    if isinstance(span, dict) and span.get("name") == "llm_request":
+                        spans.append((number, span))
+    if not spans:
+        raise InputError(f"{path}: no 'llm_request' span (vLLM's per-request span; was --otlp-traces-endpoint on?)")
+    rows = []
+    for index, (number, span) in enumerate(spans):
+        attributes = {item.get("key"): _value(item.get("value")) for item in span.get("attributes") or []
+                      if isinstance(item, dict)}
+        name = attributes.get("gen_ai.request.id")
+        where = f"{path}: line {number}: span {index}" + (f" ({name})" if isinstance(name, str) else "")
+        for key in _NEEDED:
+            if attributes.get(key) is None:
+                raise InputError(f"{where}: field {key!r}: missing (calibrate needs the request id, token counts, "
+                                 "TTFT and E2E of every request)")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{where}: field 'gen_ai.request.id': must be a non-empty string")
+        try:
+            start = int(span.get("startTimeUnixNano"))
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: field 'startTimeUnixNano': missing or not a whole number of ns") from None
+        numbers = {}
+        for key in _NEEDED[1:] + ("gen_ai.latency.time_in_queue",):
+            value = attributes.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value \
+                    or value > 1e9:
+                raise InputError(f"{where}: field {key!r}: must be a non-negative number, got {value!r}")
+            numbers[key] = value
+        for key in ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"):
+            if numbers[key] != int(numbers[key]):
+                raise InputError(f"{where}: field {key!r}: must be a whole number of tokens, got {numbers[key]!r}")
+        ttft, e2e = numbers["gen_ai.latency.time_to_first_token"], numbers["gen_ai.latency.e2e"]
+        if e2e < ttft:
+            raise InputError(f"{where}: field 'gen_ai.latency.e2e': {e2e!r} s is before the first token "
+                             f"(time_to_first_token {ttft!r} s)")
+        rows.append((start, name, numbers))
+    first = min(start for start, _, _ in rows)
+    records = []
+    for start, name, numbers in rows:
+        arrival = (start - first) / 1e6
+        queue = numbers.get("gen_ai.latency.time_in_queue")
+        records.append(_record("real", name, None, arrival, None if queue is None else arrival + 1000 * queue,
+                               arrival + 1000 * numbers["gen_ai.latency.time_to_first_token"],
+                               arrival + 1000 * numbers["gen_ai.latency.e2e"], "ok",
+                               int(numbers["gen_ai.usage.prompt_tokens"]),
+                               int(numbers["gen_ai.usage.completion_tokens"]), []))
+    return records
+
+
+_CONFIG_KEYS = re.compile(r"(?:^|, )(model|served_model_name|enable_prefix_caching|tensor_parallel_size|dtype)="
+                          r"('[^']*'|[^,]*)")
+
+
+def read_vllm_log(path: str) -> dict:
+    """What the last server start of ``vllm.log`` says (module docstring): ``flags`` (the
+    non-default args, vLLM's names), ``config`` (model, served_model_name, enable_prefix_caching,
+    tensor_parallel_size, dtype as text), ``num_gpu_blocks``, ``kv_tokens``, ``vllm_version``,
+    ``weights_gib`` (or ``None`` each when not logged). Raises :class:`InputError` when the log
+    shows no server start."""
+    text = read_result_text(path, "vLLM log")
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if "non-default args:" in line]
+    if not starts:
+        raise InputError(f"{path}: no 'non-default args:' line: not a vLLM server log (or its start is missing)")
+    first = starts[-1]
+    flags_text = lines[first].split("non-default args:", 1)[1].strip()
+    try:
+        flags = ast.literal_eval(flags_text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise InputError(f"{path}: line {first + 1}: the non-default args are not a readable dict") from None
+    if not isinstance(flags, dict):
+        raise InputError(f"{path}: line {first + 1}: the non-default args are not a dict")
+    found = {"flags": flags, "config": {}, "num_gpu_blocks": None, "kv_tokens": None, "vllm_version": None,
+             "weights_gib": None, "line": first + 1}
+    for line in lines[max(0, first - 3):]:
+        if "vLLM API server version" in line and found["vllm_version"] is None:
+            found["vllm_version"] = line.rsplit("version", 1)[1].strip()
+        if "LLM engine (v" in line and "with config:" in line:
+            found["vllm_version"] = found["vllm_version"] or line.split("LLM engine (v", 1)[1].split(")", 1)[0]
+            body = line.split("with config:", 1)[1].strip()
+            found["config"] = {key: value.strip("'") for key, value in _CONFIG_KEYS.findall(body)}
+        match = re.search(r"num_gpu_blocks is: (\d+)", line)
+        if match:
+            found["num_gpu_blocks"] = int(match.group(1))
+        match = re.search(r"GPU KV cache size: ([\d,]+) tokens", line)
+        if match:
+            found["kv_tokens"] = int(match.group(1).replace(",", ""))
+        match = re.search(r"Model loading took ([\d.]+) GiB", line)
+        if match:
+            found["weights_gib"] = float(match.group(1))
+    return found
+
+
+def read_profile(path: str) -> dict:
+    """The two-level ``key: value`` mapping of GuideLLM's ``profile.yaml`` (numbers as int/float,
+    others as text). Only this plain shape is read: no lists, anchors or multi-line values."""
+    text = read_result_text(path, "GuideLLM profile")
+    result: dict = {}
+    section = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split(" #", 1)[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if ":" not in line:
+            raise InputError(f"{path}: line {number}: expected 'key: value'")
+        key, value = line.split(":", 1)
+        indented = key.startswith((" ", "\t"))
+        key, value = key.strip(), value.strip().strip('"').strip("'")
+        if not indented:
+            section = None
+            if value == "":
+                section = result.setdefault(key, {})
+                continue
+            result[key] = _scalar(value)
+        elif section is not None:
+            section[key] = _scalar(value)
+        else:
+            raise InputError(f"{path}: line {number}: indented key {key!r} outside a section")
+    return result
+
+
+def _scalar(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
