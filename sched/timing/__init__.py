@@ -1,6 +1,7 @@
 """Milliseconds (vllm-engine.md §6): the step model, its fit and calibration on real runs, replay on
-a µs clock, real-run readers (``realrun``, ``runmeta``), a run in ms (``msrun``), export to a
-benchmark client.
+a µs clock, which terms a run can tell apart (``identify``), real-run readers (``realrun``,
+``runmeta``, ``loadrun``, ``otel_run`` for vLLM OpenTelemetry run directories), public GPU figures
+(``gpus``), a run in ms (``msrun``), export to a benchmark client.
 
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``, ``sched.output``, ``sched.engines``.
 """
