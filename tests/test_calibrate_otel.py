@@ -1,0 +1,195 @@
+"""calibrate on a vLLM OpenTelemetry run directory (issue 18, item 1), on the BLIS excerpt in tests/data.
+
+Expected values are read from the raw files in the test (span attributes, the log's numbers), never
+from the tool. The full targets (fit on the sync + burst phases, the first 45 requests, of each whole
+BLIS run; P50 and P95 of TTFT and E2E of the constant-rate phases within 10%) need the two whole runs,
+which are not in tests/data: set ``ISL_BLIS_RUNS`` to the directory holding
+``blis-vllm0.11-gpu80gb-llama2-7b-train`` and ``blis-vllm0.11-gpu80gb-codellama34b-train``.
+"""
+
+import json
+import math
+import os
+import shutil
+import unittest
+
+from sched.base.cmdline import InputError
+from sched.timing.loadrun import load_real_run, run_workload
+from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
+
+EXCERPT = os.path.join(PROJECT, "tests", "data", "blis-llama2-7b-excerpt")
+
+
+def raw_spans(directory=EXCERPT):
+    spans = []
+    with open(os.path.join(directory, "traces.json"), encoding="utf-8") as handle:
+        for line in handle:
+            for resource in json.loads(line)["resourceSpans"]:
+                for scope in resource["scopeSpans"]:
+                    for span in scope["spans"]:
+                        attributes = {a["key"]: next(iter(a["value"].values())) for a in span["attributes"]}
+                        spans.append((int(span["startTimeUnixNano"]), attributes))
+    return sorted(spans, key=lambda s: s[0])
+
+
+def copy_run(test, edit=None):
+    """A copy of the excerpt; ``edit(directory)`` changes it."""
+    base = os.path.join(temp_dir(test), "run")
+    shutil.copytree(EXCERPT, base)
+    for name in os.listdir(base):
+        os.chmod(os.path.join(base, name), 0o644)
+    if edit:
+        edit(base)
+    return base
+
+
+def replace_in(path, old, new):
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    assert old in text, old
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text.replace(old, new))
+
+
+def nearest_rank(values, p):
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]
+
+
+class ReadOtelRunTest(unittest.TestCase):
+    def test_requests_and_settings(self):
+        run = load_real_run(EXCERPT)
+        spans = raw_spans()
+        self.assertEqual(len(run.records), 61)
+        first = spans[0][0]
+        for record, (start, attributes) in zip(run.records, spans):
+            self.assertEqual(record["name"], attributes["gen_ai.request.id"])     # verbatim, "-0" included
+            self.assertTrue(record["name"].endswith("-0"))
+            self.assertAlmostEqual(record["arrival"], (start - first) / 1e6)
+            self.assertAlmostEqual(record["ttft"], 1000 * attributes["gen_ai.latency.time_to_first_token"], places=2)
+            self.assertAlmostEqual(record["e2e"], 1000 * attributes["gen_ai.latency.e2e"], places=2)
+            self.assertEqual(record["prompt_tokens"], int(attributes["gen_ai.usage.prompt_tokens"]))
+        # vllm.log: non-default args max_num_seqs 256, max_num_batched_tokens 4096; "num_gpu_blocks is: 7438";
+        # "GPU KV cache size: 119,008 tokens" / 7438 = block size 16; enable_prefix_caching=True in the config line.
+        self.assertEqual(run.settings, {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "num_gpu_blocks": 7438,
+                                        "block_size": 16, "enable_prefix_caching": True,
+                                        "long_prefill_token_threshold": 0, "policy": "fcfs"})
+        self.assertEqual(run.fitted_on["model"], "meta-llama/Llama-2-7b-hf")
+        self.assertEqual(run.fitted_on["vllm_version"], "0.11.0")
+        self.assertIs(run.fitted_on["async_scheduling"], False)
+        self.assertTrue(any("async_scheduling" in note for note in run.notes))
+        self.assertEqual(run.prefix_tokens, 0)      # profile.yaml: prefix_tokens 0
+
+    def test_flags_win_and_are_said(self):
+        run = load_real_run(EXCERPT, flags={"num_gpu_blocks": 5000, "max_num_seqs": 256})
+        self.assertEqual(run.settings["num_gpu_blocks"], 5000)
+        self.assertTrue(any("--num-gpu-blocks" in n and "wins over" in n and "7438" in n for n in run.notes))
+        self.assertTrue(any("--max-num-seqs" in n and "the same" in n for n in run.notes))
+
+    def test_declared_prefix_goes_into_the_workload(self):
+        base = copy_run(self, lambda d: replace_in(os.path.join(d, "profile.yaml"), "prefix_tokens: 0",
+                                                   "prefix_tokens: 1024"))
+        run = load_real_run(base)
+        specs = run_workload(run)
+        for record, spec in zip(run.records, specs):
+            self.assertEqual(spec.prefix_key, "profile-prefix")
+            self.assertEqual(spec.prefix_tokens, min(1024, record["prompt_tokens"]))
+            self.assertEqual(spec.prompt_tokens, record["prompt_tokens"])
+        self.assertTrue(any("1024" in note for note in run.notes))
+
+
+class CalibrateOtelCommandTest(unittest.TestCase):
+    def test_fit_judge_and_flags_recorded(self):
+        out = os.path.join(temp_dir(self), "cal")
+        code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "45", "--num-gpu-blocks", "7000",
+                                     "--out", out])
+        self.assertEqual(code, 0, err)
+        model = json.loads(read(os.path.join(out, "step-model.json")))
+        self.assertEqual(model["settings"]["num_gpu_blocks"], 7000)      # the flag, recorded for the next run
+        self.assertIn("wins over vllm.log's 7438", stdout)
+        self.assertEqual(model["fitted_on"]["format"], "vllm-otel")
+        self.assertIs(model["fitted_on"]["async_scheduling"], False)
+        self.assertEqual(set(model["step_ms"]), {"a", "b", "c", "d"})
+        self.assertIn("uncertainty", model)
+        for key, value in model["step_ms"].items():
+            self.assertGreaterEqual(value, 0)
+        numbers = json.loads(read(os.path.join(out, "calibration.json")))
+        spans = raw_spans()[45:]
+        table = {(r["metric"], r["p"]): r for r in numbers["held_out_table"]}
+        for metric, key in (("ttft", "gen_ai.latency.time_to_first_token"), ("e2e", "gen_ai.latency.e2e")):
+            truth = nearest_rank([1000 * a[key] for _, a in spans], 50)
+            self.assertAlmostEqual(table[metric, 50]["measured"], truth, places=1)
+        workload = json.loads(read(os.path.join(out, "workload.json")))
+        names = [r["name"] for r in workload["requests"]]
+        self.assertEqual(names, [a["gen_ai.request.id"] for _, a in raw_spans()])
+
+    def test_train_on_every_request(self):
+        out = os.path.join(temp_dir(self), "cal")
+        code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "all", "--out", out])
+        self.assertEqual(code, 0, err)
+        self.assertIn("nothing held out", stdout)
+        self.assertIsNone(json.loads(read(os.path.join(out, "calibration.json")))["held_out_table"])
+
+
+class BadOtelInputTest(unittest.TestCase):
+    def test_bad_runs(self):
+        def drop_attribute(d):
+            replace_in(os.path.join(d, "traces.json"),
+                       '{"key":"gen_ai.latency.e2e","value":{"doubleValue":3.5659', '{"key":"x","value":{"doubleValue":3.5659')
+
+        def no_max_num_seqs(d):
+            replace_in(os.path.join(d, "vllm.log"), ", 'max_num_seqs': 256}", "}")
+
+        def no_kv(d):
+            replace_in(os.path.join(d, "vllm.log"), "num_gpu_blocks is: 7438", "num_gpu_blocks is: unknown")
+
+        cases = {
+            "span without e2e": (drop_attribute, [], "field 'gen_ai.latency.e2e': missing"),
+            "log without max_num_seqs": (no_max_num_seqs, [], "'max_num_seqs'"),
+            "log without KV size": (no_kv, [], "give it with --num-gpu-blocks"),
+            "no vllm.log": (lambda d: os.remove(os.path.join(d, "vllm.log")), [], "no vllm.log"),
+            "bad profile": (lambda d: replace_in(os.path.join(d, "profile.yaml"), "prefix_tokens: 0",
+                                                 "prefix_tokens: -5"), [], "'data.prefix_tokens'"),
+        }
+        for name, (edit, flags, mention) in cases.items():
+            with self.subTest(name):
+                base = copy_run(self, edit)
+                out = os.path.join(os.path.dirname(base), "cal")
+                assert_bad_input(self, ["calibrate", base, "--train-first", "45", "--out", out] + flags, mention)
+                self.assertFalse(os.path.exists(out))
+        with self.subTest("missing setting given as a flag"):
+            base = copy_run(self, no_max_num_seqs)
+            self.assertEqual(load_real_run(base, flags={"max_num_seqs": 128}).settings["max_num_seqs"], 128)
+        with self.subTest("the error names the flag"):
+            with self.assertRaises(InputError) as caught:
+                load_real_run(copy_run(self, no_max_num_seqs))
+            self.assertIn("--max-num-seqs", str(caught.exception))
+
+    def test_runs_of_two_models(self):
+        other = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "served_model_name=meta-llama/Llama-2-7b-hf",
+                                                    "served_model_name=codellama/CodeLlama-34b-Instruct-hf"))
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", EXCERPT, other, "--train-first", "45", "--out", out],
+                         "runs fitted together must be of one model")
+
+
+@unittest.skipUnless(os.environ.get("ISL_BLIS_RUNS"), "set ISL_BLIS_RUNS to the directory of the two whole BLIS runs")
+class BlisTargetTest(unittest.TestCase):
+    def test_sync_and_burst_predict_the_constant_rate_phases(self):
+        for name in ("blis-vllm0.11-gpu80gb-llama2-7b-train", "blis-vllm0.11-gpu80gb-codellama34b-train"):
+            run = os.path.join(os.environ["ISL_BLIS_RUNS"], name)
+            out = os.path.join(temp_dir(self), "cal")
+            code, _, err = run_cli(["calibrate", run, "--train-first", "45", "--out", out])
+            self.assertEqual(code, 0, err)
+            table = {(r["metric"], r["p"]): r for r in json.loads(read(os.path.join(out, "calibration.json")))[
+                "held_out_table"]}
+            held = raw_spans(run)[45:]
+            for metric, key in (("ttft", "gen_ai.latency.time_to_first_token"), ("e2e", "gen_ai.latency.e2e")):
+                for p in (50, 95):
+                    with self.subTest(run=name, metric=metric, p=p):
+                        truth = nearest_rank([1000 * a[key] for _, a in held], p)
+                        self.assertLess(abs(table[metric, p]["predicted"] - truth) / truth, 0.10)
+
+
+if __name__ == "__main__":
+    unittest.main()
