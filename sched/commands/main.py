@@ -50,6 +50,10 @@ def _main_help(argv: list[str]) -> int:
     whose second half is the run's flags)."""
     if not argv or argv[0].startswith("-") or argv[0] in ("help", "run"):  # "run": the lab's own flags
         return _main_run(["--help"])
+    if argv[0] == "gpus":   # a topic, not a command: the GPU table of --gpu
+        from ..timing.gpus import render_gpus
+        sys.stdout.write(render_gpus())
+        return 0
     words = [word for word in argv[1:2] if not word.startswith("-")]
     return _dispatch(argv[0], [*words, "--help"])
 
@@ -80,7 +84,7 @@ SUBCOMMANDS: dict = {
     "serving-bench": (_lazy("commands.serving", "command"), "the serving-scheduler benchmark chapter: window model runs and its decision"),
     "bench": (lambda argv: importlib.import_module("..runs.bench", __package__).command(argv, main),
               "benchmark of the engine: speed and peak memory (prints, asserts nothing)"),
-    "help": (_main_help, "this overview, or `help COMMAND` for one command's flags"),
+    "help": (_main_help, "this overview, `help COMMAND` for one command's flags, or `help gpus` for the GPU table"),
 }
 
 

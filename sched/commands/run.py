@@ -183,6 +183,9 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                         help="with --engine vllm: a step-model.json written by calibrate; applies the engine "
                              "settings it was fitted with (explicit vLLM flags override them, and the run says so) "
                              "and keeps time in ms (vllm-engine.md §6)")
+    parser.add_argument("--gpu", metavar="NAME",
+                        help="with --step-model: carry the step model to another GPU of the lab's table (help gpus): "
+                             "the per-step host cost stays, the GPU-bound terms scale with its public figures")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -269,6 +272,8 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
     step_model = overridden = None
     if args.step_model is not None and args.engine != "vllm":
         raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
+    if args.gpu is not None and args.step_model is None:
+        raise ConfigError("--gpu needs --step-model (it carries a fitted step time to another GPU)")
     if args.step_model is not None and args.timeout_ticks is not None:
         raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     if args.engine == "vllm":   # every knob checked before anything runs

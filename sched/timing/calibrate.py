@@ -30,12 +30,14 @@ import json
 import math
 import os
 import sys
+from dataclasses import replace
 
 from . import realrun
 from ..base.safe_write import ArtifactError, check_target, write_artifacts
 from .calibration_report import counts_error, percentile_table, render_calibration
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from .fit import MAX_REPLAYS, TERMS, FrozenSchedule, fit_coefficients
+from .gpus import find_gpu
 from .identify import bootstrap_spread, identify_terms
 from .loadrun import RealRun, load_real_run, median_tpot, run_workload, training_split
 from .replay import replay as replay_run
@@ -271,6 +273,17 @@ def _positive_count(text: str) -> int:
     return value
 
 
+def _on_gpu(run: RealRun, name: str) -> RealRun:
+    """``run`` with ``fitted_on.device`` set by ``--run-gpu`` (the table's name), said in its notes."""
+    gpu = find_gpu(name, "--run-gpu")
+    said = run.fitted_on.get("device")
+    if said and said != gpu.name:
+        note = f"GPU {gpu.name!r} from --run-gpu, which wins over the files' {said!r}"
+    else:
+        note = f"GPU {gpu.name!r} from --run-gpu" + ("" if said else " (the files do not say)")
+    return replace(run, fitted_on=dict(run.fitted_on, device=gpu.name), notes=run.notes + [note])
+
+
 def _calibrate(argv: list[str]) -> int:
     parser = LineParser(prog="infer_sched_lab.py calibrate",
                         description="Fit the vLLM engine's step time (step_ms = a + b*prompt + c*decode + "
@@ -288,6 +301,9 @@ def _calibrate(argv: list[str]) -> int:
     parser.add_argument("--out", metavar="DIR", required=True, type=realrun._directory_arg,
                         help="directory to write (new or empty unless --force)")
     parser.add_argument("--force", action="store_true", help="replace the calibration's own files in DIR")
+    parser.add_argument("--run-gpu", metavar="NAME",
+                        help="the GPU the runs were made on, from the lab's table (help gpus), when the files do not "
+                             "say (or say wrong); recorded in step-model.json so --gpu can carry the model")
     parser.add_argument("--max-replays", type=_positive_count, default=MAX_REPLAYS, metavar="N",
                         help=f"most replays of the search (default {MAX_REPLAYS}; the output says when it stopped "
                              "the search)")
@@ -309,6 +325,8 @@ def _calibrate(argv: list[str]) -> int:
         raise InputError(f"--train-first: {len(firsts)} values for {len(args.runs)} runs; give one, or one per run")
     flags = _setting_flags(args)
     runs = [load_real_run(path, args.meta, flags) for path in args.runs]
+    if args.run_gpu is not None:
+        runs = [_on_gpu(run, args.run_gpu) for run in runs]
     for run, n, path in zip(runs, firsts, args.runs):
         training_split(run, n, path)  # refuse a bad N before replaying anything
     workloads = [run_workload(run) for run in runs]

@@ -238,6 +238,13 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
     """
     try:
         model = load_step_model(path)
+        if getattr(args, "gpu", None) is not None:   # --gpu: the GPU-bound terms follow another GPU
+            from .gpus import carry_to
+            model = carry_to(model, args.gpu)
+            print(f"infer_sched_lab.py: note: step model carried from {model.fitted_on['carried_to']['from']} to "
+                  f"{model.fitted_on['carried_to']['gpu']}: a kept, b and c "
+                  f"{model.fitted_on['carried_to']['b_and_c']}, d {model.fitted_on['carried_to']['d']}",
+                  file=sys.stderr)
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
