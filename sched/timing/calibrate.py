@@ -34,7 +34,8 @@ from dataclasses import replace
 
 from . import realrun
 from ..base.safe_write import ArtifactError, check_target, write_artifacts
-from .calibration_report import counts_error, percentile_table, render_calibration
+from .calibration_report import (counts_error, percentile_noise, percentile_table, render_calibration, repeat_noise,
+                                 with_noise)
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from .fit import MAX_REPLAYS, TERMS, FrozenSchedule, fit_coefficients
 from .gpus import find_gpu
@@ -82,13 +83,16 @@ def _short(name):
     return "/".join(str(name).rstrip("/").split("/")[-2:]).lower() if name else None
 
 
-def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAYS) -> dict:
+def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAYS, repeat=None) -> dict:
     """Fit and judge a step model on ``runs`` (module docstring, steps 3-4); returns every number.
 
     ``runs``: :class:`RealRun` list; ``train_firsts``: N per run (``None``: every request);
     ``sources``: how each run was named on the command line; ``replay(specs, settings,
     (a, b, c, d), variant)`` simulates a workload with the vLLM engine
-    (:func:`sched.timing.replay.replay`). Returns a dict with the
+    (:func:`sched.timing.replay.replay`); ``repeat``: a :class:`RealRun` repeating the first run
+    (the same workload run again), whose difference is the run-to-run noise shown beside the first
+    run's errors (without it, the bootstrap sampling noise of the measured percentiles is shown,
+    a lower bound). Returns a dict with the
     :class:`~sched.timing.stepmodel.StepModel` (``model``), the fit's ``history``, ``loss``,
     ``converged``, ``unidentified`` and ``uncertainty``, ``warnings``, and ``runs``: per run its
     ``train``/``held_out`` names, tables (``held_out_table`` or None, ``baseline_table``,
@@ -151,7 +155,8 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
                         "settled; the best replay is kept (raise --max-replays to go on)")
     per_run = []
     for i, run in enumerate(runs):
-        per_run.append(_judge(run, specs[i], splits[i], measured[i], coefficients, constant, replay, sources[i]))
+        per_run.append(_judge(run, specs[i], splits[i], measured[i], coefficients, constant, replay, sources[i],
+                              repeat if i == 0 else None))
     first = runs[0]
     fitted_on = dict(first.fitted_on, train_first=len(splits[0][0]), train_names=[splits[0][0][0], splits[0][0][-1]],
                      loss="mean |ln(predicted/measured)| of TTFT and E2E of the training requests",
@@ -171,10 +176,21 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
             "warnings": warnings, "runs": per_run}
 
 
-def _judge(run, specs, split, measured, coefficients, constant, replay, source) -> dict:
-    """The tables of one run under the fitted and the constant step (module docstring, step 4)."""
+def _judge(run, specs, split, measured, coefficients, constant, replay, source, repeat=None) -> dict:
+    """The tables of one run under the fitted and the constant step (module docstring, step 4), with
+    the noise of the measured percentiles beside the errors."""
     train, held_out = split
     judged = held_out or train
+    if repeat is not None:
+        if len(repeat.records) != len(run.records):
+            raise InputError(f"--repeat: {repeat.fitted_on.get('source')} holds {len(repeat.records)} requests but "
+                             f"{source} holds {len(run.records)}: a repeat runs the same workload again")
+        noise = repeat_noise(measured, held_out or train, [_measured(repeat)[r["name"]] for r in repeat.records])
+        noise_kind = f"run-to-run: |difference| from the repeat run {repeat.fitted_on.get('source')}"
+    else:
+        noise = percentile_noise(measured, judged)
+        noise_kind = ("sampling only (bootstrap of the measured requests; a lower bound on run-to-run noise: "
+                      "give --repeat RUN to measure that)")
     fitted = replay(specs, run.settings, coefficients, "kv-preemption")
     baseline = replay(specs, run.settings, (constant, 0.0, 0.0, 0.0), "kv-preemption")
     fast = dict(run.settings, enable_prefix_caching=False)
@@ -190,9 +206,12 @@ def _judge(run, specs, split, measured, coefficients, constant, replay, source) 
         ablation.append((label, errors, result.preemptions))
     return {"source": source, "fitted_on": run.fitted_on, "settings": run.settings, "notes": run.notes,
             "train": train, "held_out": held_out,
-            "held_out_table": percentile_table(measured, fitted.predicted, held_out) if held_out else None,
-            "baseline_table": percentile_table(measured, baseline.predicted, judged),
-            "training_table": percentile_table(measured, fitted.predicted, train),
+            "held_out_table": with_noise(percentile_table(measured, fitted.predicted, held_out), noise)
+            if held_out else None,
+            "baseline_table": with_noise(percentile_table(measured, baseline.predicted, judged), noise),
+            "training_table": (percentile_table(measured, fitted.predicted, train) if held_out
+                               else with_noise(percentile_table(measured, fitted.predicted, train), noise)),
+            "noise_kind": noise_kind,
             "ablation": ablation, "counts": counts_error(fitted.samples, run.timeseries),
             "baseline_counts": counts_error(baseline.samples, run.timeseries), "preemptions": fitted.preemptions}
 
@@ -220,7 +239,7 @@ def render_files(result: dict, workloads) -> dict[str, str]:
         return {"source": run["source"], "train": len(run["train"]), "held_out": len(run["held_out"]),
                 "settings": run["settings"], "notes": run["notes"],
                 "held_out_table": run["held_out_table"], "baseline_table": run["baseline_table"],
-                "training_table": run["training_table"],
+                "training_table": run["training_table"], "noise_kind": run["noise_kind"],
                 "ablation": [{"replay": label, "errors": errors, "preemptions": count}
                              for label, errors, count in run["ablation"]],
                 "counts": run["counts"], "baseline_counts": run["baseline_counts"]}
@@ -301,6 +320,9 @@ def _calibrate(argv: list[str]) -> int:
     parser.add_argument("--out", metavar="DIR", required=True, type=realrun._directory_arg,
                         help="directory to write (new or empty unless --force)")
     parser.add_argument("--force", action="store_true", help="replace the calibration's own files in DIR")
+    parser.add_argument("--repeat", metavar="RUN",
+                        help="a repeat of the first RUN (the same workload run again, same format): the difference "
+                             "of its percentiles is the run-to-run noise shown beside the errors")
     parser.add_argument("--run-gpu", metavar="NAME",
                         help="the GPU the runs were made on, from the lab's table (help gpus), when the files do not "
                              "say (or say wrong); recorded in step-model.json so --gpu can carry the model")
@@ -327,13 +349,14 @@ def _calibrate(argv: list[str]) -> int:
     runs = [load_real_run(path, args.meta, flags) for path in args.runs]
     if args.run_gpu is not None:
         runs = [_on_gpu(run, args.run_gpu) for run in runs]
+    repeat = load_real_run(args.repeat, None, flags) if args.repeat is not None else None
     for run, n, path in zip(runs, firsts, args.runs):
         training_split(run, n, path)  # refuse a bad N before replaying anything
     workloads = [run_workload(run) for run in runs]
     names = ("workload.json", "step-model.json", "calibration.txt", "calibration.json") + tuple(
         f"workload-{i}.json" for i in range(2, len(runs) + 1))
     check_target(args.out, force=args.force, names=names, kind="calibrate")
-    result = calibrate(runs, firsts, args.runs, replay_run, args.max_replays)
+    result = calibrate(runs, firsts, args.runs, replay_run, args.max_replays, repeat)
     files = render_files(result, workloads)
     write_artifacts(files, args.out, force=args.force)
     sys.stdout.write(files["calibration.txt"])

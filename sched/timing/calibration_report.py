@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import bisect
 import math
+import random
+import statistics
 
 from ..core.metrics import percentile
 from .stepmodel import limits_for
 
-__all__ = ["METRICS", "PERCENTILES", "percentile_table", "relative_error", "counts_error", "render_percentile_table",
+__all__ = ["METRICS", "PERCENTILES", "percentile_table", "percentile_noise", "repeat_noise", "with_noise", "relative_error", "counts_error", "render_percentile_table",
            "render_rows", "render_terms", "render_calibration"]
 
 #: Metric name -> what it is (all in ms).
@@ -54,6 +56,48 @@ def percentile_table(measured: dict, predicted: dict, names) -> list[dict]:
     return rows
 
 
+def percentile_noise(measured: dict, names, rounds: int = 100, seed: int = 0) -> dict:
+    """Sampling noise of each measured percentile over ``names``: ``{(metric, p): relative sd}``.
+
+    A bootstrap (``rounds`` resamples of the requests with replacement, seeded): how far the
+    percentile moves when another sample of the same kind of requests is measured, as a share of
+    its value. It is a lower bound on run-to-run noise (a repeat run also varies in its timing).
+    """
+    generator = random.Random(seed)
+    names = list(names)
+    draws = [[names[generator.randrange(len(names))] for _ in names] for _ in range(rounds)] if names else []
+    noise = {}
+    for metric in METRICS:
+        for p in PERCENTILES:
+            base = percentile([measured[n][metric] for n in names if measured[n][metric] is not None], p)
+            values = []
+            for draw in draws:
+                sample = [measured[n][metric] for n in draw if measured[n][metric] is not None]
+                if sample:
+                    values.append(percentile(sample, p))
+            noise[metric, p] = (statistics.pstdev(values) / base) if base and len(values) > 1 else None
+    return noise
+
+
+def repeat_noise(measured: dict, names, repeat: list) -> dict:
+    """Run-to-run noise from a repeat of the run: ``{(metric, p): |P_repeat − P_run| / P_run}``.
+
+    ``repeat``: the repeat run's ``{"ttft", "e2e", "queue_wait", "tpot"}`` rows in arrival order;
+    request ``i`` of the run (in arrival order, over ``names``' positions) is paired with request
+    ``i`` of the repeat (a repeat has its own request ids).
+    """
+    order = list(measured)
+    positions = [order.index(n) for n in names]
+    noise = {}
+    for metric in METRICS:
+        for p in PERCENTILES:
+            one = percentile([measured[order[i]][metric] for i in positions if measured[order[i]][metric] is not None], p)
+            two = percentile([repeat[i][metric] for i in positions if i < len(repeat) and repeat[i][metric] is not None],
+                             p)
+            noise[metric, p] = abs(relative_error(two, one)) if relative_error(two, one) is not None else None
+    return noise
+
+
 def counts_error(samples: list[tuple[float, int, int]], timeseries: list[tuple[float, int, int]]) -> dict | None:
     """Mean absolute error of the running and waiting counts against ``timeseries``.
 
@@ -83,23 +127,45 @@ def _ms(value) -> str:
     return "NA" if value is None else f"{value:.1f}"
 
 
+def with_noise(rows: list[dict], noise: dict) -> list[dict]:
+    """``rows`` of :func:`percentile_table` with ``noise`` (relative, or None) and ``within_noise``
+    (``|error| <= noise``; None when either is unknown) added to each."""
+    out = []
+    for row in rows:
+        level = noise.get((row["metric"], row["p"]))
+        within = None if level is None or row["error"] is None else abs(row["error"]) <= level
+        out.append(dict(row, noise=level, within_noise=within))
+    return out
+
+
 def _percent(value) -> str:
-    return "NA" if value is None else f"{100 * value:+.1f}%"
+    if value is None:
+        return "NA"
+    return f"{100 * value:+.1f}%" if abs(value) < 100 else (">+9999%" if value > 0 else "<-9999%")
 
 
 def render_percentile_table(rows: list[dict], baseline: list[dict] | None = None) -> list[str]:
     """Text lines of :func:`percentile_table` rows; with ``baseline`` (the same rows of another
-    prediction) its predicted value and error are shown beside them."""
+    prediction) its predicted value and error are shown beside them; rows carrying ``noise``
+    (:func:`with_noise`) show it and say "within noise" only where the error is inside it."""
+    noisy = any("noise" in row for row in rows)
     head = f"  {'metric':<11}{'pct':>4}{'measured':>11}{'predicted':>11}{'error':>9}"
+    if noisy:
+        head += f"{'noise':>8}"
     if baseline is not None:
         head += f"{'const step':>12}{'error':>9}"
     lines = [head + "   (ms)"]
     for index, row in enumerate(rows):
         line = (f"  {METRICS[row['metric']]:<11}{'P' + str(row['p']):>4}{_ms(row['measured']):>11}"
                 f"{_ms(row['predicted']):>11}{_percent(row['error']):>9}")
+        if noisy:
+            level = row.get("noise")
+            line += f"{'NA' if level is None else f'±{100 * level:.1f}%':>8}"
         if baseline is not None:
             other = baseline[index]
             line += f"{_ms(other['predicted']):>12}{_percent(other['error']):>9}"
+        if row.get("within_noise"):
+            line += "  within noise"
         lines.append(line)
     return lines
 
@@ -170,13 +236,14 @@ def _run_section(run: dict, named: bool) -> list[str]:
     lines = []
     if held_out:
         lines.append(f"{title}held-out requests ({len(held_out)}: {held_out[0]} .. {held_out[-1]}), never seen by the "
-                     "fit; percentiles by nearest rank:")
+                     "fit; percentiles by nearest rank; noise of the measured percentile: "
+                     f"{run['noise_kind']}; \"within noise\" only where the error is inside it:")
         lines += render_percentile_table(run["held_out_table"], run["baseline_table"])
         lines += ["", f"{title}training requests (what the fit saw), same columns:"]
         lines += render_percentile_table(run["training_table"])
     else:
         lines.append(f"{title}every request was a training request (--train-first all): nothing held out, so this "
-                     "says how well the model fits, not how well it predicts:")
+                     f"says how well the model fits, not how well it predicts; noise: {run['noise_kind']}:")
         lines += render_percentile_table(run["training_table"], run["baseline_table"])
     judged = "held-out" if held_out else "training"
     lines += ["", f"What each ingredient buys ({judged} requests; error of each percentile):"]
