@@ -259,7 +259,16 @@ class BenchFormatTest(unittest.TestCase):
         with open(path, "w", encoding="utf-8") as out:
             json.dump(run, out)
         assert_bad_input(self, ["calibrate", path, "--train-first", "2", "--out", os.path.join(base, "c2")],
-                         "'num_gpu_blocks': missing")
+                         "'num_gpu_blocks': missing: the replay needs the engine's num_gpu_blocks (give it with "
+                         "--num-gpu-blocks)")
+        # Issue 18: the setting given with vLLM's flag name completes the file, is said and is recorded.
+        code, stdout, err = run_cli(["calibrate", path, "--train-first", "2", "--num-gpu-blocks", "120",
+                                     "--max-num-seqs", "4", "--out", os.path.join(base, "c3")])
+        self.assertEqual(code, 0, err)
+        self.assertIn("num_gpu_blocks 120 from --num-gpu-blocks 120 (bench.json does not say)", stdout)
+        self.assertIn("max_num_seqs 4 from --max-num-seqs 4, which wins over bench.json's 8", stdout)
+        settings = json.loads(read(os.path.join(base, "c3", "step-model.json")))["settings"]
+        self.assertEqual((settings["num_gpu_blocks"], settings["max_num_seqs"]), (120, 4))
 
 
 @unittest.skipUnless(os.environ.get("ISL_CALIBRATION_FULL"), "set ISL_CALIBRATION_FULL=1 (replays 300 requests)")

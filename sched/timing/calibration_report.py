@@ -27,6 +27,8 @@ __all__ = ["METRICS", "PERCENTILES", "percentile_table", "percentile_noise", "re
 #: Metric name -> what it is (all in ms).
 METRICS = {"ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "tpot": "TPOT"}
 PERCENTILES = (50, 90, 95, 99)
+#: Fewest requests whose percentiles get a sampling noise (fewer: unknown, never "within noise").
+MIN_NOISE_SAMPLE = 5
 
 
 def relative_error(predicted, measured):
@@ -65,6 +67,8 @@ def percentile_noise(measured: dict, names, rounds: int = 100, seed: int = 0) ->
     """
     generator = random.Random(seed)
     names = list(names)
+    if len(names) < MIN_NOISE_SAMPLE:   # a handful of requests cannot say how a percentile varies
+        return {(metric, p): None for metric in METRICS for p in PERCENTILES}
     draws = [[names[generator.randrange(len(names))] for _ in names] for _ in range(rounds)] if names else []
     noise = {}
     for metric in METRICS:

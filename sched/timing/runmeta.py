@@ -61,7 +61,8 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META, flags=None) -> t
         found = [(".".join(place), _at(meta, place)) for place in places[key]]
         found = [(where, value) for where, value in found if value is not None]
         if key in flags:
-            notes.append(flag_note(key, flags[key], found[0][1] if found else None, os.path.basename(source)))
+            in_file = _unquoted(found[0][1], kind) if found else None
+            notes.append(flag_note(key, flags[key], in_file, os.path.basename(source)))
             settings[key] = flags[key]
             named[key] = FLAG_NAMES.get(key, key)
             continue
@@ -70,7 +71,8 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META, flags=None) -> t
                 settings[key] = _DEFAULTS[key]
                 notes.append(f"{key} not in {os.path.basename(source)}: vLLM's default {_DEFAULTS[key]!r} assumed")
                 continue
-            raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}")
+            hint = f" (give it with {FLAG_NAMES[key]})" if key in FLAG_NAMES else ""
+            raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}{hint}")
         found = [(where, _unquoted(value, kind)) for where, value in found]
         (where, value), *others = found
         for other_where, other in others:
