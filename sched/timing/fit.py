@@ -218,9 +218,10 @@ def fit_coefficients(replay, start, max_replays: int = MAX_REPLAYS, free=(True, 
             current = tuple((x + y) / 2 for x, y in zip(best, current))
             continue
         proposal, _ = minimise_frozen(frozen, current, free, search_scales(current, steps))
-        # Settled: no coefficient moved by 0.5% of itself plus 0.04% of its typical size (a
-        # coefficient near 0 moving by a negligible amount is settled too).
-        floors = [4e-4 * size for size in typical_sizes(current, steps)]
+        # Settled: no coefficient moved by 0.5% of itself plus 1% of its typical size, i.e. by more
+        # than a quarter of a percent of a on a typical step (a coefficient near 0 wobbling by a
+        # negligible amount is settled too).
+        floors = [1e-2 * size for size in typical_sizes(current, steps)]
         if all(abs(x - y) <= 5e-3 * abs(y) + floor for x, y, floor in zip(proposal, current, floors)):
             converged = True
             break
