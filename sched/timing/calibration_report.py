@@ -197,7 +197,8 @@ def render_terms(result: dict) -> list[str]:
             continue
         sd = spread.get(key)
         plus = f" ± {sd:.2g}" if sd is not None else ""
-        lines.append(f"  {key} = {value:.4g}{plus} {unit}")
+        zero = " (not told apart from 0: smaller than its uncertainty)" if sd is not None and value < sd else ""
+        lines.append(f"  {key} = {value:.4g}{plus} {unit}{zero}")
     return lines
 
 
