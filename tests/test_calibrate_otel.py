@@ -123,9 +123,26 @@ class CalibrateOtelCommandTest(unittest.TestCase):
         names = [r["name"] for r in workload["requests"]]
         self.assertEqual(names, [a["gen_ai.request.id"] for _, a in raw_spans()])
 
+    def test_two_runs_fitted_together_each_under_its_own_settings(self):
+        other = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "'max_num_seqs': 256}",
+                                                    "'max_num_seqs': 8}"))
+        out = os.path.join(temp_dir(self), "cal")
+        code, stdout, err = run_cli(["calibrate", EXCERPT, other, "--train-first", "45,all", "--max-replays", "1",
+                                     "--out", out])
+        self.assertEqual(code, 0, err)
+        numbers = json.loads(read(os.path.join(out, "calibration.json")))
+        self.assertEqual([run["settings"]["max_num_seqs"] for run in numbers["runs"]], [256, 8])
+        self.assertEqual([(run["train"], run["held_out"]) for run in numbers["runs"]], [(45, 16), (61, 0)])
+        model = json.loads(read(os.path.join(out, "step-model.json")))
+        self.assertEqual(model["settings"]["max_num_seqs"], 256)           # the first run's
+        self.assertEqual([r["settings"]["max_num_seqs"] for r in model["fitted_on"]["runs"]], [256, 8])
+        self.assertTrue(os.path.exists(os.path.join(out, "workload-2.json")))
+        assert_bad_input(self, ["calibrate", EXCERPT, other, "--train-first", "45,45,45", "--out",
+                                os.path.join(temp_dir(self), "c2")], "3 values for 2 runs")
+
     def test_train_on_every_request(self):
         out = os.path.join(temp_dir(self), "cal")
-        code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "all", "--out", out])
+        code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "all", "--max-replays", "1", "--out", out])
         self.assertEqual(code, 0, err)
         self.assertIn("nothing held out", stdout)
         self.assertIsNone(json.loads(read(os.path.join(out, "calibration.json")))["held_out_table"])

@@ -39,7 +39,7 @@ from .fit import FrozenSchedule, TERMS, minimise_frozen, search_scales
 __all__ = ["identify_terms", "bootstrap_spread", "BOOTSTRAP_ROUNDS", "MIN_SPREAD"]
 
 #: Resamples of the bootstrap.
-BOOTSTRAP_ROUNDS = 20
+BOOTSTRAP_ROUNDS = 12
 #: Least relative spread (standard deviation over mean) of the decode batch, and of the part of the KV
 #: context a straight line in the decode batch does not explain, for ``c`` and ``d`` to be told apart.
 MIN_SPREAD = 0.05
@@ -110,7 +110,7 @@ def bootstrap_spread(steps, targets, coefficients, free, rounds: int = BOOTSTRAP
     samples = []
     for _ in range(rounds):
         resample = [targets[generator.randrange(len(targets))] for _ in targets]
-        point, _ = minimise_frozen(frozen, coefficients, free, scales, resample, iterations=200)
+        point, _ = minimise_frozen(frozen, coefficients, free, scales, resample, iterations=150)
         samples.append(point)
     return {term: (statistics.pstdev(point[i] for point in samples) if free[i] else None)
             for i, term in enumerate(TERMS)}
