@@ -159,6 +159,7 @@ class BadOtelInputTest(unittest.TestCase):
 
         def no_kv(d):
             replace_in(os.path.join(d, "vllm.log"), "num_gpu_blocks is: 7438", "num_gpu_blocks is: unknown")
+            replace_in(os.path.join(d, "vllm.log"), "GPU KV cache size: 119,008 tokens", "GPU KV cache size: unknown")
 
         cases = {
             "span without e2e": (drop_attribute, [], "field 'gen_ai.latency.e2e': missing"),
@@ -188,6 +189,63 @@ class BadOtelInputTest(unittest.TestCase):
         out = os.path.join(temp_dir(self), "cal")
         assert_bad_input(self, ["calibrate", EXCERPT, other, "--train-first", "45", "--out", out],
                          "runs fitted together must be of one model")
+
+
+class DerivedKvSizeTest(unittest.TestCase):
+    """An unknown KV size derived as vLLM sizes it (sched/timing/kvsize.py), by hand:
+    Llama-2-7B in bf16 holds 2 x 32 layers x 32 KV heads x 128 x 2 bytes = 524,288 bytes per token,
+    a block of 16 tokens 8 MiB (2^23 bytes)."""
+
+    def without(self, *markers):
+        def edit(directory):
+            path = os.path.join(directory, "vllm.log")
+            with open(path, encoding="utf-8") as handle:
+                lines = [line for line in handle if not any(marker in line for marker in markers)]
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.writelines(lines)
+        return copy_run(self, edit)
+
+    def test_from_the_logged_kv_tokens(self):
+        """Only "GPU KV cache size: 119,008 tokens" left: 119,008 / 16 = 7,438 blocks."""
+        run = load_real_run(self.without("num_gpu_blocks is"))
+        self.assertEqual(run.settings["num_gpu_blocks"], 7438)
+        self.assertTrue(any("119008 tokens" in note for note in run.notes))
+
+    def test_from_the_logged_available_memory(self):
+        """58.12 GiB available: floor(58.12 x 2^30 / 2^23) = floor(7439.36) = 7439 (vLLM said 7438)."""
+        base = self.without("num_gpu_blocks is", "GPU KV cache size")
+        run = load_real_run(base, sizing={"kv_bytes_per_token": 524288})
+        self.assertEqual(run.settings["num_gpu_blocks"], 7439)
+        self.assertTrue(any("derived as vLLM does" in note and "58.12 GiB" in note for note in run.notes))
+
+    def test_from_the_gpu_memory(self):
+        """H100 SXM 80 GiB x 0.9 - 12.5524 GiB of weights = 59.4476 GiB: floor(59.4476 x 128) = 7609."""
+        from sched.timing.gpus import find_gpu
+        base = self.without("num_gpu_blocks is", "GPU KV cache size", "Available KV cache memory")
+        run = load_real_run(base, sizing={"kv_bytes_per_token": 524288, "gpu": find_gpu("H100 SXM")})
+        self.assertEqual(run.settings["num_gpu_blocks"], 7609)
+        self.assertTrue(any("upper bound" in note for note in run.notes))
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", base, "--train-first", "45", "--kv-bytes-per-token", "524288",
+                                "--out", out], "give --run-gpu NAME")
+
+    def test_meta_json_without_kv_size(self):
+        """The RTX 4090 run's meta.json without its blocks: 25,250,627,584 B x 0.9 - 8e9 x 2 B (Llama-3.1-8B)
+        = 6,725,564,825.6 B over 16 x 131,072 B (2 x 32 x 8 x 128 x 2 per token) = 3206.9992 (3207 blocks
+        would need 6,725,566,464 B): 3206 blocks, 24% more than the 2,588 vLLM found (activations not counted)."""
+        base = temp_dir(self)
+        source = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
+        meta = json.loads(read(os.path.join(source, "meta.json")))
+        for section in (meta["kv_cache"], meta["resolved_config"]["cache_config"]):
+            section.pop("num_gpu_blocks", None)
+        meta["kv_cache"].pop("num_kv_tokens", None)
+        with open(os.path.join(base, "meta.json"), "w", encoding="utf-8") as out:
+            json.dump(meta, out)
+        shutil.copy(os.path.join(source, "requests.jsonl"), base)
+        run = load_real_run(os.path.join(base, "requests.jsonl"), sizing={"kv_bytes_per_token": 131072})
+        self.assertEqual(run.settings["num_gpu_blocks"], 3206)
+        self.assertFalse(any(note.startswith("num_gpu_blocks 3206 from --") for note in run.notes))
+        self.assertTrue(any("Llama-3.1-8B" in note and "upper bound" in note for note in run.notes))
 
 
 @unittest.skipUnless(os.environ.get("ISL_BLIS_RUNS"), "set ISL_BLIS_RUNS to the directory of the two whole BLIS runs")

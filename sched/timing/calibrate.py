@@ -326,6 +326,9 @@ def _calibrate(argv: list[str]) -> int:
     parser.add_argument("--run-gpu", metavar="NAME",
                         help="the GPU the runs were made on, from the lab's table (help gpus), when the files do not "
                              "say (or say wrong); recorded in step-model.json so --gpu can carry the model")
+    parser.add_argument("--kv-bytes-per-token", type=_positive_count, metavar="N",
+                        help="KV cache bytes per token of the model (2 x layers x KV heads x head size x element "
+                             "bytes): derives an unknown KV size from the GPU memory as vLLM does (with --run-gpu)")
     parser.add_argument("--max-replays", type=_positive_count, default=MAX_REPLAYS, metavar="N",
                         help=f"most replays of the search (default {MAX_REPLAYS}; the output says when it stopped "
                              "the search)")
@@ -346,10 +349,12 @@ def _calibrate(argv: list[str]) -> int:
     if len(firsts) != len(args.runs):
         raise InputError(f"--train-first: {len(firsts)} values for {len(args.runs)} runs; give one, or one per run")
     flags = _setting_flags(args)
-    runs = [load_real_run(path, args.meta, flags) for path in args.runs]
+    sizing = {"gpu": find_gpu(args.run_gpu, "--run-gpu") if args.run_gpu is not None else None,
+              "kv_bytes_per_token": args.kv_bytes_per_token}
+    runs = [load_real_run(path, args.meta, flags, sizing) for path in args.runs]
     if args.run_gpu is not None:
         runs = [_on_gpu(run, args.run_gpu) for run in runs]
-    repeat = load_real_run(args.repeat, None, flags) if args.repeat is not None else None
+    repeat = load_real_run(args.repeat, None, flags, sizing) if args.repeat is not None else None
     for run, n, path in zip(runs, firsts, args.runs):
         training_split(run, n, path)  # refuse a bad N before replaying anything
     workloads = [run_workload(run) for run in runs]

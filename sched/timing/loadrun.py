@@ -11,7 +11,9 @@
 Engine settings given as flags with vLLM's names (``--num-gpu-blocks``, ``--max-num-seqs``,
 ``--max-num-batched-tokens``, ``--block-size``, ``--enable-prefix-caching``) win over the files;
 each one used is said in the run's notes (and, through the step model's ``settings``, applies to
-the run that follows). Every request must have finished; a request is named by the run's own id,
+the run that follows). A KV size no file states is taken from the log's KV tokens, or derived as
+vLLM sizes it (:mod:`sched.timing.kvsize`) when ``--kv-bytes-per-token`` (and, without the log's
+available KV memory, ``--run-gpu``) is given; either way it is said. Every request must have finished; a request is named by the run's own id,
 verbatim. Problems are one :class:`~sched.base.cmdline.InputError` naming the file and field.
 """
 
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 
 from . import otel_run, realrun
 from ..base.cmdline import InputError, parse_json
-from .runmeta import (FLAG_NAMES, FLAT_PLACES, check_fits_cache, check_meta_against_run, flag_note,
-                      identity_from_meta, read_timeseries, settings_from)
+from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
+from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
+                      flag_note, identity_from_meta, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec
 from ..workload.validation import name_problem
 
@@ -55,17 +58,21 @@ def _read(path: str, what: str) -> str:
     return realrun.read_result_text(path, what)  # the reader of import-results (a BOM is accepted)
 
 
-def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = None) -> RealRun:
+def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = None, sizing: dict | None = None
+                  ) -> RealRun:
     """Read a real run (module docstring); raises :class:`~sched.base.cmdline.InputError`.
 
     ``meta_path`` defaults to ``meta.json`` beside ``path`` (request-jsonl); ``timeseries.csv``
-    beside it is read when present; ``flags``: setting -> value given on the command line.
+    beside it is read when present; ``flags``: setting -> value given on the command line;
+    ``sizing``: ``{"gpu": GPU or None, "kv_bytes_per_token": int or None}`` to derive an unknown
+    KV size as vLLM does (:mod:`sched.timing.kvsize`).
     """
     flags = flags or {}
+    sizing = sizing or {}
     if os.path.isdir(path):
         if not otel_run.is_otel_run(path):
             raise InputError(f"{path}: a directory without traces.json: not a vLLM OpenTelemetry run directory")
-        return _load_otel(path, flags)
+        return _load_otel(path, flags, sizing)
     text = _read(path, "result file")
     fmt = realrun._detect(text, path)
     directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
@@ -77,7 +84,14 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
             raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
         meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
+        derived = None
+        if "num_gpu_blocks" not in flags and isinstance(meta, dict) and sizing.get("kv_bytes_per_token") and \
+                not any(_at(meta, place) is not None for place in SETTINGS_FROM_META["num_gpu_blocks"]):
+            derived = _derive_from_meta(meta, meta_path, flags, sizing)
+            flags = dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(meta, meta_path, flags=flags)
+        if derived is not None:   # said as derived, not as a flag
+            notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
         check_meta_against_run(meta, meta_path, records, path)
         identity = identity_from_meta(meta)
     else:
@@ -125,7 +139,7 @@ def _checked(records: list, settings: dict, path: str, id_field: str = "request_
 _LOG_DEFAULTS = {"long_prefill_token_threshold": 0, "policy": "fcfs"}
 
 
-def _load_otel(directory: str, flags: dict) -> RealRun:
+def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     traces = os.path.join(directory, "traces.json")
     log_path = os.path.join(directory, "vllm.log")
     if not os.path.exists(log_path):
@@ -144,6 +158,15 @@ def _load_otel(directory: str, flags: dict) -> RealRun:
     if in_log["block_size"] is None and log["kv_tokens"] and log["num_gpu_blocks"]:
         if log["kv_tokens"] % log["num_gpu_blocks"] == 0:
             in_log["block_size"] = log["kv_tokens"] // log["num_gpu_blocks"]
+    if in_log["num_gpu_blocks"] is None and "num_gpu_blocks" not in flags:
+        block_size = flags.get("block_size") or in_log["block_size"] or 16
+        if log["kv_tokens"]:
+            in_log["num_gpu_blocks"] = log["kv_tokens"] // block_size
+            notes.append(f"num_gpu_blocks {in_log['num_gpu_blocks']} from vllm.log's KV cache size of "
+                         f"{log['kv_tokens']} tokens / block_size {block_size}")
+        elif sizing.get("kv_bytes_per_token"):
+            in_log["num_gpu_blocks"], note = _derive_from_log(log, given, config, block_size, sizing, log_path)
+            notes.append(note)
     settings = {}
     for key, value in in_log.items():
         if key in flags:
@@ -161,8 +184,10 @@ def _load_otel(directory: str, flags: dict) -> RealRun:
             flag = FLAG_NAMES.get(key, key)
             why = (" and no 'num_gpu_blocks is' line (KV size unknown)" if key == "num_gpu_blocks"
                    else " (vLLM chose it by default, which depends on the GPU)")
+            derive = (" (or --kv-bytes-per-token with --run-gpu to derive it from the GPU memory as vLLM does)"
+                      if key == "num_gpu_blocks" else "")
             raise InputError(f"{log_path}: field {key!r}: not in the last server start ({where}){why}; "
-                             f"give it with {flag}")
+                             f"give it with {flag}{derive}")
     for key in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
         if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < (2 if key ==
                                                                                                    "num_gpu_blocks" else 1):
@@ -196,6 +221,55 @@ def _load_otel(directory: str, flags: dict) -> RealRun:
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
                      source_sha256=digest, num_requests=len(records))
     return RealRun(records, settings, fitted_on, None, notes, prefix)
+
+
+def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[int, str]:
+    """KV blocks from the log's available KV memory, or from the GPU memory minus the weights."""
+    per_token = sizing["kv_bytes_per_token"]
+    if log["available_kv_gib"] is not None:   # vLLM's own figure, after profiling its activations
+        blocks = int(log["available_kv_gib"] * GIB // (block_size * per_token))
+        return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does: vllm.log's available KV cache memory "
+                        f"{log['available_kv_gib']:g} GiB / ({block_size} tokens x {per_token} bytes per token)")
+    gpu = sizing.get("gpu")
+    if gpu is None:
+        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names no KV size; to derive it from the GPU "
+                         "memory as vLLM does, give --run-gpu NAME (or give --num-gpu-blocks)")
+    utilization = given.get("gpu_memory_utilization", 0.9)
+    model = config.get("served_model_name") or config.get("model")
+    weights, said = ((log["weights_gib"] * GIB, f"vllm.log's {log['weights_gib']:g} GiB of weights")
+                     if log["weights_gib"] is not None else (weights_from_name(model), f"the parameters in {model!r}"))
+    if weights is None:
+        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names neither the KV size nor the weights; "
+                         "give --num-gpu-blocks")
+    blocks = derive_num_gpu_blocks(gpu.memory_gb * GIB, utilization, weights, per_token, block_size, log_path)
+    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {gpu.name}'s {gpu.memory_gb:g} GiB "
+                    f"x gpu_memory_utilization {utilization:g} minus {said}, activations not counted, / "
+                    f"({block_size} tokens x {per_token} bytes per token)")
+
+
+def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
+    """KV blocks of a meta.json without them: its GPU memory and utilization minus the weights."""
+    per_token = sizing["kv_bytes_per_token"]
+    total = _at(meta, ("hardware", "device_total_memory_bytes"))
+    gpu = sizing.get("gpu")
+    if not isinstance(total, (int, float)) or isinstance(total, bool):
+        if gpu is None:
+            raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
+                             "to derive the KV size (or give --num-gpu-blocks)")
+        total = gpu.memory_gb * GIB
+    utilization = next((v for v in (_at(meta, ("kv_cache", "gpu_memory_utilization")),
+                                    _at(meta, ("resolved_config", "cache_config", "gpu_memory_utilization")))
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)), 0.9)
+    weights = weights_from_name(meta.get("model"))
+    if weights is None:
+        raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
+                         "weights; give --num-gpu-blocks")
+    block_size = flags.get("block_size") or _at(meta, ("kv_cache", "block_size")) or 16
+    blocks = derive_num_gpu_blocks(total, utilization, weights, per_token, block_size, meta_path)
+    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {total / GIB:.2f} GiB x "
+                    f"gpu_memory_utilization {utilization:g} minus the parameters in {meta.get('model')!r} "
+                    f"({weights / GIB:.2f} GiB), activations not counted, / ({block_size} tokens x {per_token} "
+                    "bytes per token)")
 
 
 # --- the run as a workload -----------------------------------------------------------------------

@@ -140,7 +140,7 @@ def read_vllm_log(path: str) -> dict:
     """What the last server start of ``vllm.log`` says (module docstring): ``flags`` (the
     non-default args, vLLM's names), ``config`` (model, served_model_name, enable_prefix_caching,
     tensor_parallel_size, dtype as text), ``num_gpu_blocks``, ``kv_tokens``, ``vllm_version``,
-    ``weights_gib`` (or ``None`` each when not logged). Raises :class:`InputError` when the log
+    ``weights_gib``, ``available_kv_gib`` (or ``None`` each when not logged). Raises :class:`InputError` when the log
     shows no server start."""
     text = read_result_text(path, "vLLM log")
     lines = text.splitlines()
@@ -156,7 +156,7 @@ def read_vllm_log(path: str) -> dict:
     if not isinstance(flags, dict):
         raise InputError(f"{path}: line {first + 1}: the non-default args are not a dict")
     found = {"flags": flags, "config": {}, "num_gpu_blocks": None, "kv_tokens": None, "vllm_version": None,
-             "weights_gib": None, "line": first + 1}
+             "weights_gib": None, "available_kv_gib": None, "line": first + 1}
     for line in lines[max(0, first - 3):]:
         if "vLLM API server version" in line and found["vllm_version"] is None:
             found["vllm_version"] = line.rsplit("version", 1)[1].strip()
@@ -173,6 +173,9 @@ def read_vllm_log(path: str) -> dict:
         match = re.search(r"Model loading took ([\d.]+) GiB", line)
         if match:
             found["weights_gib"] = float(match.group(1))
+        match = re.search(r"Available KV cache memory: ([\d.]+) GiB", line)
+        if match:
+            found["available_kv_gib"] = float(match.group(1))
     return found
 
 

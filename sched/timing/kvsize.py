@@ -1,0 +1,52 @@
+"""The KV cache size of a run whose files do not say it, derived as vLLM sizes it (issue 18, item 1).
+
+vLLM (V1 engine, ``gpu_worker.determine_available_memory`` and ``kv_cache_utils``) gives the KV
+cache what is left of the memory it may use after the model:
+
+``available = total_memory × gpu_memory_utilization − (weights + peak activations + non-torch memory)``
+
+``num_gpu_blocks = floor(available / (block_size × KV bytes per token))``, with KV bytes per token
+``= 2 (K and V) × layers × KV heads × head size × bytes per element`` (e.g. Llama-2-7B in bf16:
+2 × 32 × 32 × 128 × 2 = 524,288 B).
+
+The lab knows the weights from the log (``Model loading took X GiB``) or, failing that, from the
+parameter count in the model's name (``...-7B`` → 7 × 10⁹ × 2 bytes in bf16/fp16). The peak
+activation and non-torch memory are measured by vLLM's profiling run and are not in the files:
+they are taken as 0, so the derived size is an **upper bound** (about 1 GiB too much on the runs
+seen, 1–15% more blocks). Every derivation is said in the run's notes.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..base.cmdline import InputError
+
+__all__ = ["derive_num_gpu_blocks", "weights_from_name", "GIB"]
+
+GIB = 1024 ** 3
+
+
+def weights_from_name(model: str | None, dtype_bytes: int = 2) -> float | None:
+    """Bytes of weights from a parameter count in ``model``'s name (``Llama-2-7b-hf`` → 7e9 × 2), or None."""
+    if not model:
+        return None
+    match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", model.rsplit("/", 1)[-1])
+    return float(match.group(1)) * 1e9 * dtype_bytes if match else None
+
+
+def derive_num_gpu_blocks(total_bytes: float, utilization: float, weights_bytes: float, kv_bytes_per_token: int,
+                          block_size: int, where: str) -> int:
+    """``num_gpu_blocks`` by vLLM's sizing (module docstring), activations not counted.
+
+    ``total_bytes``: the GPU's memory; ``utilization``: ``gpu_memory_utilization`` (0..1];
+    ``weights_bytes``: the model's weights; ``kv_bytes_per_token``: 2 × layers × KV heads × head size
+    × element bytes. Raises :class:`InputError` (naming ``where``) when nothing is left for the KV cache.
+    """
+    available = total_bytes * utilization - weights_bytes
+    blocks = int(available // (block_size * kv_bytes_per_token))
+    if blocks < 2:
+        raise InputError(f"{where}: the KV size derived from the GPU memory ({total_bytes / GIB:.1f} GiB x "
+                         f"{utilization:g}) minus the weights ({weights_bytes / GIB:.1f} GiB) leaves no KV block; "
+                         "give --num-gpu-blocks")
+    return blocks
