@@ -80,6 +80,16 @@ class ReadOtelRunTest(unittest.TestCase):
         self.assertTrue(any("async_scheduling" in note for note in run.notes))
         self.assertEqual(run.prefix_tokens, 0)      # profile.yaml: prefix_tokens 0
 
+    def test_one_pretty_printed_document(self):
+        def pretty(directory):
+            path = os.path.join(directory, "traces.json")
+            with open(path, encoding="utf-8") as handle:
+                batches = [json.loads(line)["resourceSpans"] for line in handle]
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump({"resourceSpans": [r for batch in batches for r in batch]}, handle, indent=2)
+        run = load_real_run(copy_run(self, pretty))
+        self.assertEqual([r["name"] for r in run.records], [a["gen_ai.request.id"] for _, a in raw_spans()])
+
     def test_flags_win_and_are_said(self):
         run = load_real_run(EXCERPT, flags={"num_gpu_blocks": 5000, "max_num_seqs": 256})
         self.assertEqual(run.settings["num_gpu_blocks"], 5000)

@@ -65,7 +65,14 @@ def read_spans(path: str) -> list[dict]:
     keys, ``case`` ``real``) of the ``llm_request`` spans of ``path`` (``traces.json``), in file order."""
     text = read_result_text(path, "traces file")
     batches = []
-    for number, line in enumerate(text.splitlines(), 1):
+    try:   # one document (a pretty-printed export) ...
+        whole = json.loads(text)
+    except (ValueError, RecursionError):
+        whole = None
+    lines = [] if isinstance(whole, dict) else text.splitlines()
+    if isinstance(whole, dict):
+        batches.append((1, whole))
+    for number, line in enumerate(lines, 1):   # ... or one resourceSpans batch per line
         if not line.strip():
             continue
         try:
