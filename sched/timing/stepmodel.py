@@ -110,7 +110,9 @@ def limits_for(fitted_on: dict) -> list[str]:
     """The honest limits of a step model fitted on ``fitted_on`` (model, device, ... keys), one sentence each."""
     where = (f"{fitted_on.get('model') or 'an unknown model'} on {fitted_on.get('device') or 'an unknown GPU'}, "
              f"vLLM {fitted_on.get('vllm_version') or '?'}")
-    lines = [f"Fitted on one run of {where} with the settings above: other GPUs, models, vLLM versions or "
+    runs = len(fitted_on["runs"]) if isinstance(fitted_on.get("runs"), list) else 1
+    lines = [f"Fitted on {'one run' if runs == 1 else f'{runs} runs'} of {where} with the settings above"
+             f"{'' if runs == 1 else ' (each run replayed under its own)'}: other GPUs, models, vLLM versions or "
              "settings are extrapolation, not prediction.",
              "One run says nothing about run-to-run variance: repeat the measurement to know the noise.",
              "Real prompt text may share prefixes the replay cannot see (it knows only token counts), so the "
