@@ -260,7 +260,7 @@ class BenchFormatTest(unittest.TestCase):
             json.dump(run, out)
         assert_bad_input(self, ["calibrate", path, "--train-first", "2", "--out", os.path.join(base, "c2")],
                          "'num_gpu_blocks': missing: the replay needs the engine's num_gpu_blocks (give it with "
-                         "--num-gpu-blocks)")
+                         "--num-gpu-blocks, or derive it as vLLM sizes it with --kv-bytes-per-token")
         # Issue 18: the setting given with vLLM's flag name completes the file, is said and is recorded.
         code, stdout, err = run_cli(["calibrate", path, "--train-first", "2", "--num-gpu-blocks", "120",
                                      "--max-num-seqs", "4", "--out", os.path.join(base, "c3")])

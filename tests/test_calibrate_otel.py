@@ -239,6 +239,21 @@ class DerivedKvSizeTest(unittest.TestCase):
         assert_bad_input(self, ["calibrate", base, "--train-first", "45", "--kv-bytes-per-token", "524288",
                                 "--out", out], "give --run-gpu NAME")
 
+    def test_vllm_bench_result_without_kv_size(self):
+        """L40S 48 GiB x gpu_memory_utilization 0.5 (its --metadata) - 7e9 x 2 B (Some-7B):
+        25,769,803,776 - 14e9 = 11,769,803,776 B / 2^23 = 1403.07: 1403 blocks."""
+        from sched.timing.gpus import find_gpu
+        run = {"backend": "vllm", "model_id": "org/Some-7B", "num_prompts": 3, "input_lens": [100, 200, 50],
+               "output_lens": [5, 6, 7], "start_times": [10.0, 10.1, 10.3], "ttfts": [0.05, 0.06, 0.07],
+               "itls": [[0.03] * 4, [0.03] * 5, [0.03] * 6], "errors": ["", "", ""], "generated_texts": ["", "", ""],
+               "block_size": "16", "max_num_seqs": "8", "max_num_batched_tokens": "256",
+               "enable_prefix_caching": "false", "gpu_memory_utilization": "0.5"}
+        path = os.path.join(temp_dir(self), "bench.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(run, out)
+        loaded = load_real_run(path, sizing={"gpu": find_gpu("L40S"), "kv_bytes_per_token": 524288})
+        self.assertEqual(loaded.settings["num_gpu_blocks"], 1403)
+
     def test_meta_json_without_kv_size(self):
         """The RTX 4090 run's meta.json without its blocks: 25,250,627,584 B x 0.9 - 8e9 x 2 B (Llama-3.1-8B)
         = 6,725,564,825.6 B over 16 x 131,072 B (2 x 32 x 8 x 128 x 2 per token) = 3206.9992 (3207 blocks

@@ -97,7 +97,16 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
         run = realrun._vllm_runs(text, path)[0]
+        derived = None
+        if "num_gpu_blocks" not in flags and sizing.get("kv_bytes_per_token") and \
+                run.get("num_gpu_blocks") is None:
+            derived = _derive_from_meta({"model": run.get("model_id"), "kv_cache": {
+                "gpu_memory_utilization": _number(run.get("gpu_memory_utilization")),
+                "block_size": _number(run.get("block_size"))}}, path, flags, sizing)
+            flags = dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
+        if derived is not None:   # said as derived, not as a flag
+            notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     records = _checked(records, settings, path)
@@ -247,6 +256,14 @@ def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[
                     f"({block_size} tokens x {per_token} bytes per token)")
 
 
+def _number(value):
+    """A ``--metadata`` value as a number (they are strings), or None."""
+    try:
+        return float(value) if value is not None and not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
     """KV blocks of a meta.json without them: its GPU memory and utilization minus the weights."""
     per_token = sizing["kv_bytes_per_token"]
@@ -264,7 +281,7 @@ def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
     if weights is None:
         raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
                          "weights; give --num-gpu-blocks")
-    block_size = flags.get("block_size") or _at(meta, ("kv_cache", "block_size")) or 16
+    block_size = int(flags.get("block_size") or _at(meta, ("kv_cache", "block_size")) or 16)
     blocks = derive_num_gpu_blocks(total, utilization, weights, per_token, block_size, meta_path)
     return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {total / GIB:.2f} GiB x "
                     f"gpu_memory_utilization {utilization:g} minus the parameters in {meta.get('model')!r} "

@@ -72,6 +72,9 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META, flags=None) -> t
                 notes.append(f"{key} not in {os.path.basename(source)}: vLLM's default {_DEFAULTS[key]!r} assumed")
                 continue
             hint = f" (give it with {FLAG_NAMES[key]})" if key in FLAG_NAMES else ""
+            if key == "num_gpu_blocks":
+                hint = (" (give it with --num-gpu-blocks, or derive it as vLLM sizes it with --kv-bytes-per-token "
+                        "and, without the GPU's memory in the file, --run-gpu)")
             raise InputError(f"{source}: field {key!r}: missing: the replay needs the engine's {key}{hint}")
         found = [(where, _unquoted(value, kind)) for where, value in found]
         (where, value), *others = found
