@@ -73,7 +73,8 @@ class ReadOtelRunTest(unittest.TestCase):
         # "GPU KV cache size: 119,008 tokens" / 7438 = block size 16; enable_prefix_caching=True in the config line.
         self.assertEqual(run.settings, {"max_num_seqs": 256, "max_num_batched_tokens": 4096, "num_gpu_blocks": 7438,
                                         "block_size": 16, "enable_prefix_caching": True,
-                                        "long_prefill_token_threshold": 0, "policy": "fcfs"})
+                                        "long_prefill_token_threshold": 0, "policy": "fcfs",
+                                        "async_scheduling": False})   # not in the args: vLLM 0.11's default, off
         self.assertEqual(run.fitted_on["model"], "meta-llama/Llama-2-7b-hf")
         self.assertEqual(run.fitted_on["vllm_version"], "0.11.0")
         self.assertIs(run.fitted_on["async_scheduling"], False)
@@ -95,6 +96,15 @@ class ReadOtelRunTest(unittest.TestCase):
         self.assertEqual(run.settings["num_gpu_blocks"], 5000)
         self.assertTrue(any("--num-gpu-blocks" in n and "wins over" in n and "7438" in n for n in run.notes))
         self.assertTrue(any("--max-num-seqs" in n and "the same" in n for n in run.notes))
+
+    def test_async_scheduling_mode(self):
+        """vLLM 0.11's default is off; the flag wins and is said; a log of vLLM 0.14 or later
+        without the flag among its args ran async (the default since 0.14)."""
+        run = load_real_run(EXCERPT, flags={"async_scheduling": True})
+        self.assertIs(run.settings["async_scheduling"], True)
+        self.assertTrue(any("--async-scheduling, which wins over vllm.log's False" in n for n in run.notes))
+        newer = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "version 0.11.0", "version 0.15.1"))
+        self.assertIs(load_real_run(newer).settings["async_scheduling"], True)
 
     def test_declared_prefix_goes_into_the_workload(self):
         base = copy_run(self, lambda d: replace_in(os.path.join(d, "profile.yaml"), "prefix_tokens: 0",

@@ -161,7 +161,7 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
     fitted_on = dict(first.fitted_on, train_first=len(splits[0][0]), train_names=[splits[0][0][0], splits[0][0][-1]],
                      loss="mean |ln(predicted/measured)| of TTFT and E2E of the training requests",
                      training_loss=round(loss, 6), constant_step_ms=round(constant, 6), replays=len(history),
-                     converged=converged)
+                     converged=converged, replayed_async_scheduling=bool(first.settings.get("async_scheduling")))
     if len(runs) > 1:
         fitted_on["runs"] = [dict(run.fitted_on, train_first=len(split[0]), settings=run.settings)
                              for run, split in zip(runs, splits)]
@@ -279,6 +279,8 @@ def _train_firsts(text: str) -> list:
 def _setting_flags(args) -> dict:
     """The engine settings given as flags (vLLM's names), by setting name."""
     flags = {key: getattr(args, key) for key in FLAG_NAMES if getattr(args, key) is not None}
+    if args.async_scheduling is not None:
+        flags["async_scheduling"] = args.async_scheduling
     return flags
 
 
@@ -340,6 +342,9 @@ def _calibrate(argv: list[str]) -> int:
                                   help="prefix caching on (or --no-enable-prefix-caching: off)")
         else:
             settings.add_argument(flag, dest=key, type=_positive_count, metavar="N")
+    settings.add_argument("--async-scheduling", dest="async_scheduling", action=argparse.BooleanOptionalAction,
+                          default=None, help="the run used vLLM's async scheduling (or --no-async-scheduling: not); "
+                                             "default: what the run's files say, else off")
     args = parser.parse_args(argv)
     if args.meta is not None and len(args.runs) > 1:
         raise InputError("--meta names the meta file of one run; with several runs keep each meta.json beside its run")

@@ -110,9 +110,41 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     records = _checked(records, settings, path)
+    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags, os.path.basename(path))
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
     return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
+
+
+def _version(text) -> tuple:
+    """``"0.11.0"`` -> ``(0, 11, 0)``; ``()`` when unknown (sorts before every version)."""
+    parts = []
+    for part in str(text or "").split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def _with_mode(settings: dict, notes: list, said, flags: dict, source: str) -> tuple[dict, list]:
+    """``settings`` with ``async_scheduling``: the flag's (said when it differs), else what the run
+    says it ran (a string ``"true"`` of a benchmark's metadata counts), else off (said)."""
+    if isinstance(said, str) and said.lower() in ("true", "false"):
+        said = said.lower() == "true"
+    if "async_scheduling" in flags:
+        mode = flags["async_scheduling"]
+        shown = "--async-scheduling" if mode else "--no-async-scheduling"
+        if said is None:
+            notes = notes + [f"async_scheduling {mode} from {shown} ({source} does not say)"]
+        elif bool(said) != mode:
+            notes = notes + [f"async_scheduling {mode} from {shown}, which wins over {source}'s {said!r}"]
+    else:
+        mode = bool(said)
+        if said is None:
+            notes = notes + [f"async_scheduling not in {source}: off assumed (give --async-scheduling if the run "
+                             "used it)"]
+    return dict(settings, async_scheduling=mode), notes
 
 
 def _checked(records: list, settings: dict, path: str, id_field: str = "request_id") -> list:
@@ -204,10 +236,13 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     if not isinstance(settings["enable_prefix_caching"], bool):
         raise InputError(f"{log_path}: field 'enable_prefix_caching': must be true or false, "
                          f"got {settings['enable_prefix_caching']!r}")
-    async_scheduling = bool(given.get("async_scheduling", False))
-    if "async_scheduling" not in given:
-        notes.append("async_scheduling not among the server's non-default args: off (vLLM's default before 0.14), "
-                     "as the replay schedules")
+    if "async_scheduling" in given:
+        async_scheduling = bool(given["async_scheduling"])
+    else:   # vLLM's default: off before 0.14, on since
+        async_scheduling = _version(log["vllm_version"]) >= (0, 14)
+        if "async_scheduling" not in flags:
+            notes.append(f"async_scheduling not among the server's non-default args: "
+                         f"{'on' if async_scheduling else 'off'} (vLLM {log['vllm_version'] or '?'}'s default)")
     prefix = 0
     profile_path = os.path.join(directory, "profile.yaml")
     if os.path.exists(profile_path):
@@ -226,6 +261,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
                 "async_scheduling": async_scheduling, "tensor_parallel_size": int(tp) if tp and tp.isdigit() else None,
                 "weights_gib": log["weights_gib"]}
     records = _checked(records, settings, traces, id_field="gen_ai.request.id")
+    settings, notes = _with_mode(settings, notes, async_scheduling, flags, "vllm.log")
     digest = hashlib.sha256(_read(traces, "traces file").encode("utf-8")).hexdigest()
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
                      source_sha256=digest, num_requests=len(records))

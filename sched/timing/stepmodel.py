@@ -15,7 +15,8 @@ something together with what they were fitted on, so ``step-model.json`` stores 
 
 - ``settings``: the engine settings of the replay (vLLM's names: ``num_gpu_blocks``,
   ``block_size``, ``max_num_batched_tokens``, ``max_num_seqs``, ``long_prefill_token_threshold``
-  (0 = none), ``enable_prefix_caching``, ``policy``); a run given this file applies them;
+  (0 = none), ``enable_prefix_caching``, ``policy``, and ``async_scheduling`` when the fit replayed
+  the run's own mode; absent means off); a run given this file applies them;
 - ``fitted_on``: provenance (model, GPU, vLLM version, async scheduling, source run and its
   sha256, training requests, loss, training error);
 - ``limits``: what the fit cannot know, written out for whoever reads the file;
@@ -38,13 +39,15 @@ from ..base.cmdline import InputError, need, number_or_none, parse_json, read_fa
 from ..base.files import read_regular_text
 from ..workload.validation import closest_field
 
-__all__ = ["StepModel", "SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
+__all__ = ["StepModel", "SETTINGS", "OPTIONAL_SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
            "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS", "MIN_STEP_MS"]
 
 STEP_MODEL_KIND = "step-model"
 #: The engine settings a step model carries, in vLLM's names, with their JSON types.
 SETTINGS = {"num_gpu_blocks": int, "block_size": int, "max_num_batched_tokens": int, "max_num_seqs": int,
             "long_prefill_token_threshold": int, "enable_prefix_caching": bool, "policy": str}
+#: Settings a step model may carry besides :data:`SETTINGS` (absent in older files: then off).
+OPTIONAL_SETTINGS = {"async_scheduling": bool}
 #: Largest coefficient accepted from a file: one minute per step or per token is no GPU.
 MAX_COEFFICIENT_MS = 60_000.0
 #: Smallest ``a`` accepted: a step takes at least 1 µs (the engine clock's unit) even at zero tokens,
@@ -117,7 +120,10 @@ def limits_for(fitted_on: dict) -> list[str]:
              "One run says nothing about run-to-run variance: repeat the measurement to know the noise.",
              "Real prompt text may share prefixes the replay cannot see (it knows only token counts), so the "
              "real prefix cache may hit where the replay computes."]
-    if fitted_on.get("async_scheduling"):
+    if fitted_on.get("async_scheduling") and fitted_on.get("replayed_async_scheduling"):
+        lines.append("The run used async scheduling (vLLM's GPU default since 0.14): it plans step t+1 while step t "
+                     "runs; the replay followed it (settings.async_scheduling, vllm-engine.md §7).")
+    elif fitted_on.get("async_scheduling"):
         lines.append("The run used async scheduling (vLLM's GPU default): it plans step t+1 while step t runs, "
                      "which delays slot reuse by about one step; the replay schedules synchronously.")
     return lines
@@ -131,7 +137,8 @@ def step_model_to_json(model: StepModel) -> str:
         "step_ms": {"a": round(model.a_ms, 6), "b": round(model.b_ms, 9), "c": round(model.c_ms, 9)},
         "units": {"a": "ms per step", "b": "ms per prompt token computed in the step",
                   "c": "ms per decode token in the step"},
-        "settings": {key: model.settings[key] for key in SETTINGS},
+        "settings": {key: model.settings[key] for key in SETTINGS} | {
+            key: model.settings[key] for key in OPTIONAL_SETTINGS if key in model.settings},
         "fitted_on": model.fitted_on,
         "limits": limits_for(model.fitted_on),
     }
@@ -184,8 +191,10 @@ def parse_step_model(text: str, source: str) -> StepModel:
         raise InputError(f"{source}: field 'step_ms.a': must be at least {MIN_STEP_MS} ms (a step takes at least "
                          f"1 µs, the engine clock's unit, even with no tokens), got {step['a']!r}")
     settings = need(data.get("settings"), dict, f"{source}: field 'settings'", "an object")
-    _known_keys(settings, tuple(SETTINGS), f"{source}: field 'settings.")
+    _known_keys(settings, tuple(SETTINGS) + tuple(OPTIONAL_SETTINGS), f"{source}: field 'settings.")
     checked = {key: _setting(settings.get(key), key, kind, source) for key, kind in SETTINGS.items()}
+    checked.update({key: _setting(settings[key], key, kind, source) for key, kind in OPTIONAL_SETTINGS.items()
+                    if key in settings})
     fitted_on = need(data.get("fitted_on", {}), dict, f"{source}: field 'fitted_on'", "an object")
     unidentified = need(data.get("unidentified", {}), dict, f"{source}: field 'unidentified'", "an object")
     _known_keys(unidentified, ("a", "b", "c", "d"), f"{source}: field 'unidentified.")
