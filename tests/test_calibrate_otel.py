@@ -264,6 +264,20 @@ class DerivedKvSizeTest(unittest.TestCase):
         loaded = load_real_run(path, sizing={"gpu": find_gpu("L40S"), "kv_bytes_per_token": 524288})
         self.assertEqual(loaded.settings["num_gpu_blocks"], 1403)
 
+    def test_meta_json_with_kv_tokens_only(self):
+        """kv_cache.num_kv_tokens 41,408 / block_size 16 = 2,588 blocks."""
+        base = temp_dir(self)
+        source = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
+        meta = json.loads(read(os.path.join(source, "meta.json")))
+        for section in (meta["kv_cache"], meta["resolved_config"]["cache_config"]):
+            section.pop("num_gpu_blocks", None)
+        with open(os.path.join(base, "meta.json"), "w", encoding="utf-8") as out:
+            json.dump(meta, out)
+        shutil.copy(os.path.join(source, "requests.jsonl"), base)
+        run = load_real_run(os.path.join(base, "requests.jsonl"))
+        self.assertEqual(run.settings["num_gpu_blocks"], 2588)
+        self.assertTrue(any("num_kv_tokens 41408" in note for note in run.notes))
+
     def test_meta_json_without_kv_size(self):
         """The RTX 4090 run's meta.json without its blocks: 25,250,627,584 B x 0.9 - 8e9 x 2 B (Llama-3.1-8B)
         = 6,725,564,825.6 B over 16 x 131,072 B (2 x 32 x 8 x 128 x 2 per token) = 3206.9992 (3207 blocks

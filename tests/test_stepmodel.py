@@ -188,6 +188,7 @@ class RealRunTest(unittest.TestCase):
         no_blocks = json.loads(json.dumps(meta))
         del no_blocks["kv_cache"]["num_gpu_blocks"]
         del no_blocks["resolved_config"]["cache_config"]["num_gpu_blocks"]
+        del no_blocks["kv_cache"]["num_kv_tokens"]   # with it the KV size is known: tokens / block_size
         tokens = json.loads(json.dumps(meta))
         tokens["kv_cache"]["num_kv_tokens"] = 1
         cases = {

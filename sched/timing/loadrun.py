@@ -85,8 +85,15 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
         derived = None
-        if "num_gpu_blocks" not in flags and isinstance(meta, dict) and sizing.get("kv_bytes_per_token") and \
-                not any(_at(meta, place) is not None for place in SETTINGS_FROM_META["num_gpu_blocks"]):
+        no_blocks = isinstance(meta, dict) and "num_gpu_blocks" not in flags and \
+            not any(_at(meta, place) is not None for place in SETTINGS_FROM_META["num_gpu_blocks"])
+        tokens, size = (_at(meta, ("kv_cache", "num_kv_tokens")), flags.get("block_size") or
+                        _at(meta, ("kv_cache", "block_size"))) if no_blocks else (None, None)
+        if no_blocks and isinstance(tokens, int) and isinstance(size, int) and size > 0 and tokens >= 2 * size:
+            derived = (tokens // size, f"num_gpu_blocks {tokens // size} from kv_cache.num_kv_tokens {tokens} / "
+                                       f"block_size {size} ({os.path.basename(meta_path)} names no block count)")
+            flags = dict(flags, num_gpu_blocks=derived[0])
+        elif no_blocks and sizing.get("kv_bytes_per_token"):
             derived = _derive_from_meta(meta, meta_path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(meta, meta_path, flags=flags)
