@@ -99,6 +99,12 @@ def _show(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def _same(got, expected) -> bool:
+    """Equal as JSON: the same types as well as values (Python's ``1 == True == 1.0`` would call a
+    manifest with ``"async_scheduling": 1`` identical to one with ``true``); key order aside."""
+    return json.dumps(got, sort_keys=True) == json.dumps(expected, sort_keys=True)
+
+
 def _field_diffs(label: str, got: dict, expected: dict, prefix: str = "") -> list[str]:
     """One line per differing field; fields holding objects on both sides are compared field by
     field (``manifest / config.budget: got 48, expected 64``)."""
@@ -111,7 +117,7 @@ def _field_diffs(label: str, got: dict, expected: dict, prefix: str = "") -> lis
             out.append(f"{label} / {name}: got {_show(got[field])}, not in the reference")
         elif isinstance(got[field], dict) and isinstance(expected[field], dict):
             out += _field_diffs(label, got[field], expected[field], f"{name}.")
-        elif got[field] != expected[field]:
+        elif not _same(got[field], expected[field]):
             out.append(f"{label} / {name}: got {_show(got[field])}, expected {_show(expected[field])}")
     return out
 
@@ -217,7 +223,7 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
     results = []
     other = {k: v for k, v in got.items() if k != "source"}
     other_expected = {k: v for k, v in expected.items() if k != "source"}
-    if other != other_expected:
+    if not _same(other, other_expected):
         results.append(("manifest.json", _field_diffs("manifest", other, other_expected)))
     for name in ARTIFACT_FILES:  # a reference artifact that is a directory would otherwise be skipped unseen
         path = os.path.join(ref_dir, name)

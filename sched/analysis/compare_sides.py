@@ -23,6 +23,7 @@ from ..base.files import open_regular
 from ..base.cmdline import InputError, count_or_none, need, number_or_none, parse_json
 from ..core.clock import RunClock
 from ..core.metrics import COMPARE_FIELDS
+from ..output.vllm_artifacts import async_scheduling_of
 from .trace import Trace, case_rows, check_consistency, check_summary_row, read_trace
 
 __all__ = ["Side", "load_side", "check_evidence"]
@@ -187,6 +188,8 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
     }
     if clock.is_vllm:   # the vLLM engine's knobs, named as the real engine names them
         scheduler = {"policy": manifest.get("policy"), **{key: config.get(key) for key in _VLLM_KNOBS}}
+        if async_scheduling_of(manifest, where):   # a setting only when on: sync sides compare as before
+            scheduler["async_scheduling"] = True
     expected = [name for name, _ in requests]
     priorities = {name: priority or 0 for name, priority in requests}
     trace = read_trace(requests_path, case, priorities, suffix="_ms" if step_model else "")

@@ -80,7 +80,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
         check_times(row, requests_path, makespans.get(row["case"]))
         makespan = makespans.get(row["case"])
         problem = vllm and preemption_problem(row, None if makespan is None else row["arrival"] + makespan,
-                                              async_scheduling(manifest))
+                                              vllm and async_scheduling(manifest, os.path.join(directory, "manifest.json")))
         if problem:
             raise ExplainError(f"{requests_path} (request {row['name']!r}, case {row['case']!r}): {problem}")
     detail = timeline_detail(manifest, directory)

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 
+from ..base.cmdline import InputError
 from ..base.files import open_regular
 from ..core.records import TIMELINE_DETAILS
+from ..output.vllm_artifacts import async_scheduling_of
 from .explain_error import ExplainError
 
 __all__ = ["lines_with", "checked", "REQUEST_FIELDS", "TICK_FIELDS", "check_times", "step_formula", "case_makespans",
@@ -182,7 +184,11 @@ def static_cases(manifest: dict, directory: str) -> set:
     return {c["case"] for c in cases if isinstance(c, dict) and c.get("batching") == "static"}
 
 
-def async_scheduling(manifest: dict) -> bool:
-    """Whether a vLLM-engine run's manifest says it ran with async scheduling (vllm-engine.md §7)."""
-    config = manifest.get("config")
-    return isinstance(config, dict) and config.get("async_scheduling") is True
+def async_scheduling(manifest: dict, where: str) -> bool:
+    """Whether a vLLM-engine run's manifest (read from ``where``) says it ran with async scheduling
+    (vllm-engine.md §7): the shared reading of :func:`sched.output.vllm_artifacts.async_scheduling_of`;
+    a value other than true/false raises :class:`ExplainError` naming the file and field."""
+    try:
+        return async_scheduling_of(manifest, where)
+    except InputError as exc:
+        raise ExplainError(str(exc)) from None

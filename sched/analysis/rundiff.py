@@ -29,7 +29,7 @@ from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json,
 from ..base.files import open_regular, read_regular_text
 from ..core.clock import RunClock
 from .trace import check_summary_row
-from ..output.vllm_artifacts import preemption_problem
+from ..output.vllm_artifacts import async_scheduling_of, preemption_problem
 
 __all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
 
@@ -254,8 +254,10 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm, _async(manifests[0])),
-                      _requests(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm, _async(manifests[1])))
+    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
+                                async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json"))),
+                      _requests(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
+                                async_scheduling_of(manifests[1], os.path.join(dir_b, "manifest.json"))))
     for shown, _, _ in result.summaries:
         changed = []
         for (row_case, name), a in rows_a.items():
@@ -361,9 +363,3 @@ def _diff(argv: list[str]) -> int:
 def command(argv: list[str]) -> int:
     """The ``diff`` sub-command: exit 0 no differences, 1 differences, 2 unusable input or usage."""
     return run_command("infer_sched_lab.py diff", _diff, argv)
-
-
-def _async(manifest: dict) -> bool:
-    """Whether a vLLM-engine run's manifest says it ran with async scheduling (vllm-engine.md §7)."""
-    config = manifest.get("config")
-    return isinstance(config, dict) and config.get("async_scheduling") is True

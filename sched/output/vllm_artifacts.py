@@ -25,10 +25,11 @@ from __future__ import annotations
 import json
 
 from .. import __version__
+from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_VLLM
 
 __all__ = ["UNITS_NOTE_VLLM", "table_header", "manifest_config", "timeline_lines",
-           "preemption_problem"]
+           "preemption_problem", "async_scheduling_of"]
 
 def table_header(run) -> str:
     """The first line of ``table.txt`` for a vLLM run (no source: a replay gives the same bytes)."""
@@ -91,6 +92,24 @@ def _tick(value) -> bool:
 def _shown(value) -> str:
     text = json.dumps(value, ensure_ascii=True, default=str)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def async_scheduling_of(manifest: dict, where: str) -> bool:
+    """Whether a run's ``manifest.json`` (the parsed object ``manifest``, read from ``where``) says it
+    ran with async scheduling (vllm-engine.md §7): ``config.async_scheduling`` ``true`` or ``false``,
+    absent (a lab run, or a vLLM run written before the flag existed) meaning off.
+
+    The one reading for every reader of a run (explain, diff, compare), so a tampered value is
+    refused the same way everywhere. Raises :class:`~sched.base.cmdline.InputError` naming ``where``
+    and the field when the value is anything but ``true``/``false`` (``"true"``, ``1``, ``null``).
+    """
+    config = manifest.get("config")
+    if not isinstance(config, dict) or "async_scheduling" not in config:
+        return False
+    value = config["async_scheduling"]
+    if not isinstance(value, bool):
+        raise InputError(f"{where}: field 'config.async_scheduling': must be true or false, got {_shown(value)}")
+    return value
 
 
 def preemption_problem(row: dict, latest: int | None = None, async_scheduling: bool = False) -> str | None:

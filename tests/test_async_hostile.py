@@ -1,0 +1,104 @@
+"""Hostile inputs to ``--async-scheduling`` and ``serving-bench simulate``/``decide``: one test per case
+that got through before (each fails without its fix).
+
+Expected behaviour (the project's bad-input rule): one stderr line naming the file, request or
+flag and the field, exit 2, nothing written; never a wrong result accepted silently. The expected
+values are the spec's (vllm-engine.md §7, compare.md §3.1, serving-bench.md) or computed by hand
+in the test.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+
+SETTINGS = {"num_gpu_blocks": 2588, "block_size": 16, "max_num_batched_tokens": 2048, "max_num_seqs": 256,
+            "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs"}
+#: The step model of serving-bench simulate's default (handbook 16.8), with every digit the file keeps.
+STEP_MS = {"a": 24.527162, "b": 0.086245136, "c": 0.0}
+#: The baseline scenario on the vLLM engine with a tight KV cache (README 17.5), a few steps long.
+RUN = ("--engine", "vllm", "--max-num-batched-tokens", "64", "--max-num-seqs", "4",
+       "--long-prefill-token-threshold", "32", "--enable-prefix-caching", "--num-gpu-blocks", "41")
+
+
+class AsyncRunsFixture(unittest.TestCase):
+    """A synchronous and an async run of the same workload and knobs, made once for the class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.base = tempfile.mkdtemp(prefix="isl-test-")
+        cls.sync_dir, cls.async_dir = (os.path.join(cls.base, n) for n in ("sync", "async"))
+        for path, extra in ((cls.sync_dir, ()), (cls.async_dir, ("--async-scheduling",))):
+            code, _, err = run_cli([*RUN, *extra, "--artifacts", path])
+            assert code == 0, err
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.base, ignore_errors=True)
+
+    def tampered(self, async_value) -> str:
+        """A copy of the async run whose manifest.json says ``config.async_scheduling: async_value``."""
+        path = os.path.join(temp_dir(self), "run")
+        shutil.copytree(self.async_dir, path)
+        manifest_path = os.path.join(path, "manifest.json")
+        manifest = json.loads(read(manifest_path))
+        manifest["config"]["async_scheduling"] = async_value
+        with open(manifest_path, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=2)
+        return path
+
+
+class CompareSeesAsyncTest(AsyncRunsFixture):
+    def test_sync_against_async_is_one_change_not_none(self):
+        # compare.md §3.1: the contract holds when exactly one scheduler setting differs; the two runs
+        # differ in async scheduling only (was: "the two sides differ in no scheduler setting").
+        out = os.path.join(temp_dir(self), "decision.json")
+        code, stdout, err = run_cli(["compare", self.sync_dir, self.async_dir, "--out", out])
+        self.assertEqual(code, 0, err)
+        contract = json.loads(read(out))["contract"]
+        self.assertTrue(contract["ok"], contract["problems"])
+        self.assertEqual(contract["change"]["field"], "async_scheduling")
+        self.assertIs(contract["change"]["candidate"], True)
+        self.assertIn("one change", stdout)
+
+    def test_two_sync_runs_still_differ_in_nothing(self):
+        out = os.path.join(temp_dir(self), "decision.json")
+        run_cli(["compare", self.sync_dir, self.sync_dir, "--out", out])
+        self.assertEqual(json.loads(read(out))["contract"]["num_scheduler_changes"], 0)
+
+
+class TamperedAsyncManifestTest(AsyncRunsFixture):
+    """``config.async_scheduling`` is read back as input: true or false, else exit 2 in every reader."""
+
+    def test_every_reader_refuses_a_value_that_is_not_true_or_false(self):
+        for value in ("true", 1, None, [True]):
+            run = self.tampered(value)
+            where = os.path.join(run, "manifest.json")
+            for argv in (["explain", "U3", "--artifacts", run], ["diff", self.sync_dir, run],
+                         ["compare", self.sync_dir, run, "--out", os.path.join(temp_dir(self), "d.json")]):
+                with self.subTest(value=value, command=argv[0]):
+                    assert_bad_input(self, argv, f"{where}: field 'config.async_scheduling'")
+
+    def test_check_tells_1_from_true(self):
+        # JSON 1 is not true: check must not call the manifests identical (Python's 1 == True).
+        code, out, err = run_cli(["check", self.tampered(1), self.async_dir])
+        self.assertEqual(code, 1, err)
+        self.assertIn("config.async_scheduling: got 1, expected true", out)
+
+    def test_check_tells_1_0_from_1(self):
+        run = self.tampered(True)
+        manifest_path = os.path.join(run, "manifest.json")
+        manifest = json.loads(read(manifest_path))
+        manifest["config"]["max_num_seqs"] = 4.0
+        with open(manifest_path, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle)
+        code, out, _ = run_cli(["check", run, self.async_dir])
+        self.assertEqual(code, 1)
+        self.assertIn("config.max_num_seqs: got 4.0, expected 4", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
