@@ -100,5 +100,23 @@ class TamperedAsyncManifestTest(AsyncRunsFixture):
         self.assertIn("config.max_num_seqs: got 4.0, expected 4", out)
 
 
+class AsyncFlagsTest(unittest.TestCase):
+    def test_on_and_off_together_are_refused(self):
+        # Two spellings of one setting with different values: refused, as --policy/--scheduling-policy.
+        for flags in (("--async-scheduling", "--no-async-scheduling"), ("--no-async-scheduling", "--async-scheduling")):
+            with self.subTest(flags=flags):
+                out = os.path.join(temp_dir(self), "run")
+                assert_bad_input(self, ["--engine", "vllm", *flags, "--artifacts", out], f"argument {flags[1]}: contradicts {flags[0]}")
+                self.assertFalse(os.path.exists(out))
+
+    def test_the_same_switch_twice_is_fine(self):
+        code, _, err = run_cli(["--engine", "vllm", "--async-scheduling", "--async-scheduling",
+                                "--artifacts", os.path.join(temp_dir(self), "run")])
+        self.assertEqual(code, 0, err)
+
+    def test_the_lab_engine_refusal_names_the_flag_typed(self):
+        assert_bad_input(self, ["--no-async-scheduling"], "--no-async-scheduling is a knob of the vllm engine")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -24,7 +24,8 @@ from .files import note_written, refuse_non_regular, staging_prefix
 __all__ = ["LineParser", "InputError", "EXIT_OK", "EXIT_BAD_INPUT", "fraction_arg", "run_command", "one_line",
            "Interrupted", "interrupts_raise", "StreamError", "guarded_stream", "EXIT_INTERRUPTED", "EXIT_TERMINATED", "plain_decimal", "integer", "decimal",
            "write_text_atomically", "parse_json", "need", "number_or_none", "count_or_none",
-           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure", "SpellingsAgree"]
+           "normal_permissions", "MAX_COUNT", "NON_FINITE_AS_NONE", "read_failure", "SpellingsAgree",
+           "SwitchAgrees"]
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 #: 128 + the signal's number, as a shell reports a process ended by it: Ctrl-C (SIGINT), SIGTERM.
@@ -187,18 +188,35 @@ class SpellingsAgree(argparse.Action):
     keeps argparse's rule: the last wins."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        seen = getattr(namespace, "_spellings", None)
-        if seen is None:
-            seen = {}
-            setattr(namespace, "_spellings", seen)
-        given = seen.setdefault(self.dest, {})
-        given[option_string] = values
-        others = {o: v for o, v in given.items() if o != option_string and v != values}
-        if others:
-            other, value = next(iter(others.items()))
-            parser.error(f"argument {option_string}: {values!r} contradicts {other} {value!r} (the same setting; "
-                         "give it once)")
+        _spellings_agree(parser, namespace, self.dest, option_string, values, repr(values))
         setattr(namespace, self.dest, values)
+
+
+def _spellings_agree(parser, namespace, dest: str, option_string: str, value, shown: str) -> None:
+    """Record ``option_string`` giving ``value`` for ``dest``; ``parser.error`` when another spelling
+    of the same setting gave a different value (the rule of :class:`SpellingsAgree`)."""
+    seen = getattr(namespace, "_spellings", None)
+    if seen is None:
+        seen = {}
+        setattr(namespace, "_spellings", seen)
+    given = seen.setdefault(dest, {})
+    given[option_string] = (value, shown)
+    others = {o: v for o, v in given.items() if o != option_string and v[0] != value}
+    if others:
+        other, (_, other_shown) = next(iter(others.items()))
+        said = " ".join(part for part in (shown, "contradicts", other, other_shown) if part)
+        parser.error(f"argument {option_string}: {said} (the same setting; give it once)")
+
+
+class SwitchAgrees(argparse.BooleanOptionalAction):
+    """An on/off switch ``--x`` / ``--no-x`` (e.g. vLLM's ``--async-scheduling``): giving both is
+    refused as contradictory (which wins would be a guess), as for :class:`SpellingsAgree`; the same
+    spelling twice keeps argparse's rule."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        value = not option_string.startswith("--no-")
+        _spellings_agree(parser, namespace, self.dest, option_string, value, "")
+        setattr(namespace, self.dest, value)
 
 
 def fraction_arg(text: str) -> float:

@@ -17,7 +17,7 @@ import textwrap
 import time
 
 from .. import __version__
-from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree, integer
+from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree, SwitchAgrees, integer
 from ..base.safe_write import check_target, write_artifacts
 from ..core.config import ConfigError, EngineConfig
 from ..core.records import TIMELINE_DETAILS
@@ -123,7 +123,7 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
     vllm.add_argument("--num-gpu-blocks", type=_positive_int, metavar="N",
                       help="KV cache blocks, vLLM's null block included (N - 1 usable), at least 2; default: "
                            "enough that capacity never binds (the lab's KV cache is infinite)")
-    vllm.add_argument("--async-scheduling", action=argparse.BooleanOptionalAction, default=None,
+    vllm.add_argument("--async-scheduling", action=SwitchAgrees, default=None,
                       help="vLLM's async scheduling (its GPU default since 0.14): the next step is scheduled "
                            "before the last step's tokens are known, so outputs, finishes and freed slots "
                            "come one step later (vllm-engine.md §7); default off, or the step model's setting")
@@ -144,7 +144,8 @@ def vllm_knobs_from_args(args) -> VllmKnobs:
 def _refuse_vllm_flags(args) -> None:
     for flag, field in VLLM_FLAGS.items():
         if getattr(args, field) is not None:
-            raise ConfigError(f"{flag} is a knob of the vllm engine; add --engine vllm ({VLLM_FLAG_IN_LAB[flag]})")
+            given = "--no-" + flag[2:] if getattr(args, field) is False else flag   # the spelling typed
+            raise ConfigError(f"{given} is a knob of the vllm engine; add --engine vllm ({VLLM_FLAG_IN_LAB[flag]})")
 
 
 def _run_parser(commands: str = "") -> argparse.ArgumentParser:
