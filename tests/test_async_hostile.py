@@ -13,6 +13,7 @@ import shutil
 import tempfile
 import unittest
 
+from sched.timing.stepmodel import parse_step_model, step_model_to_json
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 
 SETTINGS = {"num_gpu_blocks": 2588, "block_size": 16, "max_num_batched_tokens": 2048, "max_num_seqs": 256,
@@ -22,6 +23,11 @@ STEP_MS = {"a": 24.527162, "b": 0.086245136, "c": 0.0}
 #: The baseline scenario on the vLLM engine with a tight KV cache (README 17.5), a few steps long.
 RUN = ("--engine", "vllm", "--max-num-batched-tokens", "64", "--max-num-seqs", "4",
        "--long-prefill-token-threshold", "32", "--enable-prefix-caching", "--num-gpu-blocks", "41")
+
+
+def step_model_text(**settings) -> str:
+    return json.dumps({"kind": "step-model", "engine": "vllm", "step_ms": STEP_MS,
+                       "settings": dict(SETTINGS, **settings), "fitted_on": {}})
 
 
 class AsyncRunsFixture(unittest.TestCase):
@@ -116,6 +122,53 @@ class AsyncFlagsTest(unittest.TestCase):
 
     def test_the_lab_engine_refusal_names_the_flag_typed(self):
         assert_bad_input(self, ["--no-async-scheduling"], "--no-async-scheduling is a knob of the vllm engine")
+
+
+class AsyncStepModelFileTest(unittest.TestCase):
+    """vllm-engine.md §7: a step model whose settings carry async_scheduling runs in that mode."""
+
+    def test_the_file_may_carry_the_mode(self):
+        model = parse_step_model(step_model_text(async_scheduling=True), "m.json")
+        self.assertIs(model.settings["async_scheduling"], True)
+        self.assertIn('"async_scheduling": true', step_model_to_json(model))
+        plain = parse_step_model(step_model_text(), "m.json")
+        self.assertNotIn("async_scheduling", plain.settings)
+        self.assertNotIn("async_scheduling", step_model_to_json(plain))   # calibrate's files keep their bytes
+
+    def test_a_mode_that_is_not_true_or_false_is_refused(self):
+        path = os.path.join(temp_dir(self), "m.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(step_model_text(async_scheduling="yes"))
+        assert_bad_input(self, ["serving-bench", "simulate", "--step-model", path,
+                                "--out-dir", os.path.join(temp_dir(self), "o")], "field 'settings.async_scheduling'")
+
+    def test_simulate_with_an_async_step_model(self):
+        # Was exit 3 (the synchronous engine was handed async knobs). Hand computation, FCFS group,
+        # max_num_seqs 2, all 8 requests at 0 ms: step 0 runs h0 (32) and l0 (256 prompt tokens):
+        # a + 288 b; h0's 16th token 15 decode steps later at t = a + 288 b + 15 a. Async (§7.3-4): the
+        # next batch skips h0 (its last token in flight) and holds its slot, so h1 is admitted one
+        # batch later: a decode-only batch (a), then h1's 48-token prefill (a + 48 b).
+        a, b = STEP_MS["a"], STEP_MS["b"]
+        h0_last = a + 288 * b + 15 * a
+        path = os.path.join(temp_dir(self), "m.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(step_model_text(async_scheduling=True))
+        out = os.path.join(temp_dir(self), "sim")
+        code, stdout, err = run_cli(["serving-bench", "simulate", "--step-model", path, "--out-dir", out,
+                                     "--warmup", "0", "--repeats", "1"])
+        self.assertEqual(code, 0, err)
+        self.assertIn("async scheduling", stdout.splitlines()[0])
+        rows = {r["request_id"]: r for r in json.loads(read(os.path.join(out, "g0_fcfs.json")))["runs"][0]["results"]}
+        self.assertAlmostEqual(rows["h0"]["e2e_ms"], h0_last, delta=0.005)    # µs clock: ≤ 0.5 µs a step
+        self.assertAlmostEqual(rows["h1"]["ttft_ms"], h0_last + a + (a + 48 * b), delta=0.005)
+
+
+class SimulateAndDecideInputsTest(unittest.TestCase):
+    def test_early_names_a_request_once(self):
+        out = os.path.join(temp_dir(self), "sim")
+        assert_bad_input(self, ["serving-bench", "simulate", "--early", "l0:2,l0:5", "--out-dir", out],
+                         "argument --early: l0 is given twice")
+        self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from ..engines import check_cases
 from ..timing.stepmodel import StepModel
 from ..vllm.config import VllmKnobs, check_fits
-from ..vllm.engine import simulate_vllm
+from ..vllm.async_step import simulate
 from ..workload.specs import RequestSpec
 from .groups import FAILURE_SCHEMA, p95_linear
 
@@ -138,7 +138,7 @@ def _one_run(specs, knobs: VllmKnobs, model: StepModel, arrivals: list[int], sen
     clocked = [replace(spec, arrival=at, priority=spec.priority if send_priority else 0)
                for spec, at in zip(specs, arrivals)]
     check_fits(clocked, knobs, "the chapter's workload")
-    result = simulate_vllm(clocked, knobs, timeline="off", step_time=model.step_us)
+    result = simulate(clocked, knobs, timeline="off", step_time=model.step_us)   # async when the model says so
     check_cases([result])
     rows, firsts, lasts = [], [], []
     for spec, request in zip(specs, sorted(result.requests, key=lambda r: r.index)):

@@ -147,6 +147,8 @@ def _early_arg(text: str) -> tuple:
         name, sep, ms = part.partition(":")
         if not sep or name.strip() not in {"h0", "h1", "h2", "h3", "l0", "l1", "l2", "l3"}:
             raise argparse.ArgumentTypeError(f"must be NAME:MS with NAME one of h0-h3, l0-l3, got {part!r}")
+        if name.strip() in dict(pairs):   # which of two times would win is a guess
+            raise argparse.ArgumentTypeError(f"{name.strip()} is given twice; give each request once")
         pairs.append((name.strip(), _ms_arg(ms)))
     return tuple(pairs)
 
@@ -216,7 +218,8 @@ def _simulate(args) -> int:
     texts = {name: json.dumps(data, indent=1, allow_nan=False) + "\n" for name, data in files.items()}
     write_artifacts(texts, args.out_dir, force=args.force)
     print(f"simulated the chapter's experiment (SIMULATED, not a measurement): {model.formula}, "
-          f"max_num_seqs {args.max_num_seqs}, {args.warmup} warm-up + {args.repeats} repeats")
+          f"max_num_seqs {args.max_num_seqs}, {args.warmup} warm-up + {args.repeats} repeats"
+          + (", async scheduling (the step model's setting)" if model.settings.get("async_scheduling") else ""))
     for name, data in files.items():
         m = data["metrics"]
         preempted = {}
