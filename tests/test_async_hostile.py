@@ -170,6 +170,25 @@ class SimulateAndDecideInputsTest(unittest.TestCase):
                          "argument --early: l0 is given twice")
         self.assertFalse(os.path.exists(out))
 
+    def test_decide_reads_simulated_and_evidence_level_as_their_types(self):
+        # A simulated file whose "simulated" is "yes" and evidence_level gone was read as real evidence.
+        base = temp_dir(self)
+        code, _, err = run_cli(["serving-bench", "simulate", "--out-dir", base, "--force", "--warmup", "0",
+                                "--repeats", "1"])
+        self.assertEqual(code, 0, err)
+        for field, value in (("simulated", "yes"), ("simulated", 1), ("evidence_level", 5)):
+            with self.subTest(field=field, value=value):
+                doc = json.loads(read(os.path.join(base, "g1_priority.json")))
+                doc[field] = value
+                doc.pop("evidence_level" if field == "simulated" else "simulated")
+                path = os.path.join(base, "tampered.json")
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(doc, handle)
+                out = os.path.join(base, "evidence.json")
+                assert_bad_input(self, ["serving-bench", "decide", os.path.join(base, "g0_fcfs.json"), path,
+                                        "--out", out], f"{path}: field '{field}'")
+                self.assertFalse(os.path.exists(out))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -267,8 +267,10 @@ def read_group(path: str, role: str) -> dict:
     workload = data.get("workload", identity.get("workload"))
     view = {"role": role, "source": path, "identity": finite_or_none(identity), "workload": finite_or_none(workload),
             "failure": None, "normalized_config": finite_or_none(config), "missing": False, "schema_version": schema,
-            "simulated": data.get("simulated") is True,
-            "evidence_level": data.get("evidence_level") if isinstance(data.get("evidence_level"), str) else None}
+            "simulated": need(data.get("simulated"), bool, f"{path}: field 'simulated'", "true or false",
+                              nullable=True) is True,
+            "evidence_level": need(data.get("evidence_level"), str, f"{path}: field 'evidence_level'", "a string",
+                                   nullable=True)}
     status = data.get("status")
     if status is not None and status != "failed" and status not in SUCCESS_STATUSES:
         raise InputError(f"{path}: field 'status': must be one of {', '.join(SUCCESS_STATUSES)} (a success file) "
