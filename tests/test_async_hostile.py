@@ -15,6 +15,7 @@ import unittest
 
 from sched.timing.stepmodel import parse_step_model, step_model_to_json
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+from tests.test_vllm_oracle_async import CORPUS, manifest
 
 SETTINGS = {"num_gpu_blocks": 2588, "block_size": 16, "max_num_batched_tokens": 2048, "max_num_seqs": 256,
             "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs"}
@@ -50,10 +51,10 @@ class AsyncRunsFixture(unittest.TestCase):
         path = os.path.join(temp_dir(self), "run")
         shutil.copytree(self.async_dir, path)
         manifest_path = os.path.join(path, "manifest.json")
-        manifest = json.loads(read(manifest_path))
-        manifest["config"]["async_scheduling"] = async_value
+        doc = json.loads(read(manifest_path))
+        doc["config"]["async_scheduling"] = async_value
         with open(manifest_path, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=2)
+            json.dump(doc, handle, indent=2)
         return path
 
 
@@ -97,10 +98,10 @@ class TamperedAsyncManifestTest(AsyncRunsFixture):
     def test_check_tells_1_0_from_1(self):
         run = self.tampered(True)
         manifest_path = os.path.join(run, "manifest.json")
-        manifest = json.loads(read(manifest_path))
-        manifest["config"]["max_num_seqs"] = 4.0
+        doc = json.loads(read(manifest_path))
+        doc["config"]["max_num_seqs"] = 4.0
         with open(manifest_path, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle)
+            json.dump(doc, handle)
         code, out, _ = run_cli(["check", run, self.async_dir])
         self.assertEqual(code, 1)
         self.assertIn("config.max_num_seqs: got 4.0, expected 4", out)
@@ -188,6 +189,28 @@ class SimulateAndDecideInputsTest(unittest.TestCase):
                 assert_bad_input(self, ["serving-bench", "decide", os.path.join(base, "g0_fcfs.json"), path,
                                         "--out", out], f"{path}: field '{field}'")
                 self.assertFalse(os.path.exists(out))
+
+
+class ExplainEndPreemptionTest(unittest.TestCase):
+    def test_a_victim_whose_last_token_was_in_flight_is_told_so(self):
+        # vllm-engine.md §7 rule 5: in the async oracle's baseline-t0-apc1-kv36 S1 is preempted at 24
+        # with its last token in flight and ends at 24 when that token arrives; explain said only
+        # "never scheduled again" next to "end tick 24, ok".
+        entry = next(e for e in manifest() if e["id"] == "baseline-t0-apc1-kv36")
+        knobs = json.loads(read(os.path.join(CORPUS, entry["output"])))["knobs"]
+        out = os.path.join(temp_dir(self), "run")
+        code, _, err = run_cli(["--engine", "vllm", "--async-scheduling", "--enable-prefix-caching",
+                                "--workload", os.path.join(CORPUS, entry["workload"]), "--artifacts", out,
+                                "--max-num-batched-tokens", str(knobs["max_num_batched_tokens"]),
+                                "--max-num-seqs", str(knobs["max_num_seqs"]),
+                                "--num-gpu-blocks", str(knobs["num_gpu_blocks"]), "--policy", knobs["policy"]])
+        self.assertEqual(code, 0, err)
+        code, stdout, err = run_cli(["explain", "S1", "--artifacts", out])
+        self.assertEqual(code, 0, err)
+        line = next(l for l in stdout.splitlines() if l.strip().startswith("preempted"))
+        self.assertIn("at tick 24", line)
+        self.assertIn("its last token was already in flight", line)
+        self.assertNotIn("never scheduled again", line)
 
 
 if __name__ == "__main__":

@@ -140,6 +140,9 @@ def _preemption(name, tick, stamps, steps, end, c: RunClock) -> str:
     text = f"at {c.at(tick)} " + ("to free KV blocks for itself" if why == name else
                                  f"to free KV blocks for {why}" if why else "to free KV blocks")
     later = [t for t in sorted(steps) if t > tick and name in steps[t]["scheduled"]]
+    if not later and end is not None and tick == end:   # async only (vllm-engine.md §7 rule 5)
+        return text + ("; its last token was already in flight, so it was not recomputed: it ended when "
+                       "that token arrived (async scheduling)")
     if not later:
         return text + "; never scheduled again"
     resumed = later[0]
