@@ -213,5 +213,45 @@ class ExplainEndPreemptionTest(unittest.TestCase):
         self.assertNotIn("never scheduled again", line)
 
 
+class ExplainReadsTheTimelineTest(AsyncRunsFixture):
+    """A full timeline is evidence explain must agree with (vllm-engine.md §2, §7): a truncated
+    timeline.jsonl or an edited preempted_at was told as "never scheduled again"."""
+
+    def copy(self, source) -> str:
+        path = os.path.join(temp_dir(self), "run")
+        shutil.copytree(source, path)
+        return path
+
+    def test_a_truncated_timeline_is_refused(self):
+        for source in (self.sync_dir, self.async_dir):
+            with self.subTest(run=os.path.basename(source)):
+                run = self.copy(source)
+                timeline = os.path.join(run, "timeline.jsonl")
+                lines = read(timeline).splitlines(keepends=True)
+                with open(timeline, "w", encoding="utf-8") as handle:
+                    handle.writelines(lines[:25])   # U3 runs until tick 30 (sync) or 39 (async)
+                assert_bad_input(self, ["explain", "U3", "--artifacts", run], f"{timeline} that schedules it")
+
+    def test_an_edited_preemption_tick_is_refused(self):
+        for source in (self.sync_dir, self.async_dir):
+            with self.subTest(run=os.path.basename(source)):
+                run = self.copy(source)
+                path = os.path.join(run, "requests.jsonl")
+                rows = [json.loads(line) for line in read(path).splitlines()]
+                u3 = next(r for r in rows if r["name"] == "U3")
+                self.assertEqual(u3["preempted_at"][0], 12)   # README 17.5: U3 preempted at tick 12 for L0
+                u3["preempted_at"][0] = 13
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.writelines(json.dumps(r) + "\n" for r in rows)
+                assert_bad_input(self, ["explain", "U3", "--artifacts", run],
+                                 "field 'preempted_at': tick 13 is no step of")
+
+    def test_untouched_runs_are_told(self):
+        for source in (self.sync_dir, self.async_dir):
+            for name in ("L0", "S1", "U3", "S4", "S7"):
+                code, _, err = run_cli(["explain", name, "--artifacts", source])
+                self.assertEqual(code, 0, err)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -31,7 +31,7 @@ from .explain_error import ExplainError
 from .explain_input import (REQUEST_FIELDS, TICK_FIELDS, async_scheduling, case_makespans, check_times, lines_with,
                             read_manifest, static_cases, step_formula, timeline_detail)
 from .lab_explain import MAX_WAIT_LINES, lab_case_story
-from .vllm_explain import VLLM_STEP_FIELDS, check_step_times, vllm_case_story, vllm_costs
+from .vllm_explain import VLLM_STEP_FIELDS, check_step_times, check_tick_steps, vllm_case_story, vllm_costs
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
@@ -97,6 +97,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
                 check_step_times(row, ticks[row["case"]], requests_path, timeline_path)
                 continue
             if vllm:   # the vLLM timeline counts its waiting requests instead of naming them
+                check_tick_steps(row, ticks[row["case"]], requests_path, timeline_path)
                 continue
             # every tick a request waits is a walked tick, so it has a record
             end = row["admitted_at"] if row["admitted_at"] is not None else row["done_at"]

@@ -21,7 +21,7 @@ from __future__ import annotations
 from ..core.clock import VLLM_STEPS, RunClock
 from .explain_error import ExplainError
 
-__all__ = ["VLLM_STEP_FIELDS", "check_step_times", "vllm_case_story", "vllm_costs"]
+__all__ = ["VLLM_STEP_FIELDS", "check_step_times", "check_tick_steps", "vllm_case_story", "vllm_costs"]
 
 #: Most prefill lines printed per request (the rest are summed in one line).
 MAX_PREFILL_LINES = 12
@@ -60,6 +60,28 @@ def check_step_times(row: dict, steps: dict[int, dict], requests_path: str, time
         if value is not None and value not in ends:
             raise ExplainError(f"{where}: field '{key}': {value} µs ends no step of {timeline_path} naming it; "
                                "the files disagree")
+
+
+def check_tick_steps(row: dict, steps: dict[int, dict], requests_path: str, timeline_path: str) -> None:
+    """On a vLLM run on the tick clock with a full timeline, refuse a request line the steps of
+    ``timeline.jsonl`` contradict (a truncated or edited file), sync or async alike (vllm-engine.md
+    §2, §7): ``admitted_at`` must be a step scheduling it; ``first_token_at`` and, for an ``ok``
+    request, ``done_at`` must follow a step scheduling it (a step's tokens are stamped step + 1);
+    every tick of ``preempted_at`` must be a step whose ``preempted`` names it. ``steps`` maps tick
+    -> that step's record (only records naming the request are needed). Raises
+    :class:`sched.analysis.explain_error.ExplainError` naming both files and the field."""
+    name = row["name"]
+    where = f"{requests_path} (request {name!r}, case {row['case']!r})"
+    wanted = [("admitted_at", row.get("admitted_at"), "scheduled", "is no step of")]
+    wanted += [(key, row.get(key) - 1, "scheduled", "follows no step of") for key in ("first_token_at", "done_at")
+               if row.get(key) is not None and (key == "first_token_at" or row.get("status") == "ok")]
+    wanted += [("preempted_at", tick, "preempted", "is no step of") for tick in row.get("preempted_at") or ()]
+    for key, tick, field, said in wanted:
+        if tick is not None and name not in steps.get(tick, {}).get(field, ()):
+            shown = tick + 1 if said.startswith("follows") else tick
+            raise ExplainError(f"{where}: field '{key}': tick {shown} {said} {timeline_path} that "
+                               f"{'schedules' if field == 'scheduled' else 'preempts'} it; the files disagree "
+                               "(truncated or edited?)")
 
 
 def vllm_costs(manifest: dict) -> str:
