@@ -253,5 +253,51 @@ class ExplainReadsTheTimelineTest(AsyncRunsFixture):
                 self.assertEqual(code, 0, err)
 
 
+class DecidePrioritiesTest(unittest.TestCase):
+    """The fourth gate compares the low-priority class (the largest priority, handbook 16.6) of the
+    two groups: a priority that is not an integer, that changes between repeats, or a class that
+    differs between the groups made it compare different requests, silently."""
+
+    SAMPLES = os.path.join(os.path.dirname(__file__), "data", "serving-bench")
+
+    def decide(self, edit) -> tuple:
+        doc = json.loads(read(os.path.join(self.SAMPLES, "candidate.json")))
+        edit(doc)
+        base = temp_dir(self)
+        path = os.path.join(base, "candidate.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(doc, handle)
+        out = os.path.join(base, "evidence.json")
+        return [os.path.join(self.SAMPLES, "baseline.json"), path, "--out", out], path, out
+
+    def assert_refused(self, edit, mention):
+        argv, path, out = self.decide(edit)
+        assert_bad_input(self, ["serving-bench", "decide", *argv], mention.format(path=path))
+        self.assertFalse(os.path.exists(out))
+
+    def test_a_priority_is_an_integer(self):
+        self.assert_refused(lambda d: d["runs"][0]["results"][0].__setitem__("priority", 0.5),
+                            "{path}: runs[0]: results[0]: field 'priority': must be a whole number")
+
+    def test_a_request_keeps_its_priority_in_every_repeat(self):
+        def edit(doc):
+            row = next(r for r in doc["runs"][2]["results"] if r["priority"] == 5)
+            row["priority"] = 9
+        self.assert_refused(edit, "{path}: runs[2]: request")
+
+    def test_both_groups_have_one_low_class(self):
+        def edit(doc):
+            for run in doc["runs"]:
+                for row in run["results"]:
+                    row["priority"] = 7 if row["priority"] == 5 else row["priority"]
+        self.assert_refused(edit, "{path}: field 'priority': its low-priority class (the largest priority) is 7")
+
+    def test_the_samples_still_decide(self):
+        argv, _, out = self.decide(lambda d: None)
+        code, stdout, err = run_cli(["serving-bench", "decide", *argv])
+        self.assertEqual(code, 0, err)
+        self.assertIn("decision: ACCEPT", stdout)   # handbook 16.4
+
+
 if __name__ == "__main__":
     unittest.main()

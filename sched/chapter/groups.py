@@ -137,7 +137,10 @@ def _check_results(results, where: str):
         at = f"{where}: results[{index}]"
         need(row, dict, at, "an object")
         need(row.get("ok"), bool, f"{at}: field 'ok'", "true or false")
-        number_or_none(row.get("priority"), f"{at}: field 'priority'")
+        if number_or_none(row.get("priority"), f"{at}: field 'priority'") is not None and type(row["priority"]) is not int:
+            # vLLM's priority is an integer; 0.5 would make a class of its own (the low class is the largest value)
+            raise InputError(f"{at}: field 'priority': must be a whole number (vLLM's request priority), "
+                             f"got {row['priority']!r}")
         if row["ok"] and row.get("e2e_ms") is None:   # an ok request always has an end; never dropped silently
             raise InputError(f"{at}: field 'e2e_ms': missing or null in an ok request; it needs its E2E time (ms)")
         number_or_none(row.get("e2e_ms"), f"{at}: field 'e2e_ms'", low=0)
@@ -290,10 +293,27 @@ def read_group(path: str, role: str) -> dict:
     _check_repeat_indices(runs, path)
     repeats = [_repeat(need(run, dict, f"{path}: runs[{i}]", "an object"), f"{path}: runs[{i}]")
                for i, run in enumerate(runs)]
+    _one_priority_per_request(repeats, path)
     overall = _check_metrics(data.get("metrics"), path)
     numbers = _group_numbers(repeats, overall, count)
     _cross_check(overall, numbers, config, identity, path)
     return dict(view, status="ok", **numbers)
+
+
+def _one_priority_per_request(repeats: list[dict], path: str) -> None:
+    """A frozen workload gives each request one priority: a ``request_id`` whose ``priority``
+    differs between repeats (or lines) is refused, naming the repeat (the low-priority class, the
+    largest value, would otherwise change from repeat to repeat)."""
+    seen: dict[str, tuple] = {}
+    for index, repeat in enumerate(repeats):
+        for row in repeat["results"] or ():
+            name, priority = row.get("request_id"), row.get("priority")
+            if not isinstance(name, str) or priority is None:
+                continue
+            first = seen.setdefault(name, (priority, index))
+            if first[0] != priority:
+                raise InputError(f"{path}: runs[{index}]: request {one_line(name)!r}: field 'priority': {priority!r}, "
+                                 f"but runs[{first[1]}] gives it {first[0]!r}; one workload gives a request one priority")
 
 
 def _cross_check(overall: dict, numbers: dict, config, identity: dict, path: str) -> None:
@@ -383,6 +403,10 @@ def check_roles(baseline: dict, candidate: dict, baseline_path: str, candidate_p
         if isinstance(written, str) and written in ROLE_POLICY and written != role:
             raise InputError(f"{view['source']}: field 'scheduler_identity.role': says {one_line(str(written))!r}, "
                              f"but this file is given as the {role} ({policy} group)")
+    lows = [v.get("low_priority") for v in views]
+    if len(views) == 2 and None not in lows and lows[0] != lows[1]:   # the fourth gate would compare two classes
+        raise InputError(f"{candidate_path}: field 'priority': its low-priority class (the largest priority) is "
+                         f"{lows[1]!r} but {baseline_path}'s is {lows[0]!r}; one workload has one set of classes")
     if not candidate.get("missing") and candidate["identity"].get("send_priority") is False:
         raise InputError(f"{candidate_path}: field 'scheduler_identity.send_priority': false in the priority group; "
                          "without the workload's priorities every request ties and the policy cannot act")
