@@ -25,7 +25,7 @@ import os
 from ..base.safe_write import ARTIFACT_FILES, directory_kind
 from ..base.files import read_regular_text
 
-__all__ = ["CheckError", "compare_runs", "format_report", "MAX_PER_FILE"]
+__all__ = ["CheckError", "compare_runs", "format_report", "first_line", "MAX_PER_FILE"]
 
 #: Most differences listed per artifact (the count of the rest is still given).
 MAX_PER_FILE = 20
@@ -145,6 +145,34 @@ def _text_diff(name: str, got: str, expected: str) -> list[str]:
     if len(lines) > _DIFF_LINES:
         shown.append(f"... ({len(lines) - _DIFF_LINES} more diff lines)")
     return ["\n".join(["text differs:", *shown])]
+
+
+def _cut(line: str, width: int = 60) -> str:
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
+def first_line(difference: str) -> str:
+    """One line standing for one difference of :func:`compare_runs` (a grade sheet's cell).
+
+    A field difference is already one line and is returned as it is. A text difference
+    (``text differs:`` followed by a unified diff) becomes ``text differs from line N: got '...',
+    expected '...'``: N is the run's first changed line (1-based), each side cut to 60 characters,
+    ``nothing`` for a side with no line there (a side the cut-short diff does not show is left out).
+    """
+    lines = difference.splitlines()
+    if not lines or lines[0] != "text differs:":
+        return lines[0] if lines else ""
+    hunk = next((line for line in lines if line.startswith("@@ ")), None)
+    if hunk is None:
+        return lines[0]
+    start = hunk.split()[2].lstrip("+").split(",")[0]   # "@@ -a,b +c,d @@": the run's side
+    number = max(int(start), 1) if start.isdigit() else 1
+    got = next((line[1:] for line in lines[1:] if line.startswith("+") and not line.startswith("+++")), None)
+    expected = next((line[1:] for line in lines[1:] if line.startswith("-") and not line.startswith("---")), None)
+    cut_short = lines[-1].startswith("... (")   # the diff shown was cut: a side not shown is unknown
+    sides = [f"{side} {'nothing' if text is None else repr(_cut(text))}"
+             for side, text in (("got", got), ("expected", expected)) if text is not None or not cut_short]
+    return f"text differs from line {number}: {', '.join(sides)}"
 
 
 def _artifact_diffs(name: str, run_dir: str, ref_dir: str) -> list[str]:

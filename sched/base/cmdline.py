@@ -370,17 +370,15 @@ def normal_permissions(path: str, directory: bool = False) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~mask)
 
 
-def write_text_atomically(path: str, text: str, force: bool = False) -> None:
-    """Write ``text`` to ``path`` via a temporary file beside it, so no reader sees half a file.
-
-    The file gets normal permissions (0666 minus the umask). An existing ``path`` is refused
-    unless ``force``, and ``force`` replaces only a regular file (never a device node or FIFO); an
-    empty path, a directory, a missing parent directory or a parent that is a file are refused too. Every refusal is an :class:`InputError` naming ``path`` as given.
-    """
+def refuse_output(path: str, force: bool = False, example: str = "decision.json") -> None:
+    """Raise :class:`InputError` (naming ``path`` as given) when :func:`write_text_atomically` would
+    refuse ``path``: empty, a directory (the message suggests ``path/example``), existing without
+    ``force``, not a regular file, or in a missing directory or one that is a file. Writes nothing:
+    a command that works long before it writes calls this first."""
     if not path:
         raise InputError("the output path is empty; give a file name")
     if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory; give a file name, e.g. {os.path.join(path, 'decision.json')}")
+        raise InputError(f"{path}: is a directory; give a file name, e.g. {os.path.join(path, example)}")
     if os.path.lexists(path) and not force:
         raise InputError(f"{path}: already exists; choose another --out or pass --force to replace it")
     refuse_non_regular(path, InputError)
@@ -388,6 +386,19 @@ def write_text_atomically(path: str, text: str, force: bool = False) -> None:
     if not os.path.isdir(directory):
         problem = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise InputError(f"{path}: cannot write: its directory {os.path.dirname(path) or '.'} {problem}")
+
+
+def write_text_atomically(path: str, text: str, force: bool = False, example: str = "decision.json") -> None:
+    """Write ``text`` to ``path`` via a temporary file beside it, so no reader sees half a file.
+
+    The file gets normal permissions (0666 minus the umask). An existing ``path`` is refused
+    unless ``force``, and ``force`` replaces only a regular file (never a device node or FIFO); an
+    empty path, a directory, a missing parent directory or a parent that is a file are refused too
+    (:func:`refuse_output`; ``example``: the file name suggested inside a directory). Every refusal
+    is an :class:`InputError` naming ``path`` as given.
+    """
+    refuse_output(path, force, example)
+    directory = os.path.dirname(os.path.abspath(path))
     try:
         handle, staging = tempfile.mkstemp(prefix=staging_prefix(os.path.basename(path)), suffix=".tmp",
                                            dir=directory)

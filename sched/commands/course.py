@@ -7,7 +7,8 @@ import os
 import sys
 from collections import Counter
 
-from ..base.cmdline import EXIT_BAD_INPUT, EXIT_OK, InputError, LineParser, one_line, run_command, write_text_atomically
+from ..base.cmdline import (EXIT_BAD_INPUT, EXIT_OK, LineParser, one_line, refuse_output, run_command,
+                            write_text_atomically)
 from ..course.grade import grade_class, render_csv
 from ..course.handin import HandinError, collect_handin, write_handin
 from ..course.plan import COURSE_RUNS
@@ -57,12 +58,11 @@ def _grade(argv: list[str]) -> int:
     parser.add_argument("--out", required=True, metavar="FILE", help="the grade sheet to write, e.g. grades.csv")
     parser.add_argument("--force", action="store_true", help="replace an existing grade sheet")
     args = parser.parse_args(argv)
-    if os.path.lexists(args.out) and not args.force:   # before grading: refusing later would waste the work
-        raise InputError(f"{args.out}: already exists; choose another --out or pass --force to replace it")
+    refuse_output(args.out, args.force, "grades.csv")   # before grading: refusing later would waste the work
     if any(os.path.realpath(path) == os.path.realpath(args.out) for path in args.handins):
         raise HandinError([f"--out {args.out}: is one of the hand-ins; choose another file"])
     rows = grade_class(args.handins, _PROJECT)
-    write_text_atomically(args.out, render_csv(rows), force=args.force)
+    write_text_atomically(args.out, render_csv(rows), force=args.force, example="grades.csv")
     learners = len({row["handin"] for row in rows})
     counts = Counter(row["verdict"] for row in rows)
     not_authentic = sum(1 for row in rows if row["authentic"] == "no")

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 
 from .. import __version__
-from ..analysis.check import CheckError, compare_runs
+from ..analysis.check import CheckError, compare_runs, first_line
 from .handin import HANDIN_KIND
 from .plan import COURSE_RUNS, HANDIN_MANIFEST, NOTES
 from .references import reference_directory
@@ -52,7 +52,7 @@ def _sha256(path: str) -> str | None:
     try:
         with open(path, "rb") as handle:
             return hashlib.sha256(handle.read()).hexdigest()
-    except OSError:
+    except (OSError, ValueError):   # ValueError: a path HANDIN.json names with a NUL in it
         return None
 
 
@@ -97,8 +97,7 @@ def _notes(root: str, project: str) -> str:
 def _first_difference(results) -> tuple[int, str]:
     total = sum(len(found) for _, found in results)
     part, found = results[0]
-    first = found[0].splitlines()[0] if found else ""
-    return total, f"{part}: {first}"
+    return total, f"{part}: {first_line(found[0]) if found else ''}"
 
 
 def grade_handin(path: str, project: str, references: str) -> list[dict]:

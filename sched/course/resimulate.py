@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 
-from ..analysis.check import CheckError, compare_runs
+from ..analysis.check import CheckError, compare_runs, first_line
 from ..base.cmdline import InputError, parse_json
 from ..base.files import read_regular_text
 from ..core.config import ConfigError, EngineConfig, cases_for
@@ -28,13 +28,25 @@ from ..workload.specs import WorkloadError
 from ..workload.validation import load_workload
 
 __all__ = ["ResimulationError", "Authenticity", "simulate_files", "run_inputs", "authenticity",
-           "MAX_WALKED_TICKS", "MAX_TOKENS"]
+           "MAX_WALKED_TICKS", "MAX_TOKENS", "MAX_REQUEST_TICKS", "MAX_FULL_TIMELINE_TOKENS",
+           "MAX_FULL_TIMELINE_NAMES"]
 
 #: Largest lab-engine run re-simulated (estimated walked ticks, all cases): the course's runs walk
 #: a few hundred; a hand-in cannot make the grader simulate for hours.
 MAX_WALKED_TICKS = 2_000_000
 #: Largest workload re-simulated, in prompt + output tokens (the course's biggest is under 10,000).
 MAX_TOKENS = 200_000
+#: Largest work re-simulated, in request-ticks: every walked tick visits each request active in it,
+#: so the work is about the walked ticks (lab engine: estimated, all cases) times the requests active
+#: at once (``min(max_active, N)``), or, for the vLLM engine, the tokens (each step schedules at least
+#: one) times ``min(max_num_seqs, N)``. The course's runs need a few thousand; 2 × 10⁷ is seconds.
+MAX_REQUEST_TICKS = 20_000_000
+#: A ``full`` timeline keeps one record per tick, listing every waiting and active request by name:
+#: re-simulated only up to these prompt + output tokens (which bound the records of a case) and
+#: requests × tokens (which bound the names listed), the bounds within which the lab itself writes a
+#: timeline in full by default (:data:`sched.runs.build.FULL_TIMELINE_MAX_TOKENS` and ``..._NAMES``).
+MAX_FULL_TIMELINE_TOKENS = 50_000
+MAX_FULL_TIMELINE_NAMES = 1_000_000
 _LAB_KNOBS = ("budget", "decode_cost", "max_active", "chunk_tokens")
 _VLLM_KNOBS = ("max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
                "enable_prefix_caching", "block_size")
@@ -82,13 +94,22 @@ def _field(manifest: dict, name: str, path: str, kind: type, nullable: bool = Fa
     raise ResimulationError(f"{path}: field '{name}': {value!r} is not what the lab writes there")
 
 
+def _within_work(path: str, request_ticks: int) -> None:
+    if request_ticks > MAX_REQUEST_TICKS:
+        raise ResimulationError(f"{path}: about {request_ticks} request-ticks to simulate (ticks times requests active "
+                                f"at once), beyond the {MAX_REQUEST_TICKS} a hand-in's run is re-simulated with",
+                                not_checked=True)
+
+
 def run_inputs(run_dir: str):
     """``(workload, config, policy, source, timeline)`` of the run in ``run_dir``, read from its
     ``workload.json`` and ``manifest.json``.
 
     Raises :class:`ResimulationError` when the run is of a kind not re-simulated here (imported
-    real run, export, millisecond run) or beyond :data:`MAX_TOKENS` / :data:`MAX_WALKED_TICKS`,
-    and when a field the lab writes is missing or of the wrong type; a bad ``workload.json``
+    real run, export, millisecond run) or beyond :data:`MAX_TOKENS`, :data:`MAX_WALKED_TICKS`,
+    :data:`MAX_REQUEST_TICKS` or (``full`` timeline) :data:`MAX_FULL_TIMELINE_TOKENS` /
+    :data:`MAX_FULL_TIMELINE_NAMES` (``not_checked``: a hand-in cannot keep the grader busy for
+    minutes or fill its memory), and when a field the lab writes is missing or of the wrong type; a bad ``workload.json``
     raises :class:`ResimulationError` with the workload's first problem.
     """
     path = os.path.join(run_dir, "manifest.json")
@@ -118,18 +139,24 @@ def run_inputs(run_dir: str):
     timeline = manifest.get("timeline", "full")
     if timeline not in TIMELINE_DETAILS:
         raise ResimulationError(f"{path}: field 'timeline': {timeline!r} is not one of {', '.join(TIMELINE_DETAILS)}")
+    if timeline == "full" and (tokens > MAX_FULL_TIMELINE_TOKENS or len(workload) * tokens > MAX_FULL_TIMELINE_NAMES):
+        raise ResimulationError(f"{path}: a full timeline of {len(workload)} requests and {tokens} prompt + output "
+                                f"tokens, beyond the {MAX_FULL_TIMELINE_TOKENS} tokens and {MAX_FULL_TIMELINE_NAMES} "
+                                "requests × tokens a hand-in's run is re-simulated with in full", not_checked=True)
     timeout = _field(manifest, "timeout_ticks", path, int, nullable=True)
     try:
         if manifest.get("engine") == "vllm":
             knobs = {k: config.get(k) for k in _VLLM_KNOBS}
             blocks = None if config.get("num_gpu_blocks_ample") is True else config.get("num_gpu_blocks")
             engine_config = VllmKnobs(policy=policy, timeout_ticks=timeout, num_gpu_blocks=blocks, **knobs)
+            _within_work(path, tokens * min(engine_config.max_num_seqs, len(workload)))
         elif manifest.get("engine") is None:
             engine_config = EngineConfig(timeout_ticks=timeout, **{k: config.get(k) for k in _LAB_KNOBS})
             ticks = estimate_walked_ticks(workload, engine_config) * len(cases_for(engine_config))
             if ticks > MAX_WALKED_TICKS:
                 raise ResimulationError(f"{path}: about {ticks} ticks to simulate, beyond the {MAX_WALKED_TICKS} "
                                         "a hand-in's run is re-simulated with", not_checked=True)
+            _within_work(path, ticks * min(engine_config.max_active, len(workload)))
         else:
             raise ResimulationError(f"{path}: field 'engine': {manifest.get('engine')!r} is not an engine of the lab")
     except (ConfigError, TypeError) as exc:
@@ -162,5 +189,5 @@ def authenticity(run_dir: str) -> Authenticity:
     if not differences:
         return Authenticity("yes")
     part, found = differences[0]
-    first = found[0].splitlines()[0] if found else ""
+    first = first_line(found[0]) if found else ""
     return Authenticity("no", f"{part}: {first}".replace(scratch, "re-simulation"))

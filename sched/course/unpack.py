@@ -76,10 +76,12 @@ def _extract(path: str, into: str) -> None:
             if not parts:
                 continue
             target = os.path.join(into, *parts)
+            try:
+                os.makedirs(target if info.is_dir() else os.path.dirname(target), exist_ok=True)
+            except (FileExistsError, NotADirectoryError):   # a file entry already sits where a folder goes
+                raise BadHandin(f"entry {info.filename!r}: clashes with a file of the same name as its folder") from None
             if info.is_dir():
-                os.makedirs(target, exist_ok=True)
                 continue
-            os.makedirs(os.path.dirname(target), exist_ok=True)
             if os.path.lexists(target):
                 raise BadHandin(f"entry {info.filename!r}: clashes with a folder of the same name")
             try:
