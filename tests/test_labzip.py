@@ -103,6 +103,10 @@ class LabZipTest(unittest.TestCase):
             self.assertFalse(any(name.startswith("shared/") for name in archive.namelist()))
         self.assertEqual(record["course_data"]["included"], [])
         self.assertEqual(record["course_data"]["left_out"], list(COURSE_DATA))
+        # The sections docs/instructor.md §1 names, each once, in the handbook's order.
+        sections = ["11.5", "14.1", "14.2", "14.7", "17.7"]
+        self.assertEqual(record["course_data"]["sections_needing_what_is_left_out"], sections)
+        self.assertIn(f"handbook sections needing them: {', '.join(sections)} (LAB.json", stdout)
 
     def test_verify_runs_the_baseline_from_the_zip(self):
         lines = verify_lab_zip(self.zip_path)

@@ -150,7 +150,7 @@ def _main_check(argv: list[str]) -> int:
 
 def _main_zip(argv: list[str]) -> int:
     from ..runs.labzip import (COURSE_DATA, DATA_FOLDER, build_lab_zip, course_data_dir, course_data_files,
-                               default_zip_name, source_commit)
+                               default_zip_name, sections_needing, source_commit)
     parser = LineParser(prog="infer_sched_lab.py zip",
                          description="Build the lab ZIP (top folder inference-scheduler-lab/: code, workloads, "
                                      "expected outputs, tests, templates, README, LAB.json with the version and "
@@ -180,7 +180,7 @@ def _main_zip(argv: list[str]) -> int:
           f"{DATA_FOLDER}/; lab version {__version__}, source commit {commit or 'unknown'}")
     left_out = [path for path in COURSE_DATA if path not in included]
     if left_out:
-        sections = ", ".join(sorted({COURSE_DATA[p] for p in left_out}))
+        sections = ", ".join(sections_needing(left_out))
         print(f"left out (not found{'' if folder is None else ' in ' + folder}): {', '.join(left_out)}; "
               f"handbook sections needing them: {sections} (LAB.json lists them)")
     if not args.verify:

@@ -40,7 +40,8 @@ from .. import __version__
 from ..base.files import normal_mode, note_written, open_regular
 
 __all__ = ["LabZipError", "TOP_FOLDER", "DATA_FOLDER", "DEFAULT_ZIP", "COURSE_DATA", "LAB_RECORD", "lab_files",
-           "source_commit", "default_zip_name", "course_data_dir", "course_data_files", "build_lab_zip", "BESIDE_PROJECT"]
+           "source_commit", "default_zip_name", "course_data_dir", "course_data_files", "sections_needing", "build_lab_zip",
+           "BESIDE_PROJECT"]
 
 TOP_FOLDER = "inference-scheduler-lab"
 #: The course data's folder in the ZIP, beside the lab (the handbook's ``../shared/data``).
@@ -159,12 +160,19 @@ def course_data_files(data: str | None) -> list[str]:
     return [] if data is None else [p for p in COURSE_DATA if os.path.isfile(os.path.join(data, *p.split("/")))]
 
 
+def sections_needing(paths: list[str]) -> list[str]:
+    """The handbook sections (``"11.5"``, ``"14.1"``, ...) that use any of the :data:`COURSE_DATA`
+    ``paths``, each once, in the handbook's order."""
+    numbers = {number for path in paths for number in re.findall(r"\d+\.\d+", COURSE_DATA[path])}
+    return sorted(numbers, key=lambda number: tuple(int(part) for part in number.split(".")))
+
+
 def _lab_record(commit: str | None, included: list[str], data_given: bool) -> bytes:
     left_out = [path for path in COURSE_DATA if path not in included]
     record = {"tool": "infer-sched-lab", "kind": "lab-zip", "version": __version__, "source_commit": commit,
               "course_data": {"folder": f"{DATA_FOLDER}/ (the handbook's ../shared/data/)",
                               "included": included, "left_out": left_out,
-                              "sections_needing_what_is_left_out": sorted({COURSE_DATA[p] for p in left_out})}}
+                              "sections_needing_what_is_left_out": sections_needing(left_out)}}
     if left_out and not data_given:
         record["course_data"]["why"] = "built without the course data folder"
     return (json.dumps(record, indent=2) + "\n").encode("utf-8")
