@@ -136,6 +136,30 @@ class OddHandinTest(unittest.TestCase):
                           ("prefix-broken", "deadline30", "output-heavy", "u6-640")], ["missing"] * 4)
 
 
+    def test_a_hand_in_record_with_a_version_that_is_not_one_says_so(self):
+        for version in (float("nan"), {"a": 1}, "9" * 65):
+            with self.subTest(version=str(version)[:10]):
+                folder = os.path.join(temp_dir(self), "qin")
+                shutil.copytree(os.path.join(EXPECTED, "baseline"), os.path.join(folder, "runs", "baseline"))
+                with open(os.path.join(folder, "HANDIN.json"), "w", encoding="utf-8") as out:
+                    json.dump({"kind": "handin", "version": version, "files": {}}, out)
+                row = {r["run"]: r for r in self._grade(folder)}["runs/baseline"]
+                self.assertEqual((row["lab_version"], row["tampered"]), ("", "no"))
+                self.assertEqual(row["reason"], "HANDIN.json: field 'version' is not a lab version")
+
+
+class HandinNameTest(unittest.TestCase):
+    def test_a_hand_in_name_with_a_control_character_is_refused(self):
+        from sched.course.handin import Handin, HandinError, write_handin
+        folder = temp_dir(self)
+        for name in ("zhang\nsan.zip", "zhang\tsan.zip"):
+            with self.subTest(name=repr(name)):
+                with self.assertRaises(HandinError) as raised:
+                    write_handin(Handin({"prediction.md": b"x"}, ()), os.path.join(folder, name))
+                self.assertIn("control character", raised.exception.problems[0])
+                self.assertEqual(os.listdir(folder), [])
+
+
 class GradeOutTest(unittest.TestCase):
     """--out that cannot be written is refused before any hand-in is graded (a class can take minutes)."""
 

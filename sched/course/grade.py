@@ -68,14 +68,21 @@ def _record(root: str) -> tuple[str, str, str]:
         return "unknown", "", f"{HANDIN_MANIFEST}: not readable JSON"
     if not isinstance(record, dict) or record.get("kind") != HANDIN_KIND or not isinstance(record.get("files"), dict):
         return "unknown", "", f"{HANDIN_MANIFEST}: not a hand-in record"
-    version = str(record.get("version", ""))
+    version = record.get("version", "")
+    note = ""
+    if not isinstance(version, str) or len(version) > 64:   # written by hand: say so rather than print it
+        version, note = "", f"{HANDIN_MANIFEST}: field 'version' is not a lab version"
+
+    def tampered(reason: str) -> tuple[str, str, str]:
+        return "yes", version, "; ".join(filter(None, [reason, note]))
+
     for relative, digest in sorted(record["files"].items()):
         parts = str(relative).split("/")
         if ".." in parts or str(relative).startswith("/"):
-            return "yes", version, f"{HANDIN_MANIFEST}: lists a path outside the hand-in ({relative})"
+            return tampered(f"{HANDIN_MANIFEST}: lists a path outside the hand-in ({relative})")
         if _sha256(os.path.join(root, *parts)) != digest:
-            return "yes", version, f"{relative}: changed or removed after the handin command packed it"
-    return "no", version, ""
+            return tampered(f"{relative}: changed or removed after the handin command packed it")
+    return "no", version, note
 
 
 def _notes(root: str, project: str) -> str:

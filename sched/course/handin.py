@@ -112,11 +112,14 @@ def handin_manifest(handin: Handin) -> bytes:
 def write_handin(handin: Handin, out: str, force: bool = False) -> str:
     """Write ``handin`` to the ZIP ``out`` atomically (temporary file beside it, then renamed);
     returns the top folder's name (``out``'s file name without ``.zip``). ``out`` must end in
-    ``.zip`` (so it is never one of the packed files); an existing one is refused unless ``force``,
+    ``.zip`` (so it is never one of the packed files) and its name hold no control character (a
+    newline, a tab: the name becomes the learner's in the grade sheet); an existing one is refused unless ``force``,
     and never replaced when it is a directory or not a regular file. Raises :class:`HandinError`."""
     top = os.path.basename(out)[:-4]
     if not out.lower().endswith(".zip") or not top or top.startswith("."):
         raise HandinError([f"{out}: the hand-in is a ZIP named after you, e.g. --out zhang-san.zip"])
+    if any(not char.isprintable() for char in top):   # a newline or tab would break the grade sheet's learner name
+        raise HandinError([f"{out!r}: the name holds a control character; name the ZIP after you, e.g. --out zhang-san.zip"])
     if os.path.lexists(out):
         if os.path.isdir(out) or not os.path.isfile(out):
             raise HandinError([f"{out}: exists and is not a regular file; refusing to replace it"])
