@@ -123,6 +123,17 @@ class OddHandinTest(unittest.TestCase):
         self.assertEqual(row["reason"], "entry 'ola/runs/baseline/summary.json': clashes with a file of the same "
                                         "name as its folder")
 
+    def test_a_path_longer_or_deeper_than_a_hand_in_s_is_a_clear_row(self):
+        # A file name past the file system's 255 bytes, 3,000 folders deep, 30 folders of 200 bytes.
+        for entry in ("ola/" + "a" * 300 + ".md", "ola/" + "d/" * 3000 + "x.md", "ola/" + ("b" * 200 + "/") * 30 + "x"):
+            with self.subTest(entry=entry[:12]):
+                path = os.path.join(temp_dir(self), "ola.zip")
+                with zipfile.ZipFile(path, "w") as archive:
+                    archive.writestr(entry, "x")
+                (row,) = self._grade(path)
+                self.assertEqual(row["verdict"], "bad hand-in")
+                self.assertEqual(row["reason"], f"entry {entry[:77] + '...'!r}: a path longer or deeper than a hand-in's")
+
     def test_a_hand_in_record_naming_an_impossible_path_is_tampered_and_its_runs_graded(self):
         folder = os.path.join(temp_dir(self), "pia")
         shutil.copytree(os.path.join(EXPECTED, "baseline"), os.path.join(folder, "runs", "baseline"))

@@ -17,7 +17,8 @@ import zlib
 
 from ..base.cmdline import InputError
 
-__all__ = ["BadHandin", "open_handin", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES"]
+__all__ = ["BadHandin", "open_handin", "MAX_ENTRIES", "MAX_FILE_BYTES", "MAX_TOTAL_BYTES", "MAX_NAME_CHARS", "MAX_DEPTH",
+           "MAX_PART_BYTES"]
 
 #: Most entries in one hand-in (the course's full hand-in has under 100).
 MAX_ENTRIES = 1000
@@ -32,8 +33,23 @@ class BadHandin(InputError):
     """A hand-in that cannot be graded at all; the message says why in one line."""
 
 
+#: Longest entry name, deepest path and longest file name (bytes) a hand-in may use: the course's
+#: deepest entry is ``NAME/runs/<run>/<artifact>`` (4 levels); the file system's own limits are 255
+#: bytes a name and 4,096 a path, whatever the scratch folder's own path.
+MAX_NAME_CHARS, MAX_DEPTH, MAX_PART_BYTES = 1024, 16, 255
+
+
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 80 else name[:77] + "...")
+
+
 def _safe_parts(name: str) -> list[str]:
-    """The path components of a ZIP entry name, or :class:`BadHandin` when it could escape the folder."""
+    """The path components of a ZIP entry name, or :class:`BadHandin` when it could escape the
+    folder or is longer or deeper than a hand-in's (:data:`MAX_NAME_CHARS`, :data:`MAX_DEPTH`,
+    :data:`MAX_PART_BYTES`)."""
+    if len(name) > MAX_NAME_CHARS or name.count("/") > MAX_DEPTH or \
+            any(len(part.encode("utf-8", "surrogateescape")) > MAX_PART_BYTES for part in name.split("/")):
+        raise BadHandin(f"entry {_shown(name)}: a path longer or deeper than a hand-in's")
     if "\\" in name or "\0" in name or name.startswith("/") or (len(name) > 1 and name[1] == ":"):
         raise BadHandin(f"entry {name!r}: a path escaping the hand-in folder (absolute, drive or backslash)")
     parts = [part for part in name.split("/") if part not in ("", ".")]
@@ -96,6 +112,8 @@ def _extract(path: str, into: str) -> None:
                 if isinstance(exc, BadHandin):
                     raise
                 raise BadHandin(f"entry {info.filename!r}: damaged ({exc})") from None
+            except OSError as exc:   # the scratch folder's file system refuses it (a name it cannot hold, a full disk)
+                raise BadHandin(f"entry {_shown(info.filename)}: cannot be extracted ({exc.strerror or exc})") from None
 
 
 def _check_folder(root: str) -> None:
