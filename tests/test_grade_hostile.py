@@ -182,6 +182,12 @@ class GradeOutTest(unittest.TestCase):
         self.assertIn("no-such-folder does not exist", err)
         grade.assert_not_called()
 
+    def test_one_row_is_one_row(self):
+        out = os.path.join(temp_dir(self), "grades.csv")
+        code, stdout, err = run_cli(["grade", os.path.join(temp_dir(self), "gone.zip"), "--out", out])
+        self.assertEqual(code, 0, err)
+        self.assertTrue(stdout.startswith("graded 1 hand-in, 1 row: 1 bad hand-in; 0 not authentic; wrote "), stdout)
+
     def test_an_out_that_is_a_folder_suggests_a_grade_sheet(self):
         folder = temp_dir(self)
         with mock.patch("sched.commands.course.grade_class", side_effect=AssertionError("graded")) as grade:

@@ -66,7 +66,7 @@ def _grade(argv: list[str]) -> int:
     learners = len({row["handin"] for row in rows})
     counts = Counter(row["verdict"] for row in rows)
     not_authentic = sum(1 for row in rows if row["authentic"] == "no")
-    print(f"graded {learners} hand-in{'s' if learners != 1 else ''}, {len(rows)} rows: "
+    print(f"graded {learners} hand-in{'s' if learners != 1 else ''}, {len(rows)} row{'s' if len(rows) != 1 else ''}: "
           + ", ".join(f"{counts[v]} {v}" for v in ("same", "different", "missing", "unusable", "bad hand-in") if counts[v])
           + f"; {not_authentic} not authentic; wrote {args.out}")
     return EXIT_OK
