@@ -88,6 +88,7 @@ class VllmSimulation:
         self.log = StepLog(timeline)
         self.budget_spent = 0
         self.busy_steps = 0
+        self._blocked = None                      # (head, free blocks, cache epoch) of a failed admission
 
     @property
     def finished(self) -> bool:
@@ -208,10 +209,17 @@ class VllmSimulation:
         admitted, hits = [], []
         while waiting.size and budget > 0 and len(self.running) < knobs.max_num_seqs:
             seq = waiting.peek()
-            hit = kv.find_hit(seq) if kv.caching else []
+            if kv.caching:
+                if self.blocked_head(seq):
+                    break
+                hit = kv.find_hit(seq)
+            else:
+                hit = []
             computed = len(hit) * knobs.block_size
             n = min(seq.num_tokens - computed, cap or budget, budget)
             if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
+                if kv.caching:   # remember what the gate saw (blocked_head)
+                    self._blocked = (seq, kv.num_free, kv.epoch)
                 break     # admission gate: a waiting request never preempts
             waiting.pop()
             kv.allocate(seq, computed + n, hit)
@@ -228,6 +236,21 @@ class VllmSimulation:
             scheduled[seq] = n
             budget -= n
         return admitted, hits
+
+    def blocked_head(self, seq) -> bool:
+        """With prefix caching: whether ``seq``, the head of the queue, is known to fail the admission
+        gate without looking its prefix up again. It failed with ``free`` free blocks at cache epoch
+        ``epoch``; its need (blocks of the whole sequence − hit blocks + idle hit blocks) can only
+        shrink when a block enters the cache or an idle hit block is touched (both bump the epoch),
+        and evictions, takes and frees only grow it or grow the free count — so at the same epoch
+        and no more free blocks it fails again (a finished request frees blocks: looked up again)."""
+        blocked = self._blocked
+        if blocked is None:
+            return False
+        if blocked[0] is seq and blocked[2] == self.kv.epoch and self.kv.num_free <= blocked[1]:
+            return True
+        self._blocked = None
+        return False
 
     def execute(self, scheduled, ordinal, end) -> list:
         """Step 5 for the requests in ``scheduled``: compute, sample (stamped ``end``), retire."""
@@ -343,6 +366,8 @@ class VllmSimulation:
     def end(self, seq: Seq, status: Status, at) -> None:
         """``seq`` ends now with ``status`` at time ``at``."""
         seq.state = "ended"
+        if seq.hashes:
+            seq.hashes = []   # an ended request is never looked up again
         seq.rec.status = status
         seq.rec.done_at = at
         self._num_ended += 1

@@ -24,6 +24,18 @@ oracle corpus builds prompts (vllm-engine.md §3 last item): a ``prefix_key`` K 
 block size, the rest of a prompt is the request's own, and every output token is the same token.
 A block's hash is an interned id of ``(parent id, its tokens as runs)``: exact, no collisions.
 
+Private blocks. A request's own prompt tokens (the ``("r", name)`` runs) are its alone (names are
+unique), so the first full block holding one, and every block after it in its chain, can only ever be
+hit by the request itself (after a preemption). Those blocks are not interned: the first gets a fresh
+id, the later ones an id computed from it and their position, so a request whose prompt shares nothing
+costs no hash table entry and no token runs, and a request that has never held a block skips the
+lookup of its private blocks (they cannot be cached yet). Interned ids are ``>= 0``, private ids
+``< 0``; the ids are internal (no artifact shows them), so the results are those of interning all.
+
+:attr:`PrefixCachingKV.epoch` counts the changes that can make a blocked admission pass at equal free
+blocks: a block entering the cache, an idle cached block being touched (the engine's memo of a head
+that cannot be admitted, vllm-engine.md §2 step 4, keys on it).
+
 Example (block size 16): a 1,000-token prompt whose first 1,000 tokens another request already
 cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 """
@@ -123,6 +135,9 @@ class PrefixCachingKV(KVCache):
         self._next_new = 1                  # block 0 is the null block
         self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
         self._hash_ids: dict[tuple, int] = {}             # (parent hash, token runs) -> hash
+        self._next_private = 0                            # private chains handed out so far
+        #: Bumped when a block enters the cache or an idle cached block is touched (module docstring).
+        self.epoch = 0
 
     def new_table(self):
         return []
@@ -132,15 +147,27 @@ class PrefixCachingKV(KVCache):
 
     # --- hashes ------------------------------------------------------------------------------
 
-    def block_hashes(self, seq, num_blocks: int) -> list[int]:
-        """The chained hashes of ``seq``'s first ``num_blocks`` full blocks (computed once)."""
+    def _chain(self, seq, num_blocks: int) -> int:
+        """Make ``seq.hashes`` hold the hashes of its first ``num_blocks`` full blocks up to its first
+        private block (interned once), and that block's fresh id when it is reached; returns the
+        index of the first private block."""
         hashes = seq.hashes
         bs = self.block_size
-        while len(hashes) < num_blocks:
+        first = private_from(seq.spec, seq.prompt, bs)
+        while len(hashes) < min(num_blocks, first):
             j = len(hashes)
             key = (hashes[-1] if hashes else -1, _block_tokens(seq.spec, seq.prompt, j * bs, (j + 1) * bs))
             hashes.append(self._hash_ids.setdefault(key, len(self._hash_ids)))
-        return hashes
+        if num_blocks > first and len(hashes) == first:
+            hashes.append(-1 - self._next_private)
+            self._next_private += 1
+        return first
+
+    def block_hashes(self, seq, num_blocks: int) -> list[int]:
+        """The chained hashes of ``seq``'s first ``num_blocks`` full blocks (module docstring)."""
+        first = self._chain(seq, num_blocks)
+        hashes = seq.hashes
+        return [hashes[j] if j <= first else _private(hashes[first], j - first) for j in range(num_blocks)]
 
     # --- the pool ----------------------------------------------------------------------------
 
@@ -168,10 +195,24 @@ class PrefixCachingKV(KVCache):
         ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
         limit = (seq.num_tokens - 1) // self.block_size
         hit = []
+        if len(seq.hashes) <= private_from(seq.spec, seq.prompt, self.block_size):
+            # No private id yet: it never held a private block, none of them can be cached.
+            limit = min(limit, private_from(seq.spec, seq.prompt, self.block_size))
         if limit <= 0 or not self._cached:
             return hit
-        for block_hash in self.block_hashes(seq, limit):
-            same = self._cached.get(block_hash)
+        cached = self._cached
+        hashes = seq.hashes
+        for j in range(limit):
+            if j >= len(hashes):   # computed only as far as the hit goes
+                first = self._chain(seq, j + 1)
+                if j > first:
+                    for k in range(j, limit):
+                        same = cached.get(_private(hashes[first], k - first))
+                        if not same:
+                            break
+                        hit.append(next(iter(same.values())))
+                    break
+            same = cached.get(hashes[j])
             if not same:
                 break
             hit.append(next(iter(same.values())))
@@ -189,6 +230,7 @@ class PrefixCachingKV(KVCache):
                 queue = self._front if block.block_id in self._front else self._back
                 del queue[block.block_id]
                 self.num_free -= 1
+                self.epoch += 1
             block.ref_cnt += 1
             table.append(block)
         if hit:
@@ -202,13 +244,15 @@ class PrefixCachingKV(KVCache):
         full = num_tokens // self.block_size
         if full <= seq.num_cached:
             return
-        hashes = self.block_hashes(seq, full)
+        first = self._chain(seq, full)
+        hashes = seq.hashes
         table = seq.blocks
         for j in range(seq.num_cached, full):
             block = table[j]
-            block.block_hash = hashes[j]
-            self._cached.setdefault(hashes[j], {})[block.block_id] = block
+            block.block_hash = block_hash = hashes[j] if j <= first else _private(hashes[first], j - first)
+            self._cached.setdefault(block_hash, {})[block.block_id] = block
         seq.num_cached = full
+        self.epoch += 1
 
     def free(self, seq) -> None:
         for block in reversed(seq.blocks):   # tail first
@@ -249,6 +293,33 @@ class PrefixCachingKV(KVCache):
 def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool) -> KVCache:
     """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on."""
     return (PrefixCachingKV if prefix_caching else KVCache)(num_gpu_blocks, block_size)
+
+
+def private_from(spec, prompt: int, block_size: int) -> int:
+    """The index of ``spec``'s first private block (the first holding one of its own prompt tokens),
+    or a number no block index reaches when the whole prompt is shared.
+
+    A prompt of ``prompt`` tokens whose first ``shared`` tokens come from a prefix key or workload
+    blocks has its own tokens at positions ``shared .. prompt − 1``: block ``shared // block_size``
+    is the first to hold one. Without own tokens nothing is private: returns a number no block
+    index reaches (output blocks chain from a shared parent and two requests can share them)."""
+    if spec.prefix_blocks is not None:
+        shared = min(prompt, len(spec.prefix_blocks) * spec.block_size)
+    elif spec.prefix_key is not None:
+        shared = spec.prefix_tokens
+    else:
+        shared = 0
+    return shared // block_size if shared < prompt else _NEVER
+
+
+#: A block index no request reaches.
+_NEVER = 1 << 62
+
+
+def _private(first_id: int, offset: int) -> int:
+    """The id of the private block ``offset`` blocks after the first one (whose id is ``first_id``
+    < 0): distinct for every (chain, offset) pair, and from every interned id."""
+    return -1 - ((-1 - first_id) | offset << 40)
 
 
 def _block_tokens(spec, prompt: int, start: int, end: int) -> tuple:
