@@ -22,7 +22,11 @@ Token identity (the hash of a block) follows the workload's sharing structure, e
 oracle corpus builds prompts (vllm-engine.md §3 last item): a ``prefix_key`` K names its first
 ``prefix_tokens`` tokens, a ``prefix_blocks`` id names ``block_size`` tokens of the workload's own
 block size, the rest of a prompt is the request's own, and every output token is the same token.
-A block's hash is an interned id of ``(parent id, its tokens as runs)``: exact, no collisions.
+A block's hash is an interned id of ``(parent id, its tokens as runs)``: exact, no collisions. When the
+workload's block size is a multiple of ours, the blocks lying wholly inside one workload block are
+interned together: ``(parent id of the workload block, its id)`` names the run of consecutive ids
+of its blocks (the same tokens give the same ids either way; a block holding other tokens too is
+interned alone, and no block inside a workload block is ever interned alone).
 
 Private blocks. A request's own prompt tokens (the ``("r", name)`` runs) are its alone (names are
 unique), so the first full block holding one, and every block after it in its chain, can only ever be
@@ -77,6 +81,33 @@ class KVCache:
     def held(self, seq) -> int:
         return seq.blocks
 
+    def _take_many(self, count: int, table: list) -> None:
+        """:meth:`_take` ``count`` times, appending to ``table`` (the same blocks, in the same order)."""
+        front, back, cached = self._front, self._back, self._cached
+        self.num_free -= count
+        while count and front:
+            _, block = front.popitem(last=False)
+            block.ref_cnt = 1           # a block in the front queue caches nothing
+            table.append(block)
+            count -= 1
+        fresh = min(count, self.capacity + 1 - self._next_new)
+        if fresh > 0:
+            first = self._next_new
+            table.extend(_new_block(block_id) for block_id in range(first, first + fresh))
+            self._next_new += fresh
+            count -= fresh
+        for _ in range(count):
+            _, block = back.popitem(last=False)
+            block_hash = block.block_hash
+            if block_hash is not None:
+                same = cached[block_hash]
+                del same[block.block_id]
+                if not same:
+                    del cached[block_hash]
+                block.block_hash = None
+            block.ref_cnt = 1
+            table.append(block)
+
     def find_hit(self, seq) -> list:
         """Leading cached full blocks of ``seq`` (none without prefix caching)."""
         return []
@@ -119,6 +150,12 @@ class _Block:
         self.block_hash = None
 
 
+def _new_block(block_id: int) -> _Block:
+    block = _Block(block_id)
+    block.ref_cnt = 1
+    return block
+
+
 class PrefixCachingKV(KVCache):
     """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
 
@@ -135,6 +172,8 @@ class PrefixCachingKV(KVCache):
         self._next_new = 1                  # block 0 is the null block
         self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
         self._hash_ids: dict[tuple, int] = {}             # (parent hash, token runs) -> hash
+        self._workload_ids: dict[tuple, int] = {}         # (parent hash, workload block id) -> first hash
+        self._next_id = 0                                 # interned hashes handed out so far
         self._next_private = 0                            # private chains handed out so far
         #: Bumped when a block enters the cache or an idle cached block is touched (module docstring).
         self.epoch = 0
@@ -152,12 +191,31 @@ class PrefixCachingKV(KVCache):
         private block (interned once), and that block's fresh id when it is reached; returns the
         index of the first private block."""
         hashes = seq.hashes
-        bs = self.block_size
-        first = private_from(seq.spec, seq.prompt, bs)
-        while len(hashes) < min(num_blocks, first):
+        bs, spec = self.block_size, seq.spec
+        first = private_from(spec, seq.prompt, bs)
+        stop = min(num_blocks, first)
+        # Blocks wholly inside one workload block (its size a multiple of ours): ids in a row.
+        per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 else 0
+        aligned = min(seq.prompt, len(spec.prefix_blocks) * spec.block_size) // bs if per else 0
+        ids = self._hash_ids
+        while len(hashes) < stop:
             j = len(hashes)
-            key = (hashes[-1] if hashes else -1, _block_tokens(seq.spec, seq.prompt, j * bs, (j + 1) * bs))
-            hashes.append(self._hash_ids.setdefault(key, len(self._hash_ids)))
+            if j < aligned:
+                w = j // per
+                block_id = spec.prefix_blocks[w]
+                key = (hashes[w * per - 1] if w else -1, block_id, type(block_id).__name__)
+                base = self._workload_ids.get(key)
+                if base is None:
+                    base = self._workload_ids[key] = self._next_id
+                    self._next_id += per
+                hashes.extend(range(base + j - w * per, base + min(stop, aligned, (w + 1) * per) - w * per))
+                continue
+            key = (hashes[-1] if hashes else -1, _block_tokens(spec, seq.prompt, j * bs, (j + 1) * bs))
+            block_hash = ids.get(key)
+            if block_hash is None:
+                block_hash = ids[key] = self._next_id
+                self._next_id += 1
+            hashes.append(block_hash)
         if num_blocks > first and len(hashes) == first:
             hashes.append(-1 - self._next_private)
             self._next_private += 1
@@ -189,6 +247,33 @@ class PrefixCachingKV(KVCache):
         block.ref_cnt = 1
         self.num_free -= 1
         return block
+
+    def _take_many(self, count: int, table: list) -> None:
+        """:meth:`_take` ``count`` times, appending to ``table`` (the same blocks, in the same order)."""
+        front, back, cached = self._front, self._back, self._cached
+        self.num_free -= count
+        while count and front:
+            _, block = front.popitem(last=False)
+            block.ref_cnt = 1           # a block in the front queue caches nothing
+            table.append(block)
+            count -= 1
+        fresh = min(count, self.capacity + 1 - self._next_new)
+        if fresh > 0:
+            first = self._next_new
+            table.extend(_new_block(block_id) for block_id in range(first, first + fresh))
+            self._next_new += fresh
+            count -= fresh
+        for _ in range(count):
+            _, block = back.popitem(last=False)
+            block_hash = block.block_hash
+            if block_hash is not None:
+                same = cached[block_hash]
+                del same[block.block_id]
+                if not same:
+                    del cached[block_hash]
+                block.block_hash = None
+            block.ref_cnt = 1
+            table.append(block)
 
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most
@@ -235,8 +320,11 @@ class PrefixCachingKV(KVCache):
             table.append(block)
         if hit:
             seq.num_cached = len(table)
-        for _ in range(blocks_for(num_tokens, self.block_size) - len(table)):
+        need = blocks_for(num_tokens, self.block_size) - len(table)
+        if need == 1:
             table.append(self._take())
+        elif need > 0:
+            self._take_many(need, table)
         # Blocks enter the cache when allocated for a step, before they are computed.
         self._cache_full(seq, min(num_tokens, seq.num_tokens))
 
