@@ -79,8 +79,10 @@ class VllmSimulation:
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)
         self.running: dict[Seq, None] = {}
-        walk_only = per_step or timeline == "full" or self.kv.caching
+        walk_only = per_step or timeline == "full"
         self.runs = None if walk_only else DecodeRuns(self)
+        if self.kv.caching:
+            self.kv.note_prompts(workload)   # which requests' output blocks nobody else can hit
         self.now = 0                              # start time of the next step
         self.num_steps = 0                        # steps simulated
         self.stamp_times: list | None = None if step_time is None else [None]   # step ordinal + 1 -> end
@@ -135,6 +137,12 @@ class VllmSimulation:
         it stays open unless it is preempted or the budget runs out before its turn."""
         knobs, kv, runs, bs = self.knobs, self.kv, self.runs, self.knobs.block_size
         due = ordinal % bs
+        if runs is not None and kv.caching and self._priority:
+            # Prefix caching, priority: a victim may be preempted after taking its block in this
+            # step; the literal step frees that block with its table, so open runs are walked closed.
+            for seq in self.running:
+                if seq.open_from is not None:
+                    runs.close(seq, ordinal)
         running = list(self.running)
         budget = knobs.max_num_batched_tokens
         scheduled: dict[Seq, int] = {}     # requests without an open run -> tokens
@@ -176,7 +184,7 @@ class VllmSimulation:
                 kv.allocate(seq, seq.computed + n)
                 scheduled[seq] = n
             else:
-                kv.num_free -= need
+                kv.reserve(need)
                 opened[seq] = need
             budget -= n
             i += 1
@@ -194,8 +202,11 @@ class VllmSimulation:
         kv_used = kv.num_used
         duration = self.duration(used - num_decode, num_decode)
         end = t + duration
-        finished = runs.finish(ordinal, end) if opened else []
-        finished += self.execute(scheduled, ordinal, end)
+        if kv.caching:   # frees in running order (the free queue's order), open runs among the others
+            finished = self.execute(scheduled, ordinal, end, runs.finish(ordinal, end, False) if opened else ())
+        else:
+            finished = runs.finish(ordinal, end) if opened else []
+            finished += self.execute(scheduled, ordinal, end)
         if runs is not None:
             runs.reopen(ordinal, scheduled)
         return self.end_step(t, ordinal, duration, used, num_decode, kv_used, scheduled.items(), preempted,
@@ -237,6 +248,17 @@ class VllmSimulation:
             budget -= n
         return admitted, hits
 
+    def head_admissible(self, seq) -> bool:
+        """With prefix caching: whether ``seq``, the head of the queue, passes the admission gate now
+        (its memo kept when it does not; see :meth:`blocked_head`)."""
+        kv = self.kv
+        if self.blocked_head(seq):
+            return False
+        if kv.blocks_to_allocate(seq, seq.num_tokens, kv.find_hit(seq)) > kv.num_free:
+            self._blocked = (seq, kv.num_free, kv.epoch)
+            return False
+        return True
+
     def blocked_head(self, seq) -> bool:
         """With prefix caching: whether ``seq``, the head of the queue, is known to fail the admission
         gate without looking its prefix up again. It failed with ``free`` free blocks at cache epoch
@@ -252,8 +274,10 @@ class VllmSimulation:
         self._blocked = None
         return False
 
-    def execute(self, scheduled, ordinal, end) -> list:
-        """Step 5 for the requests in ``scheduled``: compute, sample (stamped ``end``), retire."""
+    def execute(self, scheduled, ordinal, end, closed=()) -> list:
+        """Step 5 for the requests in ``scheduled``: compute, sample (stamped ``end``), retire.
+        ``closed``: open runs that finished in the step, closed but not yet freed; all are freed
+        in running order."""
         finished = []
         for seq, n in scheduled.items():
             seq.computed += n
@@ -263,6 +287,12 @@ class VllmSimulation:
                 seq.rec.emit(ordinal + 1)
                 if seq.generated == seq.output:
                     finished.append(seq)
+        if closed:
+            if finished or len(closed) > 1:
+                order = {seq: i for i, seq in enumerate(self.running)}
+                finished = sorted([*closed, *finished], key=order.__getitem__)
+            else:
+                finished = list(closed)
         for seq in finished:
             self.kv.free(seq)
             del self.running[seq]

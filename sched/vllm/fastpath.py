@@ -61,16 +61,20 @@ class DecodeRuns:
             seq.num_tokens += steps
             seq.rec.emit(opened + 1, steps)
         seq.computed = seq.num_tokens - 1
-        seq.blocks = blocks_for(seq.computed, self.block_size)
+        self.sim.kv.settle(seq)   # its table (and, with prefix caching, its cache entries) caught up
 
-    def finish(self, ordinal: int, end) -> list:
-        """End the open runs whose last token is sampled in step ``ordinal`` (stamped ``end``)."""
+    def finish(self, ordinal: int, end, free: bool = True) -> list:
+        """End the open runs whose last token is sampled in step ``ordinal`` (stamped ``end``).
+        ``free=False``: only close them (the caller frees them, in running order, with the others
+        finishing in the step: with prefix caching the order of frees is the free queue's order)."""
         sim, finished, heap = self.sim, [], self.finishes
         while heap and heap[0][0] <= ordinal:
             _, _, opened, seq = heapq.heappop(heap)
             if seq.open_from == opened and seq.state == "running":
                 self.close(seq, ordinal + 1)
                 finished.append(seq)
+        if not free:
+            return finished
         for seq in finished:
             sim.kv.free(seq)
             del sim.running[seq]
@@ -79,8 +83,9 @@ class DecodeRuns:
 
     def reopen(self, ordinal: int, scheduled) -> None:
         """After a walked step: the scheduled requests now decode-ready run on as open runs."""
+        can_open = self.sim.kv.can_open
         for seq in scheduled:
-            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
+            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 and can_open(seq):
                 self.open(seq, ordinal + 1)
         self.others = dict.fromkeys(s for s in self.sim.running if s.open_from is None)
 
@@ -89,19 +94,20 @@ class DecodeRuns:
         sim, bs = self.sim, self.block_size
         demand = len(sim.running) - len(self.others)
         blocks = self.due[ordinal % bs]
+        held = sim.kv.held
         for seq in self.others:
             n = seq.num_tokens - seq.computed
             if cap and n > cap:
                 n = cap
             demand += n
-            blocks += blocks_for(seq.computed + n, bs) - seq.blocks
+            blocks += blocks_for(seq.computed + n, bs) - held(seq)
         return demand <= sim.knobs.max_num_batched_tokens and blocks <= sim.kv.num_free
 
     def easy_step(self, t, ordinal: int, cap: int, timeouts):
         """A step whose running pass :meth:`fits`: open runs decode by themselves."""
         sim, kv, budget = self.sim, self.sim.kv, self.sim.knobs.max_num_batched_tokens
         num_open = len(sim.running) - len(self.others)
-        kv.num_free -= self.due[ordinal % self.block_size]
+        kv.reserve(self.due[ordinal % self.block_size])
         scheduled: dict = {}
         used = num_open
         for seq in self.others:
@@ -112,8 +118,9 @@ class DecodeRuns:
         admitted = hits = ()
         # Step 4 only when the head passes the admission gate (whole sequence in the free blocks;
         # no hit without prefix caching), as in jump: a long trace is mostly steps whose head waits.
-        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and \
-                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - head.blocks <= kv.num_free:
+        # With prefix caching step 4 itself skips a head known to be blocked (sim.blocked_head).
+        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and (kv.caching or
+                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - head.blocks <= kv.num_free):
             admitted, hits = sim.admit(t, cap, budget - used, scheduled)
             used = num_open + sum(scheduled.values())
         num_decode = num_open
@@ -127,15 +134,22 @@ class DecodeRuns:
             duration = sim.duration(used - num_decode, num_decode)
             end = t + duration
         heap = self.finishes
-        finished = self.finish(ordinal, end) if heap and heap[0][0] <= ordinal else []
+        caching = kv.caching
+        finished = self.finish(ordinal, end, not caching) if heap and heap[0][0] <= ordinal else []
+        if caching:   # every request finishing in the step is freed by execute, in running order
+            finished = sim.execute(scheduled, ordinal, end, finished)
+            scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
         if scheduled:
             others = self.others
             for seq in scheduled:   # admissions join the list at its end
                 if seq not in others:
                     others[seq] = None
-            finished = finished + sim.execute(scheduled, ordinal, end)
+            if not caching:
+                finished = finished + sim.execute(scheduled, ordinal, end)
+            can_open = kv.can_open
             for seq in scheduled:
-                if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1:
+                if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 \
+                        and can_open(seq):
                     del others[seq]
                     self.open(seq, ordinal + 1)
         return sim.end_step(t, ordinal, duration, used, num_decode, kv_used, (), (), admitted, hits, finished,
@@ -152,7 +166,7 @@ class DecodeRuns:
         waiting = sim.waiting.size
         if waiting and num_open < knobs.max_num_seqs and num_open < knobs.max_num_batched_tokens:
             head = sim.waiting.peek()
-            if blocks_for(head.num_tokens, bs) - head.blocks <= kv.num_free:
+            if sim.head_admissible(head) if kv.caching else blocks_for(head.num_tokens, bs) - head.blocks <= kv.num_free:
                 return     # the next step admits
         heap = self.finishes
         while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):
@@ -206,7 +220,7 @@ class DecodeRuns:
                 return
             sim.stamp_times.extend(ends)
             sim.now = now
-        kv.num_free -= span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs))
+        kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
         sim.num_steps += span
         sim.budget_spent += span * num_open
         sim.busy_steps += span

@@ -38,7 +38,8 @@ lookup of its private blocks (they cannot be cached yet). Interned ids are ``>= 
 
 :attr:`PrefixCachingKV.epoch` counts the changes that can make a blocked admission pass at equal free
 blocks: a block entering the cache, an idle cached block being touched (the engine's memo of a head
-that cannot be admitted, vllm-engine.md §2 step 4, keys on it).
+that cannot be admitted, vllm-engine.md §2 step 4, keys on it), and an evicted block leaving another
+block of its hash cached (a hit then finds that one, which may be held).
 
 Example (block size 16): a 1,000-token prompt whose first 1,000 tokens another request already
 cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
@@ -104,6 +105,8 @@ class KVCache:
                 del same[block.block_id]
                 if not same:
                     del cached[block_hash]
+                else:
+                    self.epoch += 1   # as in _take
                 block.block_hash = None
             block.ref_cnt = 1
             table.append(block)
@@ -127,6 +130,20 @@ class KVCache:
         """Return every block of ``seq`` to the pool."""
         self.num_free += seq.blocks
         seq.blocks = 0
+
+    # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
+
+    def can_open(self, seq) -> bool:
+        """Whether ``seq`` may decode as an open run (its blocks taken ahead, its table settled later)."""
+        return True
+
+    def reserve(self, count: int) -> None:
+        """Take ``count`` blocks for open runs that start a new block in this step."""
+        self.num_free -= count
+
+    def settle(self, seq) -> None:
+        """An open run closes with ``seq.computed`` tokens: its table holds them."""
+        seq.blocks = blocks_for(seq.computed, self.block_size)
 
     def decode_span(self, seqs, num_steps: int) -> int:
         """Grow the tables of ``seqs`` (running order, each decoding one token per step) over
@@ -175,6 +192,8 @@ class PrefixCachingKV(KVCache):
         self._workload_ids: dict[tuple, int] = {}         # (parent hash, workload block id) -> first hash
         self._next_id = 0                                 # interned hashes handed out so far
         self._next_private = 0                            # private chains handed out so far
+        self._unique_prompts: set = set()                 # see note_prompts
+        self._reserved: list[_Block] = []                 # taken for open runs, not yet settled
         #: Bumped when a block enters the cache or an idle cached block is touched (module docstring).
         self.epoch = 0
 
@@ -192,7 +211,7 @@ class PrefixCachingKV(KVCache):
         index of the first private block."""
         hashes = seq.hashes
         bs, spec = self.block_size, seq.spec
-        first = private_from(spec, seq.prompt, bs)
+        first = self._private_from(seq)
         stop = min(num_blocks, first)
         # Blocks wholly inside one workload block (its size a multiple of ours): ids in a row.
         per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 else 0
@@ -243,6 +262,8 @@ class PrefixCachingKV(KVCache):
             del same[block.block_id]
             if not same:
                 del self._cached[block.block_hash]
+            else:
+                self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
             block.block_hash = None
         block.ref_cnt = 1
         self.num_free -= 1
@@ -271,6 +292,8 @@ class PrefixCachingKV(KVCache):
                 del same[block.block_id]
                 if not same:
                     del cached[block_hash]
+                else:
+                    self.epoch += 1   # as in _take
                 block.block_hash = None
             block.ref_cnt = 1
             table.append(block)
@@ -280,9 +303,10 @@ class PrefixCachingKV(KVCache):
         ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
         limit = (seq.num_tokens - 1) // self.block_size
         hit = []
-        if len(seq.hashes) <= private_from(seq.spec, seq.prompt, self.block_size):
+        first = self._private_from(seq)
+        if len(seq.hashes) <= first:
             # No private id yet: it never held a private block, none of them can be cached.
-            limit = min(limit, private_from(seq.spec, seq.prompt, self.block_size))
+            limit = min(limit, first)
         if limit <= 0 or not self._cached:
             return hit
         cached = self._cached
@@ -355,6 +379,43 @@ class PrefixCachingKV(KVCache):
         seq.blocks = []
         seq.num_cached = 0
 
+    # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
+    #
+    # A decoding request whose output blocks are private (module docstring) may run open: the blocks
+    # it starts are taken in their step (reserve: the same evictions, in the same step, as taking them
+    # one by one in running order, since a block taken holds nothing and any one serves), and handed
+    # to it with its cache entries when the run closes (settle), before anything can free, preempt or
+    # look it up. Nobody else can hit a private block, so entering it later changes no decision.
+
+    def note_prompts(self, specs) -> None:
+        """Learn which requests' prompts (wholly shared tokens) no other request of the run repeats:
+        their output blocks are private too. Without this call none of them are."""
+        seen: dict = {}
+        for spec in specs:
+            if private_from(spec, spec.prompt_tokens, self.block_size) == _NEVER:
+                key = _prompt_key(spec)
+                seen[key] = None if key in seen else spec.name
+        self._unique_prompts = {name for name in seen.values() if name is not None}
+
+    def _private_from(self, seq) -> int:
+        first = private_from(seq.spec, seq.prompt, self.block_size)
+        if first == _NEVER and seq.spec.name in self._unique_prompts:
+            return seq.prompt // self.block_size   # the first block holding an output token
+        return first
+
+    def can_open(self, seq) -> bool:
+        return self._private_from(seq) != _NEVER
+
+    def reserve(self, count: int) -> None:
+        if count:
+            self._take_many(count, self._reserved)
+
+    def settle(self, seq) -> None:
+        table, reserved = seq.blocks, self._reserved
+        for _ in range(blocks_for(seq.computed, self.block_size) - len(table)):
+            table.append(reserved.pop())
+        self._cache_full(seq, seq.computed)
+
     def decode_span(self, seqs, num_steps: int) -> int:
         """Exactly the per-step order of allocations and cache entries over ``num_steps`` decode
         steps: step by step, each request in running order allocates (when it starts a block)
@@ -402,6 +463,15 @@ def private_from(spec, prompt: int, block_size: int) -> int:
 
 #: A block index no request reaches.
 _NEVER = 1 << 62
+
+
+def _prompt_key(spec) -> tuple:
+    """What a wholly shared prompt is made of (two requests with equal keys have equal tokens)."""
+    if spec.prefix_blocks is not None:
+        used = -(-spec.prompt_tokens // spec.block_size)
+        return ("b", spec.prompt_tokens, spec.block_size,
+                tuple((type(b).__name__, b) for b in spec.prefix_blocks[:used]))
+    return ("k", spec.prompt_tokens, spec.prefix_key, spec.prefix_tokens)
 
 
 def _private(first_id: int, offset: int) -> int:
