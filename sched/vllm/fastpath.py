@@ -166,7 +166,9 @@ class DecodeRuns:
         waiting = sim.waiting.size
         if waiting and num_open < knobs.max_num_seqs and num_open < knobs.max_num_batched_tokens:
             head = sim.waiting.peek()
-            if sim.head_admissible(head) if kv.caching else blocks_for(head.num_tokens, bs) - head.blocks <= kv.num_free:
+            # With prefix caching a hit can let in a head that does not fit whole: ask the memo, or look up.
+            if blocks_for(head.num_tokens, bs) - kv.held(head) <= kv.num_free or \
+                    (kv.caching and sim.head_admissible(head)):
                 return     # the next step admits
         heap = self.finishes
         while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):

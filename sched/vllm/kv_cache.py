@@ -357,12 +357,26 @@ class PrefixCachingKV(KVCache):
         if full <= seq.num_cached:
             return
         first = self._chain(seq, full)
-        hashes = seq.hashes
-        table = seq.blocks
-        for j in range(seq.num_cached, full):
+        hashes, table, cached = seq.hashes, seq.blocks, self._cached
+        start = seq.num_cached
+        for j in range(start, min(full, first + 1)):
             block = table[j]
-            block.block_hash = block_hash = hashes[j] if j <= first else _private(hashes[first], j - first)
-            self._cached.setdefault(block_hash, {})[block.block_id] = block
+            block.block_hash = block_hash = hashes[j]
+            same = cached.get(block_hash)
+            if same is None:
+                cached[block_hash] = {block.block_id: block}
+            else:
+                same[block.block_id] = block
+        if full > first + 1:   # private blocks: ids as _private computes them, inlined
+            chain = -1 - hashes[first]
+            for j in range(max(start, first + 1), full):
+                block = table[j]
+                block.block_hash = block_hash = -1 - (chain | (j - first) << 40)
+                same = cached.get(block_hash)
+                if same is None:
+                    cached[block_hash] = {block.block_id: block}
+                else:
+                    same[block.block_id] = block
         seq.num_cached = full
         self.epoch += 1
 
