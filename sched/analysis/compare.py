@@ -219,7 +219,7 @@ def compare(baseline: Side, candidate: Side, thresholds: Thresholds = Thresholds
         if ev["num_lost"]:
             shown = ", ".join(ev["lost"][:8]) or "ids unknown"
             hard.append(f"{role}: {ev['num_lost']} arrived request(s) lost ({shown})")
-        empty = [r["name"] for r in side.rows if r.get("status") == "ok" and r.get("output_text_empty") is True]
+        empty = side.trace.empty_ok   # read in the side's one pass over requests.jsonl
         if empty:  # a real engine's "ok" that produced no text is not a served request
             hard.append(f"{role}: {len(empty)} ok request(s) with empty output text ({', '.join(empty[:8])})")
         if ev["duplicated"]:

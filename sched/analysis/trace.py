@@ -74,7 +74,9 @@ class Trace:
     line; ``samples``: field → histogram {value: count} of the successful lines' ``ttft``, ``e2e``
     and ``queue_wait``; ``e2e_by_priority``: priority → histogram of successful lines' ``e2e``
     (the priority from ``priorities`` by id, else the line's own ``priority`` field);
-    ``row_priorities``: the set of the lines' own ``priority`` values, ``None`` once a line has none.
+    ``row_priorities``: the set of the lines' own ``priority`` values, ``None`` once a line has none;
+    ``empty_ok``: the ids of successful lines whose ``output_text_empty`` is ``true`` (a real engine's
+    "ok" without text), in file order.
     """
 
     counts: dict = field(default_factory=dict)
@@ -85,6 +87,7 @@ class Trace:
     samples: dict = field(default_factory=lambda: {key: Counter() for key in _PERCENTILES})
     e2e_by_priority: dict = field(default_factory=dict)
     row_priorities: set | None = field(default_factory=set)
+    empty_ok: list = field(default_factory=list)
 
 
 def _request_row(row, where: str) -> dict:
@@ -176,6 +179,8 @@ def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str
         if status != "ok":
             continue
         trace.num_ok += 1
+        if row.get("output_text_empty") is True:
+            trace.empty_ok.append(name)
         for key, histogram in samples.items():
             if row.get(key + suffix) is not None:
                 histogram[row[key + suffix]] += 1
