@@ -16,6 +16,7 @@ from fractions import Fraction
 from sched.vllm import kv_cache
 from sched.vllm.config import VllmKnobs
 from sched.vllm.engine import VllmSimulation, simulate_vllm
+from sched.vllm.queue import Arrivals, Seq
 from sched.workload.specs import RequestSpec
 
 CASES = 400 if os.environ.get("ISL_FULL") == "1" else 40
@@ -97,8 +98,7 @@ class PrefixFastPathTest(unittest.TestCase):
         def plain_run(workload, knobs, step_time):
             sim = VllmSimulation(workload, knobs, timeline="full", step_time=step_time, per_step=True)
             sim.kv = _PlainKV(knobs.gpu_blocks_for(workload), knobs.block_size)
-            sim._seqs = [type(s)(s.rec, sim.kv.new_table()) for s in sim._seqs]
-            sim.arrivals = type(sim.arrivals)(sim._seqs, knobs.timeout_ticks)
+            sim.arrivals = Arrivals([Seq(rec, sim.kv.new_table()) for rec in sim.requests], knobs.timeout_ticks)
             sim.blocked_head = lambda seq: False
             return sim.run()
 

@@ -74,8 +74,10 @@ class VllmSimulation:
         self.reads_kv = bool(getattr(step_time, "reads_kv_blocks", False))
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
-        self._seqs = [Seq(rec, self.kv.new_table()) for rec in self.requests]
-        self.arrivals = Arrivals(self._seqs, knobs.timeout_ticks)
+        # The scheduler's view of each request lives from here until the request ends: only the
+        # queues hold it (Arrivals lets go of it when it arrives), so memory follows what runs.
+        self.arrivals = Arrivals([Seq(rec, self.kv.new_table()) for rec in self.requests], knobs.timeout_ticks)
+        self.num_requests = len(self.requests)
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)
         self.running: dict[Seq, None] = {}
@@ -94,7 +96,7 @@ class VllmSimulation:
 
     @property
     def finished(self) -> bool:
-        return self._num_ended == len(self._seqs)
+        return self._num_ended == self.num_requests
 
     def ordinal(self) -> int:
         """The next step's ordinal: with unit steps its start tick (its tokens stamped tick + 1)."""
@@ -320,7 +322,7 @@ class VllmSimulation:
         ``vllm``). ``progress(case, now, num_ended, num_requests)`` is called after every step."""
         collecting = gc.isenabled()
         gc.disable()
-        kv, total, runs, arrivals = self.kv, len(self._seqs), self.runs, self.arrivals
+        kv, total, runs, arrivals = self.kv, self.num_requests, self.runs, self.arrivals
         timed = self.knobs.timeout_ticks is not None
         try:
             while self._num_ended < total:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from itertools import repeat
 
 from ..core.records import Request
 
@@ -128,6 +129,7 @@ class Arrivals:
             self._next += 1
         self.upcoming = pending[self._next].spec.arrival if self._next < len(pending) else None
         arrived = pending[start:self._next]
+        pending[start:self._next] = repeat(None, len(arrived))   # the queues hold them now
         if self.timeout is not None:
             self._arrived += arrived
         return arrived
@@ -143,7 +145,9 @@ class Arrivals:
         start = self._cursor
         while self._cursor < len(self._arrived) and self._arrived[self._cursor].spec.arrival + self.timeout <= t:
             self._cursor += 1
-        return self._arrived[start:self._cursor]
+        expired = self._arrived[start:self._cursor]
+        self._arrived[start:self._cursor] = repeat(None, len(expired))   # past their deadline: let go
+        return expired
 
     def deadline_due(self, now) -> bool:
         """Whether a deadline not yet passed to :meth:`expired` falls at or before ``now``."""
