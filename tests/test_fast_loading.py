@@ -122,6 +122,28 @@ class CanonicalShortcutTest(unittest.TestCase):
                 self.assertEqual(fast.exception.problems, [problem])
                 self.assertEqual(careful.exception.problems, [problem])
 
+    def test_chunks_of_any_size_read_the_same_columns(self):
+        """The lines are matched a chunk at a time: chunks of a few characters (every line its own
+        chunk, or cut anywhere) give the columns of one chunk holding all, and a bad line in any
+        chunk still leaves the shortcut."""
+        from sched.workload import file as workload_file
+        text = _text(*(_line(f"r{i}", i, "K" if i % 3 else None, 16 if i % 3 else 0, 8 + i, 1 + i % 5,
+                             i % 4 or None) for i in range(40)))
+        bad = text.replace('"r17", "arrival": 17', '"r17", "arrival": 017')
+        saved = workload_file._CHUNK
+        try:
+            workload_file._CHUNK = 1 << 30
+            whole = canonical_columns(text)
+            for size in (1, 7, 100, 113, 1000):
+                workload_file._CHUNK = size
+                with self.subTest(chunk=size):
+                    self.assertEqual(canonical_columns(text), whole)
+                    self.assertIsNone(canonical_columns(bad))
+        finally:
+            workload_file._CHUNK = saved
+        self.assertEqual(whole[1][0], [f"r{i}" for i in range(40)])
+        self.assertEqual(whole[1][6][:5], [None, 1, 2, 3, None])
+
     def test_other_layouts_are_decoded_in_full(self):
         """Escapes, null priority, block lists, other spacing: valid, but not the canonical lines."""
         texts = {

@@ -74,9 +74,9 @@ class VllmSimulation:
         self.reads_kv = bool(getattr(step_time, "reads_kv_blocks", False))
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
-        # The scheduler's view of each request lives from here until the request ends: only the
-        # queues hold it (Arrivals lets go of it when it arrives), so memory follows what runs.
-        self.arrivals = Arrivals([Seq(rec, self.kv.new_table()) for rec in self.requests], knobs.timeout_ticks)
+        # The scheduler's view of a request (Seq) lives from its arrival until it ends, held only by
+        # the queues: memory follows what is running or waiting, not the whole workload.
+        self.arrivals = Arrivals(self.requests, knobs.timeout_ticks, self.kv.new_table)
         self.num_requests = len(self.requests)
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)

@@ -106,10 +106,15 @@ class WaitingQueue:
 
 class Arrivals:
     """Requests in arrival order (ties by workload order) and, once arrived, their deadlines
-    (``arrival + timeout``: one timeout for all, so deadlines fall in arrival order)."""
+    (``arrival + timeout``: one timeout for all, so deadlines fall in arrival order).
 
-    def __init__(self, seqs, timeout) -> None:
-        self._pending = sorted(seqs, key=lambda s: (s.spec.arrival, s.index))
+    ``requests``: the records (:class:`sched.core.records.Request`) or ready :class:`Seq` objects;
+    with ``new_table`` (the pool's empty block table) each record becomes its :class:`Seq` when it
+    arrives, so a long trace holds a Seq only for the requests that have arrived and not ended."""
+
+    def __init__(self, requests, timeout, new_table=None) -> None:
+        self._new_table = new_table
+        self._pending = sorted(requests, key=lambda s: (s.spec.arrival, s.index))
         self._next = 0
         self._arrived: list[Seq] = []
         self._cursor = 0
@@ -130,6 +135,9 @@ class Arrivals:
         self.upcoming = pending[self._next].spec.arrival if self._next < len(pending) else None
         arrived = pending[start:self._next]
         pending[start:self._next] = repeat(None, len(arrived))   # the queues hold them now
+        if self._new_table is not None:
+            new_table = self._new_table
+            arrived = [Seq(rec, new_table()) for rec in arrived]
         if self.timeout is not None:
             self._arrived += arrived
         return arrived

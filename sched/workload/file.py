@@ -91,14 +91,34 @@ def canonical_columns(text: str) -> tuple[str, tuple] | None:
     end = len(text) - len(_CLOSE) - text.endswith("\n")
     if start < 0 or not text.startswith(_CLOSE, end):
         return None
-    body = text[start + len(_OPEN):end] + ",\n"
-    rows = _REQUEST_LINE.findall(body)
-    # Each match is one whole line (from a line start to its newline): as many as lines = all of them.
-    if not rows or len(rows) != body.count("\n"):
-        return None
-    values = [*chain.from_iterable(rows)]   # row after row; every 7th value is one column (quicker than zip)
-    names, arrivals, keys, prefixes, suffixes, outputs, priorities = (values[i::7] for i in range(7))
-    columns = (names, [*map(int, arrivals)], [None if key == "null" else key[1:-1] for key in keys],
-               [*map(int, prefixes)], [*map(int, suffixes)], [*map(int, outputs)],
-               [int(p) if p else None for p in priorities])
+    # The lines are matched in chunks of about _CHUNK characters in place (no copy of the text),
+    # each chunk's strings turned into column values at once: the memory beyond the text and the
+    # columns stays that of one chunk, at any size. The last line has no comma: matched alone.
+    begin = start + len(_OPEN)
+    last = text.rfind("\n", begin, end) + 1 or begin
+    columns = ([], [], [], [], [], [], [])
+    pieces = []
+    at = begin
+    while at < last:
+        stop = text.find("\n", min(at + _CHUNK, last - 1)) + 1
+        pieces.append((text, at, stop))
+        at = stop
+    tail = text[last:end] + ",\n"
+    pieces.append((tail, 0, len(tail)))
+    for piece, lo, hi in pieces:
+        rows = _REQUEST_LINE.findall(piece, lo, hi)
+        # Each match is one whole line (from a line start to its newline): as many as lines = all of them.
+        if not rows or len(rows) != piece.count("\n", lo, hi):
+            return None
+        values = [*chain.from_iterable(rows)]   # row after row; every 7th value is one column (quicker than zip)
+        names, arrivals, keys, prefixes, suffixes, outputs, priorities = (values[i::7] for i in range(7))
+        for column, part in zip(columns, (
+                names, map(int, arrivals), [None if key == "null" else key[1:-1] for key in keys],
+                map(int, prefixes), map(int, suffixes), map(int, outputs),
+                [int(p) if p else None for p in priorities])):
+            column.extend(part)
     return text[:start] + '\n  "requests": []\n}', columns
+
+
+#: Characters of workload text matched at a time by :func:`canonical_columns` (about 8,000 requests).
+_CHUNK = 1 << 20
