@@ -55,6 +55,22 @@ class RunsMixin:
         return work
 
 
+class ReadOnceTest(RunsMixin, unittest.TestCase):
+    def test_each_requests_file_is_read_once(self):
+        """A comparison streams each side's requests.jsonl once (the evidence, the trace's
+        histograms and the ok lines without text all come from that pass)."""
+        from sched.analysis import trace
+        opened = []
+        real = trace.open_regular
+        trace.open_regular = lambda path, *a, **k: opened.append(os.path.basename(path)) or real(path, *a, **k)
+        try:
+            record = compare(load_side(self.pm("fcfs"), "continuous"), load_side(self.pm("priority"), "continuous"))
+        finally:
+            trace.open_regular = real
+        self.assertEqual(opened, ["requests.jsonl", "requests.jsonl"])
+        self.assertEqual(record["hard_failures"], [])
+
+
 class ContractTest(RunsMixin, unittest.TestCase):
     def test_same_workload_and_one_change_is_comparable(self):
         contract = check_contract(load_side(self.pm("fcfs"), "continuous"), load_side(self.pm("priority"), "continuous"))

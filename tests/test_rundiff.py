@@ -178,3 +178,29 @@ class DiffTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class BoundedDiffTest(unittest.TestCase):
+    """``diff --top N`` keeps only the N largest changes per case (the rest counted): the same
+    rows and the same report as keeping every change; each requests.jsonl is read once."""
+
+    def test_top_keeps_the_largest_and_counts_the_rest(self):
+        from sched.analysis import rundiff
+        other = os.path.join(EXPECTED, "deadline30")
+        full = diff_runs(BASELINE, other)
+        self.assertGreater(sum(map(len, full.requests.values())), 3)
+        for top in (1, 2, 3, 100):
+            with self.subTest(top=top):
+                kept = diff_runs(BASELINE, other, top=top)
+                for case, rows in full.requests.items():
+                    self.assertEqual(kept.requests[case], rows[:top])
+                    self.assertEqual(len(rows[:top]) + kept.more.get(case, 0), len(rows))
+                self.assertEqual(rundiff.format_diff(kept, top), rundiff.format_diff(full, top))
+        opened = []
+        real = rundiff.open_regular
+        try:
+            rundiff.open_regular = lambda path, *a, **k: opened.append(os.path.basename(path)) or real(path, *a, **k)
+            diff_runs(BASELINE, other, top=2)
+        finally:
+            rundiff.open_regular = real
+        self.assertEqual(opened, ["requests.jsonl", "requests.jsonl"])

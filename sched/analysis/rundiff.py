@@ -22,12 +22,14 @@ the file, the line, the request and the field).
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
 from ..base.files import open_regular, read_regular_text
 from ..core.clock import RunClock
+from ..workload.file import canonical_columns
 from .trace import check_summary_row
 from ..output.vllm_artifacts import async_scheduling_of, preemption_problem
 
@@ -55,7 +57,8 @@ class RunDiff:
     ``workload``: lines naming requests only in one run and changed fields; ``config``: lines
     naming changed settings; ``summaries``: ``[(case, row_a, row_b)]`` for cases in both runs;
     ``cases_only``: ``(cases only in A, cases only in B)``; ``requests``: case -> list of
-    ``(name, status_a, status_b, {field: (a, b)})`` sorted largest change first.
+    ``(name, status_a, status_b, {field: (a, b)})`` sorted largest change first; ``more``: case ->
+    changed requests not kept in ``requests`` (when :func:`diff_runs` was given ``top``).
     """
 
     def __init__(self, a: str, b: str):
@@ -65,6 +68,7 @@ class RunDiff:
         self.summaries: list[tuple[str, dict, dict]] = []
         self.cases_only: tuple[list[str], list[str]] = ([], [])
         self.requests: dict[str, list] = {}
+        self.more: dict[str, int] = {}   # case -> changed requests beyond those kept (diff_runs' top)
         self.unit = "ticks"   # "ms" for two --step-model runs
 
     @property
@@ -78,14 +82,17 @@ def _row_changed(a: dict, b: dict) -> bool:
     return any(a.get(f) != b.get(f) for f in SUMMARY_COLUMNS)
 
 
-def _read_json(path: str):
+def _read_text(path: str) -> str:
     try:
-        text = read_regular_text(path)
+        return read_regular_text(path)
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {os.path.dirname(path) or '.'} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
-    return parse_json(text, path)
+
+
+def _read_json(path: str):
+    return parse_json(_read_text(path), path)
 
 
 def _object_list(data, path: str, field: str) -> list[dict]:
@@ -130,18 +137,17 @@ def _summary_rows(directory: str) -> dict[str, dict]:
     return rows
 
 
-def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
-              async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
-    """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
-    (a tuple, not the parsed line: a large run holds millions of lines); with ``unit`` ``"ms"`` the
-    times are the line's ``*_ms`` fields (:data:`MS_REQUEST_FIELDS`). A simulated run has exactly
-    one line per request of ``names`` (workload.json) and case of ``cases`` (summary.json): a line
-    of another case or request, a second line or a missing one is refused; so are impossible
-    preemption fields of a ``vllm`` run (:func:`sched.output.vllm_artifacts.preemption_problem`;
-    ``async_scheduling``: the run's manifest says it ran so)."""
+def _request_lines(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
+                   async_scheduling: bool = False):
+    """Yield ``((case, name), (status, *the REQUEST_FIELDS values))`` for each line of
+    ``requests.jsonl`` (a tuple, not the parsed line: a large run holds millions of lines), each
+    line checked; with ``unit`` ``"ms"`` the times are the line's ``*_ms`` fields
+    (:data:`MS_REQUEST_FIELDS`). Lines of another case or request (``cases``: summary.json's,
+    ``names``: workload.json's) are refused; so are impossible preemption fields of a ``vllm`` run
+    (:func:`sched.output.vllm_artifacts.preemption_problem`; ``async_scheduling``: the run's manifest
+    says it ran so). The caller refuses a second or a missing line (:func:`_requests`, :func:`diff_runs`)."""
     path = os.path.join(directory, "requests.jsonl")
     keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
-    rows = {}
     try:
         with open_regular(path) as handle:
             for number, line in enumerate(handle, 1):
@@ -166,24 +172,57 @@ def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = Fa
                 problem = vllm and preemption_problem(record, async_scheduling=async_scheduling)
                 if problem:
                     raise InputError(f"{where}: {problem}")
-                if (record["case"], record["name"]) in rows:
-                    raise InputError(f"{where}: field 'name': a second line for this request in case "
-                                     f"{record['case']!r}")
-                rows[record["case"], record["name"]] = (str(record.get("status")), *(record.get(f) for f in keys))
+                yield (record["case"], record["name"]), (str(record.get("status")), *(record.get(f) for f in keys)), \
+                    where
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def _second_line(where: str, case: str) -> InputError:
+    return InputError(f"{where}: field 'name': a second line for this request in case {case!r}")
+
+
+def _missing_line(directory: str, cases, names, seen) -> InputError:
+    case, name = next((c, n) for c in cases for n in names if not seen((c, n)))
+    return InputError(f"{os.path.join(directory, 'requests.jsonl')}: case {case!r} (request {name!r}): no line for "
+                      "this request of workload.json")
+
+
+def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
+              async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
+    """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
+    (:func:`_request_lines`). A simulated run has exactly one line per request of ``names``
+    (workload.json) and case of ``cases`` (summary.json): a second line or a missing one is refused."""
+    rows = {}
+    for key, row, where in _request_lines(directory, cases, names, unit, vllm, async_scheduling):
+        if key in rows:
+            raise _second_line(where, key[0])
+        rows[key] = row
     if len(rows) != len(cases) * len(names):
-        case, name = next((c, n) for c in cases for n in names if (c, n) not in rows)
-        raise InputError(f"{path}: case {case!r} (request {name!r}): no line for this request of workload.json")
+        raise _missing_line(directory, cases, names, rows.__contains__)
     return rows
 
 
-def _workload(directory: str) -> dict[str, dict]:
-    """name -> request of ``workload.json``."""
+def _workload(directory: str, text: str | None = None) -> dict[str, dict]:
+    """name -> request of ``workload.json`` (``text``: the file's text, when already read)."""
     path = os.path.join(directory, "workload.json")
-    return {str(r.get("name")): r for r in _object_list(_read_json(path), path, "requests")}
+    data = _read_json(path) if text is None else parse_json(text, path)
+    return {str(r.get("name")): r for r in _object_list(data, path, "requests")}
+
+
+def _workloads(dir_a: str, dir_b: str) -> tuple[dict, dict, list[str]]:
+    """The requests of both runs by name and the workload lines of the report. Two runs of the same
+    workload file (the common case) differ in nothing: the names are read once, column by column
+    when the file has the canonical layout, without keeping an object per request."""
+    texts = [_read_text(os.path.join(d, "workload.json")) for d in (dir_a, dir_b)]
+    if texts[0] == texts[1]:
+        found = canonical_columns(texts[0])
+        names = dict.fromkeys(found[1][0]) if found is not None else _workload(dir_a, texts[0])
+        return names, names, []
+    a, b = _workload(dir_a, texts[0]), _workload(dir_b, texts[1])
+    return a, b, _workload_lines(a, b)
 
 
 def _show(value) -> str:
@@ -228,8 +267,10 @@ def _change_size(status_a: str, status_b: str, fields: dict) -> tuple:
     return (status_a != status_b, appeared, max(deltas, default=0))
 
 
-def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
+def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None = None) -> RunDiff:
     """Compare run ``dir_a`` (A) with run ``dir_b`` (B), every case in both or only ``case``.
+    ``top``: keep only the ``top`` largest changes per case (the others counted in ``more``), so
+    memory holds A's few values per request and ``top`` rows, whatever changed.
 
     Raises :class:`InputError` for unusable input, or a ``case`` that is not in both runs (the
     message lists the cases they share).
@@ -241,11 +282,11 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
         ms_dir, tick_dir = (dir_a, dir_b) if units[0] == "ms" else (dir_b, dir_a)
         raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
                          "engine steps); diff compares two runs on the same clock")
-    workloads = [_workload(d) for d in (dir_a, dir_b)]
+    *workloads, workload_lines = _workloads(dir_a, dir_b)
     sum_a, sum_b = [_summary_rows(d) for d in (dir_a, dir_b)]
     result = RunDiff(dir_a, dir_b)
     result.unit = units[0]
-    result.workload = _workload_lines(*workloads)
+    result.workload = workload_lines
     result.config = _config_lines(*manifests)
     shared = [c for c in sum_a if c in sum_b]
     if case is not None and case not in shared:
@@ -254,23 +295,60 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None) -> RunDiff:
     result.summaries = [(c, sum_a[c], sum_b[c]) for c in shared if case in (None, c)]
     if case is None:
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
-    rows_a, rows_b = (_requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
-                                async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json"))),
-                      _requests(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
-                                async_scheduling_of(manifests[1], os.path.join(dir_b, "manifest.json"))))
-    for shown, _, _ in result.summaries:
-        changed = []
-        for (row_case, name), a in rows_a.items():
-            b = rows_b.get((row_case, name))
-            if row_case != shown or b is None:
-                continue
-            fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:], b[1:]) if x != y}
-            if fields or a[0] != b[0]:
-                changed.append((name, a[0], b[0], fields))
-        order = {name: i for i, name in enumerate(n for c, n in rows_a if c == shown)}
-        changed.sort(key=lambda row: (tuple(-x for x in _change_size(*row[1:])), order[row[0]]))
-        result.requests[shown] = changed
+    # A's lines are kept as a few values each; B's are streamed past them, each compared at once and
+    # its A row replaced by a mark (a second B line for it is refused, a missing one named).
+    rows_a = _requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
+                       async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json")))
+    shown = {c for c, _, _ in result.summaries}
+    position = {}   # (case, name) -> its place among A's lines of that case, for changed requests
+    order = {c: 0 for c in shown}
+    for key in rows_a:
+        if key[0] in shown:
+            position[key] = order[key[0]]
+            order[key[0]] += 1
+    del order
+    changed: dict[str, list] = {c: [] for c in shown}
+    only_b, count_b = set(), 0
+    for key, b, where in _request_lines(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
+                                        async_scheduling_of(manifests[1], os.path.join(dir_b, "manifest.json"))):
+        a = rows_a.get(key, _ABSENT)
+        if a is _SEEN or key in only_b:
+            raise _second_line(where, key[0])
+        count_b += 1
+        if a is _ABSENT:
+            only_b.add(key)
+            continue
+        rows_a[key] = _SEEN
+        if key[0] not in shown:
+            continue
+        fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:], b[1:]) if x != y}
+        if fields or a[0] != b[0]:
+            size = _change_size(a[0], b[0], fields)
+            found = changed[key[0]]
+            found.append(((tuple(-x for x in size), position[key]), (key[1], a[0], b[0], fields)))
+            if top is not None and len(found) >= 2 * top + 64:   # keep the largest, count the rest
+                _keep_largest(found, top, result, key[0])
+    if count_b != len(sum_b) * len(workloads[1]):
+        raise _missing_line(dir_b, sum_b, workloads[1], lambda k: rows_a.get(k) is _SEEN or k in only_b)
+    for case, _, _ in result.summaries:
+        found = changed[case]
+        if top is not None:
+            _keep_largest(found, top, result, case)
+        found.sort(key=lambda entry: entry[0])
+        result.requests[case] = [row for _, row in found]
     return result
+
+
+_ABSENT, _SEEN = object(), object()
+
+
+def _keep_largest(found: list, top: int, result: "RunDiff", case: str) -> None:
+    """Keep the ``top`` largest changes of ``found`` (sort key, row) in place; the others are counted
+    in ``result.more[case]``."""
+    if len(found) > top:
+        kept = heapq.nsmallest(top, found, key=lambda entry: entry[0])
+        result.more[case] = result.more.get(case, 0) + len(found) - top
+        found[:] = kept
 
 
 def _delta(a, b, digits: int = 2) -> str:
@@ -309,18 +387,19 @@ def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
     digits = 3 if result.unit == "ms" else 2
     for case, rows in result.requests.items():
         out.append("")
-        if not rows:
+        total = len(rows) + result.more.get(case, 0)
+        if not total:
             out.append(f"== {case} ==  no request changed")
             continue
-        out.append(f"== {case} ==  {len(rows)} request{'s' if len(rows) != 1 else ''} changed, largest change first")
+        out.append(f"== {case} ==  {total} request{'s' if total != 1 else ''} changed, largest change first")
         width = max(len(name) for name, *_ in rows[:max_rows])
         for name, status_a, status_b, fields in rows[:max_rows]:
             parts = [f"status {status_a} -> {status_b}"] if status_a != status_b else []
             parts += [f"{REQUEST_FIELDS[f]} {_cell(a, digits)} -> {_cell(b, digits)}"
                       + (f" ({_delta(a, b, digits)})" if _delta(a, b, digits) else "") for f, (a, b) in fields.items()]
             out.append(f"  {name:<{width}}  " + ", ".join(parts))
-        if len(rows) > max_rows:
-            out.append(f"  ... and {len(rows) - max_rows} more changed requests")
+        if total > max_rows:
+            out.append(f"  ... and {total - max_rows} more changed requests")
     return "\n".join(out) + "\n"
 
 
@@ -355,7 +434,7 @@ def _diff(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.top < 1:
         parser.error(f"argument --top: must be a positive integer, got {args.top}")
-    result = diff_runs(args.run_a, args.run_b, args.case)
+    result = diff_runs(args.run_a, args.run_b, args.case, args.top)
     print(format_diff(result, args.top), end="")
     return EXIT_DIFFERENT if result.any else EXIT_OK
 
