@@ -210,3 +210,24 @@ class DecodeRunsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WorkloadTextChunksTest(unittest.TestCase):
+    def test_chunked_text_and_hash_equal_the_whole_ones(self):
+        """workload.json is built and hashed a chunk of lines at a time: any chunk size gives the
+        text workload_to_json writes and the sha256 of the text without its units line."""
+        import hashlib
+        from sched.workload import specs as specs_module
+        blocks = [RequestSpec(f"b{i}", i, None, 0, 20 + i, 3, prefix_blocks=(1, i), block_size=16, tick_ms=30.0)
+                  for i in range(5)]
+        saved = specs_module._LINES_PER_CHUNK
+        try:
+            for workload in (scenario("priority-mix"), blocks, scenario("baseline")[:1], []):
+                for size in (1, 2, 3, 1000):
+                    specs_module._LINES_PER_CHUNK = size
+                    with self.subTest(requests=len(workload), chunk=size):
+                        text, sha = specs_module.workload_json_and_sha256(workload)
+                        self.assertEqual(text, workload_to_json(workload, units=True))
+                        self.assertEqual(sha, hashlib.sha256(workload_to_json(workload).encode("utf-8")).hexdigest())
+        finally:
+            specs_module._LINES_PER_CHUNK = saved
