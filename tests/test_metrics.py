@@ -287,3 +287,24 @@ class SummaryByDefinitionTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class SummarizeChunksTest(unittest.TestCase):
+    def test_rows_moved_into_columns_a_few_at_a_time_give_the_same_row(self):
+        """summarize moves its per-request rows into columns every _ROWS_AT_ONCE rows: any count
+        gives the same summary (priorities, a timeout and several cases exercise every column)."""
+        from sched.core import metrics as metrics_module
+        from sched.core.config import EngineConfig, cases_for
+        from sched.lab.engine import simulate
+        from sched.workload.specs import scenario
+        results = [simulate(scenario("priority-mix"), EngineConfig(timeout_ticks=30), case)
+                   for case in cases_for(EngineConfig(timeout_ticks=30))]
+        whole = [metrics_module.summarize(result) for result in results]
+        saved = metrics_module._ROWS_AT_ONCE
+        try:
+            for size in (1, 2, 5):
+                metrics_module._ROWS_AT_ONCE = size
+                self.assertEqual([metrics_module.summarize(result) for result in results], whole)
+        finally:
+            metrics_module._ROWS_AT_ONCE = saved
+        self.assertTrue(any(row["timed_out"] for row in whole))

@@ -282,6 +282,10 @@ def summarize(result: CaseResult) -> dict:
             gc.enable()
 
 
+#: Rows of :func:`summarize` held at once before they move into its columns.
+_ROWS_AT_ONCE = 65536
+
+
 def _summarize(result: CaseResult) -> dict:
     requests = result.requests
     arrived = len(requests)
@@ -290,6 +294,7 @@ def _summarize(result: CaseResult) -> dict:
     emitted = hit_tokens = 0
     latest, earliest = (requests[0].done_at, requests[0].spec.arrival) if requests else (0, 0)
     rows = []   # per successful request: queue wait, TTFT, E2E, last − first token, tokens, priority, ...
+    columns = [[] for _ in range(9)]   # ... moved into columns every _ROWS_AT_ONCE rows (bounded memory)
     for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
         if open_from is not None:   # still decoding: its open run counts too
             runs = r.flat_token_runs
@@ -307,9 +312,16 @@ def _summarize(result: CaseResult) -> dict:
             earliest = arrival
         if status is Status.DONE:
             rows.append((admitted - arrival, first - arrival, done - arrival, span, count, priority, first, done, runs))
+            if len(rows) == _ROWS_AT_ONCE:
+                for column, values in zip(columns, zip(*rows)):
+                    column.extend(values)
+                rows.clear()
     # ... and their columns, in workload order.
-    waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = zip(*rows) if rows else ((),) * 9
-    num_ok = len(rows)
+    for column, values in zip(columns, zip(*rows)):
+        column.extend(values)
+    del rows
+    waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = columns
+    num_ok = len(waits)
     completed = sum(counts)
     makespan = latest - earliest
     gaps = _runs_gap_histogram(flat_runs, completed)
