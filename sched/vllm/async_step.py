@@ -238,7 +238,7 @@ class AsyncVllmSimulation(VllmSimulation):
         the run's :class:`CaseResult` (one case, ``vllm``)."""
         collecting = gc.isenabled()
         gc.disable()
-        total, arrivals, batches = len(self._seqs), self.arrivals, self.batches
+        total, arrivals, batches = self.num_requests, self.arrivals, self.batches
         now = self.now
         try:
             while self._num_ended < total:
