@@ -192,14 +192,17 @@ def _missing_line(directory: str, cases, names, seen) -> InputError:
 
 def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
               async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
-    """(case, name) -> ``(status, *the REQUEST_FIELDS values)`` of each line of ``requests.jsonl``
-    (:func:`_request_lines`). A simulated run has exactly one line per request of ``names``
-    (workload.json) and case of ``cases`` (summary.json): a second line or a missing one is refused."""
+    """(case, name) -> ``(status, *the REQUEST_FIELDS values, place)`` of each line of
+    ``requests.jsonl`` (:func:`_request_lines`; ``place``: the line's rank among its case's lines,
+    from 0). A simulated run has exactly one line per request of ``names`` (workload.json) and case
+    of ``cases`` (summary.json): a second line or a missing one is refused."""
     rows = {}
+    places = dict.fromkeys(cases, 0)
     for key, row, where in _request_lines(directory, cases, names, unit, vllm, async_scheduling):
         if key in rows:
             raise _second_line(where, key[0])
-        rows[key] = row
+        rows[key] = (*row, places[key[0]])
+        places[key[0]] += 1
     if len(rows) != len(cases) * len(names):
         raise _missing_line(directory, cases, names, rows.__contains__)
     return rows
@@ -300,13 +303,6 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
     rows_a = _requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
                        async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json")))
     shown = {c for c, _, _ in result.summaries}
-    position = {}   # (case, name) -> its place among A's lines of that case, for changed requests
-    order = {c: 0 for c in shown}
-    for key in rows_a:
-        if key[0] in shown:
-            position[key] = order[key[0]]
-            order[key[0]] += 1
-    del order
     changed: dict[str, list] = {c: [] for c in shown}
     only_b, count_b = set(), 0
     for key, b, where in _request_lines(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
@@ -321,11 +317,11 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
         rows_a[key] = _SEEN
         if key[0] not in shown:
             continue
-        fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:], b[1:]) if x != y}
+        fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:-1], b[1:]) if x != y}
         if fields or a[0] != b[0]:
             size = _change_size(a[0], b[0], fields)
-            found = changed[key[0]]
-            found.append(((tuple(-x for x in size), position[key]), (key[1], a[0], b[0], fields)))
+            found = changed[key[0]]   # ties: in A's order of that case's lines
+            found.append(((tuple(-x for x in size), a[-1]), (key[1], a[0], b[0], fields)))
             if top is not None and len(found) >= 2 * top + 64:   # keep the largest, count the rest
                 _keep_largest(found, top, result, key[0])
     if count_b != len(sum_b) * len(workloads[1]):
