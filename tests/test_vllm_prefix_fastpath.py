@@ -92,6 +92,17 @@ class PrefixFastPathTest(unittest.TestCase):
                 # The largest KV use seen: a counts record keeps the maximum of the steps it covers.
                 self.assertEqual(max(k.kv_blocks_used for k in walk.ticks), max(k.kv_blocks_used for k in fast.ticks))
 
+    def test_the_counts_timeline_is_the_walks_step_by_step(self):
+        """With prefix caching the counts timeline keeps the records a step-by-step walk logs (the
+        artifact's bytes predate the fast path): a jump logs each of its steps, with the KV blocks
+        used and the queue length of that step."""
+        for seed in range(CASES):
+            workload, knobs, step_time = _random_case(seed)
+            with self.subTest(seed=seed):
+                walked = simulate_vllm(workload, knobs, timeline="counts", step_time=step_time, per_step=True)
+                fast = simulate_vllm(workload, knobs, timeline="counts", step_time=step_time)
+                self.assertEqual(fast.ticks, walked.ticks)
+
     def test_private_ids_and_the_blocked_head_memo_change_nothing(self):
         """Against a pool that interns every block from its tokens and an engine that looks the head
         up at every step (the literal rules), on the same random workloads."""

@@ -222,9 +222,22 @@ class DecodeRuns:
                 return
             sim.stamp_times.extend(ends)
             sim.now = now
+        kv_used, waiting = kv.num_used, sim.waiting.size   # before the jump's steps
         kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
         sim.num_steps += span
         sim.budget_spent += span * num_open
         sim.busy_steps += span
+        if kv.caching and sim.log.detail == "counts":
+            # A prefix-cached run's counts timeline holds the walk's per-step records (its bytes
+            # predate this fast path): one decode-only step record each, in step order.
+            starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
+            step_duration = 1 if sim.step_time is None else duration
+            joined = sim.arrivals.count_due(starts)
+            for j, start in enumerate(starts):
+                kv_used += due[(ordinal + j) % bs]
+                sim.log.add_step(ordinal + j, start, step_duration, (), 0, num_open, (), (), (), (), (), kv_used,
+                                 num_open, waiting + joined[j])
+            sim.arrive(sim.now)
+            return
         sim.arrive(sim.now)
         sim.log.add_jump(ordinal, t, span, sim.now - t, span * num_open, kv.num_used, num_open, sim.waiting.size)

@@ -142,6 +142,16 @@ class Arrivals:
             self._arrived += arrived
         return arrived
 
+    def count_due(self, times) -> list[int]:
+        """For each of the ascending ``times``, how many requests not yet returned by :meth:`due`
+        arrive at or before it (nothing is returned)."""
+        pending, at, counts = self._pending, self._next, []
+        for t in times:
+            while at < len(pending) and pending[at].spec.arrival <= t:
+                at += 1
+            counts.append(at - self._next)
+        return counts
+
     def next_deadline(self):
         """The earliest deadline not yet passed to :meth:`expired` (``None`` without a timeout)."""
         if self.timeout is None or self._cursor >= len(self._arrived):
