@@ -26,9 +26,11 @@ the step is ``num_tokens − 1`` (prompt and every output token but the newest c
 that token is a decode token. Every other scheduled token — prefill chunks, and the recompute of
 prompt + generated tokens after a preemption — is a prompt token.
 
-Speed: without prefix caching, decoding requests are open runs and decode-only
-steps are jumped over (:mod:`sched.vllm.fastpath`); a step whose order matters is walked
-(:meth:`VllmSimulation.walk`). Timeline ``full``, prefix caching and ``per_step=True`` always walk;
+Speed: decoding requests are open runs and decode-only steps are jumped over
+(:mod:`sched.vllm.fastpath`); a step whose order matters is walked (:meth:`VllmSimulation.walk`).
+With prefix caching only requests whose output blocks nobody else can hit run open, and a head of
+queue that failed the admission gate is not looked up again until free blocks grow or the cache
+changes (:meth:`VllmSimulation.blocked_head`). Timeline ``full`` and ``per_step=True`` always walk;
 the tests compare both ways on the oracle corpus and on random workloads.
 """
 

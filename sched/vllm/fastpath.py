@@ -1,5 +1,5 @@
-"""The vLLM engine's fast path without prefix caching: open decode runs and decode-only jumps
-(the results equal the step-by-step walk, which the tests check).
+"""The vLLM engine's fast path: open decode runs and decode-only jumps (the results equal the
+step-by-step walk, which the tests check).
 
 A running request that decodes is an *open run*: from step ``open_from`` on it is scheduled one
 token per step and samples one token per step, so nothing about it needs touching until it
@@ -18,7 +18,13 @@ so ``due[r]`` counts the runs needing one in every step whose ordinal is ``≡ r
   deadline, or whose new blocks would not fit.
 
 Without prefix caching only block *counts* matter, which is what makes this exact. With it, which
-block is taken and evicted matters, and the simulation always walks.
+block is taken and evicted matters: a request runs open only when its output blocks are private
+(nobody else can hit them, :meth:`sched.vllm.kv_cache.PrefixCachingKV.can_open`); the blocks its
+run starts are taken from the free queue in their step (the same evictions) and handed over with
+their cache entries when the run closes; requests finishing in one step are freed in running order
+(the free queue's order); a priority walk closes the open runs first (a victim's block of the step
+returns with its table); and a jump logs each of its steps in the ``counts`` timeline, as the walk
+did before this fast path existed.
 """
 
 from __future__ import annotations

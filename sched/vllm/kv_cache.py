@@ -1,3 +1,6 @@
+# One piece (about 420 lines; PrefixCachingKV about 250): the pool, its free queue, the cache index
+# and the open runs' reserve change together on every take, touch and free; the token side of the
+# hashes is sched/vllm/block_tokens.py.
 """The KV cache of the vLLM engine: a pool of KV blocks and the block-level prefix cache
 (vllm-engine.md §2 step 3–4 and §3).
 
@@ -21,7 +24,8 @@ Two pools give the scheduler the same five answers (:meth:`KVCache.find_hit`,
 Token identity (the hash of a block) follows the workload's sharing structure, exactly as the
 oracle corpus builds prompts (vllm-engine.md §3 last item): a ``prefix_key`` K names its first
 ``prefix_tokens`` tokens, a ``prefix_blocks`` id names ``block_size`` tokens of the workload's own
-block size, the rest of a prompt is the request's own, and every output token is the same token.
+block size, the rest of a prompt is the request's own, and every output token is the same token
+(:mod:`sched.vllm.block_tokens`).
 A block's hash is an interned id of ``(parent id, its tokens as runs)``: exact, no collisions. When the
 workload's block size is a multiple of ours, the blocks lying wholly inside one workload block are
 interned together: ``(parent id of the workload block, its id)`` names the run of consecutive ids
@@ -48,6 +52,8 @@ cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 from __future__ import annotations
 
 from collections import OrderedDict
+
+from .block_tokens import NEVER as _NEVER, block_tokens as _block_tokens, private_from, prompt_key as _prompt_key
 
 __all__ = ["KVCache", "PrefixCachingKV", "blocks_for", "make_kv_cache"]
 
@@ -144,19 +150,6 @@ class KVCache:
     def settle(self, seq) -> None:
         """An open run closes with ``seq.computed`` tokens: its table holds them."""
         seq.blocks = blocks_for(seq.computed, self.block_size)
-
-    def decode_span(self, seqs, num_steps: int) -> int:
-        """Grow the tables of ``seqs`` (running order, each decoding one token per step) over
-        ``num_steps`` steps; returns the blocks taken. The caller checked they fit."""
-        bs, taken = self.block_size, 0
-        for seq in seqs:
-            need = blocks_for(seq.num_tokens + num_steps - 1, bs) - seq.blocks
-            if need > 0:
-                seq.blocks += need
-                taken += need
-        self.num_free -= taken
-        return taken
-
 
 class _Block:
     __slots__ = ("block_id", "ref_cnt", "block_hash")
@@ -430,102 +423,12 @@ class PrefixCachingKV(KVCache):
             table.append(reserved.pop())
         self._cache_full(seq, seq.computed)
 
-    def decode_span(self, seqs, num_steps: int) -> int:
-        """Exactly the per-step order of allocations and cache entries over ``num_steps`` decode
-        steps: step by step, each request in running order allocates (when it starts a block)
-        and then caches (when it fills one)."""
-        bs, events = self.block_size, []
-        for order, seq in enumerate(seqs):
-            start = seq.num_tokens        # tokens held after step 0
-            first = (-start) % bs         # first step whose token count is a multiple of bs (cache)
-            for j in range(first, num_steps, bs):
-                events.append((j, order, seq))
-            first = (1 - start) % bs      # first step starting a new block (allocate)
-            for j in range(first, num_steps, bs):
-                events.append((j, order, seq))
-        events.sort(key=lambda e: (e[0], e[1]))
-        before = self.num_free
-        for j, _, seq in events:
-            tokens = seq.num_tokens + j
-            if blocks_for(tokens, bs) > len(seq.blocks):
-                seq.blocks.append(self._take())
-            self._cache_full(seq, tokens)
-        return before - self.num_free
-
-
 def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool) -> KVCache:
     """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on."""
     return (PrefixCachingKV if prefix_caching else KVCache)(num_gpu_blocks, block_size)
-
-
-def private_from(spec, prompt: int, block_size: int) -> int:
-    """The index of ``spec``'s first private block (the first holding one of its own prompt tokens),
-    or a number no block index reaches when the whole prompt is shared.
-
-    A prompt of ``prompt`` tokens whose first ``shared`` tokens come from a prefix key or workload
-    blocks has its own tokens at positions ``shared .. prompt − 1``: block ``shared // block_size``
-    is the first to hold one. Without own tokens nothing is private: returns a number no block
-    index reaches (output blocks chain from a shared parent and two requests can share them)."""
-    if spec.prefix_blocks is not None:
-        shared = min(prompt, len(spec.prefix_blocks) * spec.block_size)
-    elif spec.prefix_key is not None:
-        shared = spec.prefix_tokens
-    else:
-        shared = 0
-    return shared // block_size if shared < prompt else _NEVER
-
-
-#: A block index no request reaches.
-_NEVER = 1 << 62
-
-
-def _prompt_key(spec) -> tuple:
-    """What a wholly shared prompt is made of (two requests with equal keys have equal tokens)."""
-    if spec.prefix_blocks is not None:
-        used = -(-spec.prompt_tokens // spec.block_size)
-        return ("b", spec.prompt_tokens, spec.block_size,
-                tuple((type(b).__name__, b) for b in spec.prefix_blocks[:used]))
-    return ("k", spec.prompt_tokens, spec.prefix_key, spec.prefix_tokens)
 
 
 def _private(first_id: int, offset: int) -> int:
     """The id of the private block ``offset`` blocks after the first one (whose id is ``first_id``
     < 0): distinct for every (chain, offset) pair, and from every interned id."""
     return -1 - ((-1 - first_id) | offset << 40)
-
-
-def _block_tokens(spec, prompt: int, start: int, end: int) -> tuple:
-    """The tokens at positions ``start .. end − 1`` of a request as runs ``(source, first, count)``.
-
-    Sources: ``("k", K)`` the shared prefix of key K, ``("b", type, id)`` a workload block id (so
-    1 and "1" differ), ``("r", name)`` the request's own prompt tokens, ``("o",)`` output tokens (all
-    the same token, so their runs carry no position).
-    """
-    runs = []
-    pos = start
-    if spec.prefix_blocks is not None:
-        size = spec.block_size
-        shared = min(prompt, len(spec.prefix_blocks) * size)
-        while pos < min(end, shared):
-            block_id = spec.prefix_blocks[pos // size]
-            stop = min(end, shared, (pos // size + 1) * size)
-            runs.append((("b", type(block_id).__name__, block_id), pos % size, stop - pos))
-            pos = stop
-    elif spec.prefix_key is not None and pos < spec.prefix_tokens:
-        shared = spec.prefix_tokens
-        stop = min(end, shared)
-        # The oracle draws a key's ids as 16-bit halves of 32-bit words: for an odd length the last
-        # id is the high half of its word, the id of position ``shared`` in a longer draw.
-        if shared % 2 and stop == shared:
-            if stop - 1 > pos:
-                runs.append((("k", spec.prefix_key), pos, stop - 1 - pos))
-            runs.append((("k", spec.prefix_key), shared, 1))
-        else:
-            runs.append((("k", spec.prefix_key), pos, stop - pos))
-        pos = stop
-    if pos < min(end, prompt):
-        runs.append((("r", spec.name), pos, min(end, prompt) - pos))
-        pos = min(end, prompt)
-    if pos < end:
-        runs.append((("o",), 0, end - pos))
-    return tuple(runs)
