@@ -67,7 +67,11 @@ class DecodeRuns:
             seq.num_tokens += steps
             seq.rec.emit(opened + 1, steps)
         seq.computed = seq.num_tokens - 1
-        self.sim.kv.settle(seq)   # its table (and, with prefix caching, its cache entries) caught up
+        kv = self.sim.kv
+        if kv.caching:
+            kv.settle(seq)   # its table and its cache entries caught up
+        else:
+            seq.blocks = blocks_for(seq.computed, self.block_size)
 
     def finish(self, ordinal: int, end, free: bool = True) -> list:
         """End the open runs whose last token is sampled in step ``ordinal`` (stamped ``end``).
@@ -89,9 +93,10 @@ class DecodeRuns:
 
     def reopen(self, ordinal: int, scheduled) -> None:
         """After a walked step: the scheduled requests now decode-ready run on as open runs."""
-        can_open = self.sim.kv.can_open
+        kv = self.sim.kv
         for seq in scheduled:
-            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 and can_open(seq):
+            if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 and \
+                    (not kv.caching or kv.can_open(seq)):
                 self.open(seq, ordinal + 1)
         self.others = dict.fromkeys(s for s in self.sim.running if s.open_from is None)
 
@@ -100,20 +105,23 @@ class DecodeRuns:
         sim, bs = self.sim, self.block_size
         demand = len(sim.running) - len(self.others)
         blocks = self.due[ordinal % bs]
-        held = sim.kv.held
+        caching = sim.kv.caching
         for seq in self.others:
             n = seq.num_tokens - seq.computed
             if cap and n > cap:
                 n = cap
             demand += n
-            blocks += blocks_for(seq.computed + n, bs) - held(seq)
+            blocks += blocks_for(seq.computed + n, bs) - (len(seq.blocks) if caching else seq.blocks)
         return demand <= sim.knobs.max_num_batched_tokens and blocks <= sim.kv.num_free
 
     def easy_step(self, t, ordinal: int, cap: int, timeouts):
         """A step whose running pass :meth:`fits`: open runs decode by themselves."""
         sim, kv, budget = self.sim, self.sim.kv, self.sim.knobs.max_num_batched_tokens
         num_open = len(sim.running) - len(self.others)
-        kv.reserve(self.due[ordinal % self.block_size])
+        if kv.caching:
+            kv.reserve(self.due[ordinal % self.block_size])
+        else:
+            kv.num_free -= self.due[ordinal % self.block_size]
         scheduled: dict = {}
         used = num_open
         for seq in self.others:
@@ -152,10 +160,9 @@ class DecodeRuns:
                     others[seq] = None
             if not caching:
                 finished = finished + sim.execute(scheduled, ordinal, end)
-            can_open = kv.can_open
             for seq in scheduled:
                 if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 \
-                        and can_open(seq):
+                        and (not caching or kv.can_open(seq)):
                     del others[seq]
                     self.open(seq, ordinal + 1)
         return sim.end_step(t, ordinal, duration, used, num_decode, kv_used, (), (), admitted, hits, finished,
