@@ -16,6 +16,7 @@ import os
 import shutil
 import unittest
 
+from tests.test_unidentified import assert_said_as_unidentified
 from tests.helpers import PROJECT, assert_bad_input, full_only, read, run_cli, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
@@ -115,6 +116,7 @@ class SmallCalibrationTest(unittest.TestCase):
         self.assertEqual(model["settings"]["num_gpu_blocks"], 2588)
         self.assertEqual(model["fitted_on"]["device"], "NVIDIA GeForce RTX 4090")
         self.assertTrue(all(model["step_ms"][k] >= 0 for k in "abc"))
+        assert_said_as_unidentified(self, model, self.stdout)
         for phrase in ("RTX 4090", "run-to-run variance", "async scheduling", "share prefixes"):
             with self.subTest(phrase):
                 self.assertIn(phrase, self.stdout)

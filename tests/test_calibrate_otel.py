@@ -15,6 +15,7 @@ import unittest
 
 from sched.base.cmdline import InputError
 from sched.timing.loadrun import load_real_run, run_workload
+from tests.test_unidentified import assert_said_as_unidentified
 from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 EXCERPT = os.path.join(PROJECT, "tests", "data", "blis-llama2-7b-excerpt")
@@ -131,6 +132,7 @@ class CalibrateOtelCommandTest(unittest.TestCase):
         self.assertIs(model["fitted_on"]["async_scheduling"], False)
         self.assertEqual(set(model["step_ms"]), {"a", "b", "c", "d"})
         self.assertIn("uncertainty", model)
+        assert_said_as_unidentified(self, model, stdout)
         for key, value in model["step_ms"].items():
             self.assertGreaterEqual(value, 0)
         numbers = json.loads(read(os.path.join(out, "calibration.json")))

@@ -115,7 +115,7 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
 
     first = rows[0]
     units = ("Times are ms of the step model's clock (each engine step lasts "
-             f"{step_formula(manifest)} ms; a prediction, not a measurement), work is tokens; read from requests.jsonl"
+             f"{step_formula(manifest, ' ms')}; a prediction, not a measurement), work is tokens; read from requests.jsonl"
              if step_clock else
              "Times are ticks (one engine step each), work is tokens; read from requests.jsonl" if vllm else
              "Times are ticks (abstract), work is budget units; read from requests.jsonl")

@@ -122,14 +122,31 @@ def check_times(row: dict, path: str, makespan: int | None) -> None:
                                    "impossible in this run")
 
 
-def step_formula(manifest: dict) -> str:
-    """``a + b*prompt + c*decode`` with the run's coefficients (``manifest.json`` ``step_model.step_ms``)."""
+def step_formula(manifest: dict, unit: str = "") -> str:
+    """``a + b*prompt + c*decode`` with the run's coefficients (``manifest.json`` ``step_model.step_ms``).
+
+    A term ``step_model.identified`` marks false (the data could not identify it,
+    :mod:`sched.timing.identify`) is written ``?`` and named after the formula with the value the run
+    used, e.g. ``24.65 + 0.08477*prompt + ?*decode ms (c unidentified; the run held it at 1e-09)``
+    with ``unit`` ``" ms"`` (written after the formula, before the note).
+    """
     model = manifest.get("step_model") if isinstance(manifest.get("step_model"), dict) else {}
     step = model.get("step_ms") if isinstance(model.get("step_ms"), dict) else {}
+    known = model.get("identified") if isinstance(model.get("identified"), dict) else {}
+    unknown = [k for k in "abcd" if known.get(k) is False]
     if all(isinstance(step.get(k), (int, float)) and not isinstance(step.get(k), bool) for k in "abc"):
-        kv = f" + {step['d']:g}*kv_token" if isinstance(step.get("d"), (int, float)) and step.get("d") else ""
-        return f"{step['a']:g} + {step['b']:g}*prompt + {step['c']:g}*decode{kv}"
-    return "a + b*prompt + c*decode"
+        d = step.get("d") if isinstance(step.get("d"), (int, float)) and not isinstance(step.get("d"), bool) else 0
+
+        def term(key, value, name):
+            return f"?*{name}" if key in unknown else f"{value:g}*{name}"
+        kv = f" + {term('d', d, 'kv_token')}" if d or "d" in unknown else ""
+        text = f"{step['a']:g} + {term('b', step['b'], 'prompt')} + {term('c', step['c'], 'decode')}{kv}{unit}"
+        if unknown:
+            values = {"a": step["a"], "b": step["b"], "c": step["c"], "d": d}
+            text += (f" ({', '.join(unknown)} unidentified; the run held {'it' if len(unknown) == 1 else 'them'} at "
+                     f"{', '.join(f'{values[k]:g}' for k in unknown)})")
+        return text
+    return "a + b*prompt + c*decode" + unit
 
 
 def case_makespans(directory: str, ticks_per_unit: int = 1) -> dict:

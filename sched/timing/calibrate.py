@@ -12,7 +12,8 @@
    :mod:`sched.timing.fit`) on the first N requests by arrival of every run, each run replayed
    whole under its own settings; only the training requests' TTFT and E2E enter the loss. Terms
    the training data cannot tell apart are held at 0 and said (:mod:`sched.timing.identify`); each
-   fitted coefficient gets a bootstrap uncertainty; a high training loss is warned about; the
+   fitted coefficient gets a bootstrap uncertainty, and one smaller than it is said to be
+   unidentified (held at its fit), never printed as a measured number; a high training loss is warned about; the
    search stops when the coefficients settle or after ``--max-replays`` replays, and says which.
    ``DIR/step-model.json`` keeps the result with the first run's settings and the provenance of all.
 4. **Judge** it on the other requests of each run (:mod:`sched.timing.calibration_report`):
@@ -39,7 +40,7 @@ from .calibration_report import (counts_error, percentile_noise, percentile_tabl
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from .fit import MAX_REPLAYS, TERMS, FrozenSchedule, fit_coefficients
 from .gpus import find_gpu
-from .identify import bootstrap_spread, identify_terms
+from .identify import bootstrap_spread, identify_terms, unidentified_by_spread
 from .loadrun import RealRun, load_real_run, median_tpot, run_workload, training_split
 from .replay import replay as replay_run
 from .runmeta import FLAG_NAMES
@@ -94,7 +95,8 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
     run's errors (without it, the bootstrap sampling noise of the measured percentiles is shown,
     a lower bound). Returns a dict with the
     :class:`~sched.timing.stepmodel.StepModel` (``model``), the fit's ``history``, ``loss``,
-    ``converged``, ``unidentified`` and ``uncertainty``, ``warnings``, and ``runs``: per run its
+    ``converged``, ``unidentified`` (term -> reason: held at 0, the terms listed in ``held_at_zero``,
+    or held at a fit smaller than its uncertainty) and ``uncertainty``, ``warnings``, and ``runs``: per run its
     ``train``/``held_out`` names, tables (``held_out_table`` or None, ``baseline_table``,
     ``training_table``), ``ablation`` rows, ``counts`` (or None) and preemption count.
     """
@@ -145,6 +147,8 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
     steps, targets = fit_replay(*coefficients)
     loss = FrozenSchedule(steps, targets).loss(coefficients)
     uncertainty = bootstrap_spread(steps, targets, coefficients, free)
+    held_at_zero = unidentified
+    unidentified = held_at_zero | unidentified_by_spread(coefficients, uncertainty, held_at_zero)
     warnings = []
     if loss > HIGH_LOSS:
         warnings.append(f"the training loss stays high ({loss:.3f}, a typical error of "
@@ -170,9 +174,10 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
         fitted_on["settings_from_flags"] = flags
     model = StepModel(coefficients[0], coefficients[1], coefficients[2], dict(first.settings), fitted_on,
                       coefficients[3], {k: v for k, v in uncertainty.items() if v is not None} | {
-                          k: None for k in unidentified}, unidentified or None)
+                          k: None for k in held_at_zero}, unidentified or None)
     return {"model": model, "history": history, "loss": loss, "converged": converged, "max_replays": max_replays,
-            "unidentified": unidentified, "uncertainty": uncertainty, "constant_step_ms": constant,
+            "unidentified": unidentified, "held_at_zero": sorted(held_at_zero), "uncertainty": uncertainty,
+            "constant_step_ms": constant,
             "warnings": warnings, "runs": per_run}
 
 
@@ -246,6 +251,7 @@ def render_files(result: dict, workloads) -> dict[str, str]:
     numbers = {
         "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms, "d": model.d_ms},
         "uncertainty": result["uncertainty"], "unidentified": result["unidentified"],
+        "identified": model.identified,
         "training_loss": result["loss"], "converged": result["converged"], "warnings": result["warnings"],
         "constant_step_ms": result["constant_step_ms"], "percentiles": "nearest rank", "time_unit": "ms",
         "replays": [dict(zip(TERMS, coefficients), loss=loss) for coefficients, loss in result["history"]],

@@ -20,6 +20,7 @@ import statistics
 
 from ..core.metrics import percentile
 from .stepmodel import limits_for
+from .identify import TERM_UNITS
 
 __all__ = ["METRICS", "PERCENTILES", "percentile_table", "percentile_noise", "repeat_noise", "with_noise", "relative_error", "counts_error", "render_percentile_table",
            "render_rows", "render_terms", "render_calibration"]
@@ -184,21 +185,24 @@ def render_rows(rows: list[tuple[str, dict, int]]) -> list[str]:
 
 
 def render_terms(result: dict) -> list[str]:
-    """The fitted coefficients, one line each, with their uncertainty, or why a term is not known."""
+    """The fitted coefficients, one line each: ``value ± sd unit``, or, for a term the data cannot
+    identify (:mod:`sched.timing.identify`), the word and never a number: ``c unidentified (held at
+    0): why`` or ``c unidentified (|c| < 0.00026 ms per decoded sequence at 1 sd; held at its fit)``."""
     model, spread, unknown = result["model"], result["uncertainty"], result["unidentified"]
+    held_at_zero = result.get("held_at_zero", unknown)
     rows = (("a", model.a_ms, "ms per step (fixed per-step cost: host work, launches, weights read once)"),
             ("b", model.b_ms, "ms per prompt token computed"),
             ("c", model.c_ms, "ms per decoded sequence"),
             ("d", model.d_ms, "ms per token of KV context read (KV blocks held × block_size)"))
     lines = []
     for key, value, unit in rows:
-        if key in unknown:
-            lines.append(f"  {key} = not identified (held at 0): {unknown[key]}")
-            continue
-        sd = spread.get(key)
-        plus = f" ± {sd:.2g}" if sd is not None else ""
-        zero = " (not told apart from 0: smaller than its uncertainty)" if sd is not None and value < sd else ""
-        lines.append(f"  {key} = {value:.4g}{plus} {unit}{zero}")
+        if key in held_at_zero:
+            lines.append(f"  {key} unidentified (held at 0): {unknown[key]}")
+        elif key in unknown:   # smaller than its own uncertainty (sched.timing.identify.unidentified_by_spread)
+            lines.append(f"  {key} unidentified (|{key}| < {spread[key]:.2g} {TERM_UNITS[key]} at 1 sd; held at its fit)")
+        else:
+            sd = spread.get(key)
+            lines.append(f"  {key} = {value:.4g}{f' ± {sd:.2g}' if sd is not None else ''} {unit}")
     return lines
 
 

@@ -21,6 +21,15 @@ a way the others do not follow:
 ``a`` is always fitted (every step has it). A term held at 0 is written ``unidentified`` in
 ``step-model.json`` with the reason, and is never printed as a measured number.
 
+**Unidentified after the fit** (:func:`unidentified_by_spread`). A term the window can tell apart
+may still come out smaller than its own uncertainty: ``|value| < sd`` (one standard deviation of the
+bootstrap below). The data then cannot say whether it is 0 or twice its value, so it is
+*unidentified* too: it is held at its fitted value (the replays that judged the model used it), and
+said as ``c unidentified (|c| < 0.00026 ms at 1 sd; held at its fit)``, never as a number.
+``step-model.json`` keeps the value used in ``step_ms``, the reason in ``unidentified`` and
+``identified: {term: false}``. The rule is one standard deviation, not two: a term is called
+identified only when its value stands clear of its own noise at least once over.
+
 **Uncertainty.** A bootstrap over training requests on the frozen schedule of the final replay
 (:class:`sched.timing.fit.FrozenSchedule`): :data:`BOOTSTRAP_ROUNDS` resamples of the training
 requests with replacement (seeded, so the same run gives the same figures), each refitted by
@@ -36,13 +45,17 @@ import statistics
 
 from .fit import FrozenSchedule, TERMS, minimise_frozen, search_scales
 
-__all__ = ["identify_terms", "bootstrap_spread", "BOOTSTRAP_ROUNDS", "MIN_SPREAD"]
+__all__ = ["identify_terms", "unidentified_by_spread", "bootstrap_spread", "BOOTSTRAP_ROUNDS", "MIN_SPREAD",
+           "TERM_UNITS"]
 
 #: Resamples of the bootstrap.
 BOOTSTRAP_ROUNDS = 12
 #: Least relative spread (standard deviation over mean) of the decode batch, and of the part of the KV
 #: context a straight line in the decode batch does not explain, for ``c`` and ``d`` to be told apart.
 MIN_SPREAD = 0.05
+#: What one unit of each coefficient is (the ms it costs per what).
+TERM_UNITS = {"a": "ms per step", "b": "ms per prompt token", "c": "ms per decoded sequence",
+              "d": "ms per KV context token"}
 
 
 def identify_terms(steps, last_index: int) -> dict:
@@ -75,6 +88,24 @@ def identify_terms(steps, last_index: int) -> dict:
     if len(prompts) < 2:
         unknown["b"] = ("fewer than two different prefill sizes in the training window: the per-token prefill cost "
                         "cannot be told apart from the per-step cost; b held at 0")
+    return unknown
+
+
+def unidentified_by_spread(coefficients, spread: dict, held: dict) -> dict:
+    """``{term: reason}`` for each fitted term (not in ``held``, the terms :func:`identify_terms`
+    held at 0) whose value is smaller than its uncertainty: ``|value| < spread[term]`` (module
+    docstring, "Unidentified after the fit").
+
+    ``coefficients``: ``(a, b, c, d)`` in ms; ``spread``: ``{term: one standard deviation or None}``
+    (:func:`bootstrap_spread`). Example: ``c = 1e-09`` with ``sd = 0.00026`` gives
+    ``{"c": "|c| < 0.00026 ms per decoded sequence at 1 sd; held at its fit (1e-09)"}``.
+    """
+    unknown = {}
+    for term, value in zip(TERMS, coefficients):
+        sd = spread.get(term)
+        if term in held or sd is None or abs(value) >= sd:
+            continue
+        unknown[term] = f"|{term}| < {sd:.2g} {TERM_UNITS[term]} at 1 sd; held at its fit ({value:.4g})"
     return unknown
 
 

@@ -42,7 +42,7 @@ from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import simulate
 from ..workload.specs import workload_tick_ms, workload_to_json
 
-__all__ = ["settle_knobs", "knobs_for", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
+__all__ = ["settle_knobs", "knobs_for", "batch_cost_warning", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
 
 #: Summary fields in time units (ticks of 1 µs -> ms) and in tokens per time (per µs -> per second).
 _TIME_FIELDS = ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait", "makespan",
@@ -79,6 +79,36 @@ def settle_knobs(model: StepModel, given: dict, policy: str | None, timeout_tick
         overridden.append(f"--{'' if values['async_scheduling'] else 'no-'}async-scheduling (fitted with "
                           f"{'async' if fitted_async else 'sync'} scheduling)")
     return VllmKnobs(timeout_ticks=timeout_ticks, **values), overridden
+
+
+def batch_cost_warning(model: StepModel, knobs: VllmKnobs) -> str | None:
+    """The warning of a run whose batch limits differ from the fitted ones while the step model cannot
+    say what a batch costs; ``None`` when it does not apply.
+
+    Applies when ``c`` (per decoded sequence) or ``d`` (per KV context token) is unidentified
+    (``model.unidentified``, :mod:`sched.timing.identify`) and ``knobs.max_num_seqs`` or
+    ``knobs.max_num_batched_tokens`` (vLLM's flags) differ from ``model.settings``: the times of a
+    batch the fit never saw then carry the decode cost the fit held, near 0 or at 0, so a bigger
+    batch looks free and a capacity search would always pick the largest one.
+    """
+    unknown = [term for term in ("c", "d") if term in (model.unidentified or {})]
+    changed = [knob for knob in ("max_num_seqs", "max_num_batched_tokens")
+               if getattr(knobs, knob) != model.settings[knob]]
+    if not unknown or not changed:
+        return None
+    larger = any(getattr(knobs, knob) > model.settings[knob] for knob in changed)
+    names = {"c": "c (per decoded sequence)", "d": "d (per KV context token)"}
+    flags = "; ".join(f"--{knob.replace('_', '-')} {getattr(knobs, knob)}, fitted with {model.settings[knob]}"
+                      for knob in changed)
+    return (f"{' and '.join(names[term] for term in unknown)} unidentified: the step model cannot tell what a "
+            f"{'larger' if larger else 'smaller'} batch costs ({flags}); these times hold the decode cost at the "
+            "fit's, so they cannot rank batch sizes")
+
+
+def _unidentified_note(model: StepModel) -> str:
+    """``"; c, d unidentified: scaled, still not measured"`` for a model with unidentified terms, else ``""``."""
+    unknown = sorted(model.unidentified or {})
+    return f"; {', '.join(unknown)} unidentified: scaled, still not measured" if unknown else ""
 
 
 def _arrival_us(spec, tick_ms: float) -> int:
@@ -204,6 +234,11 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
         "fitted_with": model.settings, "fitted_on": model.fitted_on, "overridden": overridden,
         "limits": limits_for(model.fitted_on) + ([
             "Settings differ from the fit (overridden above): the step time is extrapolated."] if overridden else [])})
+    if model.unidentified:   # only then: step models whose every term is known keep their manifest bytes
+        manifest["step_model"]["identified"] = model.identified
+    warning = batch_cost_warning(model, run.config)
+    if warning:
+        manifest["step_model"]["warnings"] = [warning]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(SUMMARY_FIELDS)
@@ -243,8 +278,8 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
             model = carry_to(model, args.gpu)
             print(f"infer_sched_lab.py: note: step model carried from {model.fitted_on['carried_to']['from']} to "
                   f"{model.fitted_on['carried_to']['gpu']}: a kept, b and c "
-                  f"{model.fitted_on['carried_to']['b_and_c']}, d {model.fitted_on['carried_to']['d']}",
-                  file=sys.stderr)
+                  f"{model.fitted_on['carried_to']['b_and_c']}, d {model.fitted_on['carried_to']['d']}"
+                  f"{_unidentified_note(model)}", file=sys.stderr)
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
@@ -255,4 +290,7 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
     for text in overridden:
         print(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times are "
               "an extrapolation", file=sys.stderr)
+    warning = batch_cost_warning(model, settled)
+    if warning:
+        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
     return model, settled, overridden

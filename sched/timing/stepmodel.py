@@ -22,7 +22,11 @@ something together with what they were fitted on, so ``step-model.json`` stores 
 - ``limits``: what the fit cannot know, written out for whoever reads the file;
 - ``uncertainty`` (optional): one standard deviation of each fitted coefficient (bootstrap over
   training requests, :mod:`sched.timing.identify`); ``unidentified`` (optional): coefficient ->
-  why the training data could not tell it apart (it is then 0 and not a measurement).
+  why the training data could not tell it apart: held at 0 when the training window cannot
+  separate it, or held at its fit when the fitted value is smaller than its uncertainty; either
+  way it is not a measurement and is never shown as one (the formula prints ``?``);
+  ``identified`` (optional, written with ``uncertainty``): ``{term: true/false}``, false exactly
+  for the terms of ``unidentified``. ``step_ms`` always holds the value the engine uses.
 
 The engine's clock under a step model is in whole **microseconds** (:meth:`StepModel.step_us`):
 integer stamps keep the statistics exact, and a rounding of at most 0.5 µs per step is far below
@@ -72,6 +76,12 @@ class StepModel:
     d_ms: float = 0.0
     uncertainty: dict | None = None
     unidentified: dict | None = None
+
+    @property
+    def identified(self) -> dict:
+        """``{term: bool}`` for ``a, b, c, d``: false for a term of :attr:`unidentified`."""
+        unknown = self.unidentified or {}
+        return {term: term not in unknown for term in ("a", "b", "c", "d")}
 
     def step_ms(self, prompt_tokens: int, decode_tokens: int, kv_blocks: int = 0) -> float:
         """Duration of a step computing ``prompt_tokens`` prompt and ``decode_tokens`` decode tokens
@@ -152,6 +162,8 @@ def step_model_to_json(model: StepModel) -> str:
                                    for key, value in model.uncertainty.items()}
     if model.unidentified:
         document["unidentified"] = dict(model.unidentified)
+    if model.uncertainty is not None:
+        document["identified"] = model.identified
     return json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
@@ -204,6 +216,16 @@ def parse_step_model(text: str, source: str) -> StepModel:
         _known_keys(uncertainty, ("a", "b", "c", "d"), f"{source}: field 'uncertainty.")
         for key, value in uncertainty.items():
             number_or_none(value, f"{source}: field 'uncertainty.{key}'", 0, MAX_COEFFICIENT_MS)
+    identified = need(data.get("identified", {}), dict, f"{source}: field 'identified'", "an object")
+    _known_keys(identified, ("a", "b", "c", "d"), f"{source}: field 'identified.")
+    unidentified = dict(unidentified)
+    for key, value in identified.items():
+        need(value, bool, f"{source}: field 'identified.{key}'", "true or false")
+        if value and key in unidentified:
+            raise InputError(f"{source}: field 'identified.{key}': true, but 'unidentified.{key}' says why it is not; "
+                             "one of them is wrong")
+        if not value:
+            unidentified.setdefault(key, "marked identified: false")
     a, b, c, d = coefficients
     return StepModel(a, b, c, checked, fitted_on, d, uncertainty, unidentified or None)
 
