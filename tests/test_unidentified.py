@@ -163,6 +163,21 @@ class BatchCostWarningTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         self.assertIn("c, d unidentified: scaled, still not measured", err)
 
+    def test_serving_bench_simulate_with_a_calibrated_model(self):
+        """A step model as calibrate now writes it (d, async scheduling, unidentified c) runs the chapter's
+        stand-in, which warns about its max_num_seqs 2 against the fitted 4; the built-in model does not."""
+        directory = temp_dir(self)
+        path = os.path.join(directory, "step-model.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(dict(UNIDENTIFIED, settings=dict(SETTINGS, async_scheduling=True)), out)
+        code, stdout, err = run_cli(["serving-bench", "simulate", "--out-dir", os.path.join(directory, "a"),
+                                     "--step-model", path])
+        self.assertEqual(code, 0, err)
+        self.assertIn("cannot tell what a smaller batch costs (--max-num-seqs 2, fitted with 4)", err)
+        self.assertIn("?·decode", stdout)
+        code, _, err = run_cli(["serving-bench", "simulate", "--out-dir", os.path.join(directory, "b")])
+        self.assertEqual((code, err), (0, ""))
+
     def test_contradictory_file_exits_2(self):
         directory = temp_dir(self)
         path = os.path.join(directory, "step-model.json")

@@ -138,7 +138,8 @@ def _one_run(specs, knobs: VllmKnobs, model: StepModel, arrivals: list[int], sen
     clocked = [replace(spec, arrival=at, priority=spec.priority if send_priority else 0)
                for spec, at in zip(specs, arrivals)]
     check_fits(clocked, knobs, "the chapter's workload")
-    result = simulate(clocked, knobs, timeline="off", step_time=model.step_us)   # async when the model says so
+    # Sync or async as the step model's settings say; its KV term too (step_time asks for the blocks when d > 0).
+    result = simulate(clocked, knobs, timeline="off", step_time=model.step_time())
     check_cases([result])
     rows, firsts, lasts = [], [], []
     for spec, request in zip(specs, sorted(result.requests, key=lambda r: r.index)):

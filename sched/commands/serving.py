@@ -13,6 +13,7 @@ import argparse
 import difflib
 import json
 import os
+import sys
 from itertools import product
 
 from ..base.safe_write import check_target, write_artifacts
@@ -217,6 +218,12 @@ def _simulate(args) -> int:
         raise InputError(f"{args.step_model or 'the built-in step model'}: {exc}") from None
     texts = {name: json.dumps(data, indent=1, allow_nan=False) + "\n" for name, data in files.items()}
     write_artifacts(texts, args.out_dir, force=args.force)
+    from types import SimpleNamespace
+    from ..timing.msrun import batch_cost_warning
+    warning = batch_cost_warning(model, SimpleNamespace(max_num_seqs=args.max_num_seqs,
+                                                        max_num_batched_tokens=model.settings["max_num_batched_tokens"]))
+    if warning:   # the built-in model names no unidentified term: its output is unchanged
+        print(f"infer_sched_lab.py serving-bench simulate: warning: {warning}", file=sys.stderr)
     print(f"simulated the chapter's experiment (SIMULATED, not a measurement): {model.formula}, "
           f"max_num_seqs {args.max_num_seqs}, {args.warmup} warm-up + {args.repeats} repeats"
           + (", async scheduling (the step model's setting)" if model.settings.get("async_scheduling") else ""))
