@@ -6,8 +6,8 @@ said), or its fitted value is smaller than its own bootstrap uncertainty, ``|val
 its fit). Either way every place that shows the step model says the word: calibrate's report, the
 formula (``?``), a step-model run's table header, the ``--gpu`` note, explain. step-model.json keeps
 the value used in ``step_ms`` with ``identified: {term: false}``. A step-model run whose
-``--max-num-seqs``/``--max-num-batched-tokens`` differ from the fitted ones while ``c`` or ``d`` is
-unidentified warns that the step model cannot tell what a larger batch costs, and records it in
+``--max-num-seqs``/``--max-num-batched-tokens`` differ from the fitted ones (or whose
+``--num-gpu-blocks`` is larger) while ``c`` or ``d`` is unidentified warns that the step model cannot tell what a larger batch costs, and records it in
 manifest.json (only then). Expected values are written by hand from these rules.
 """
 
@@ -118,7 +118,10 @@ class BatchCostWarningTest(unittest.TestCase):
     def test_when_it_applies(self):
         model = parse_step_model(json.dumps(UNIDENTIFIED), "m.json")
         self.assertIsNone(batch_cost_warning(model, knobs()))                     # fitted settings
-        self.assertIsNone(batch_cost_warning(model, knobs(num_gpu_blocks=80)))    # not a batch limit
+        self.assertIsNone(batch_cost_warning(model, knobs(num_gpu_blocks=30)))    # fewer blocks: a smaller batch
+        self.assertIsNone(batch_cost_warning(model, knobs(long_prefill_token_threshold=16)))
+        self.assertIn("larger batch costs (--num-gpu-blocks 80, fitted with 41)",
+                      batch_cost_warning(model, knobs(num_gpu_blocks=80)))   # more KV admits a bigger batch
         larger = batch_cost_warning(model, knobs(max_num_seqs=8))
         self.assertIn("c (per decoded sequence) and d (per KV context token) unidentified", larger)
         self.assertIn("cannot tell what a larger batch costs (--max-num-seqs 8, fitted with 4)", larger)

@@ -220,8 +220,9 @@ def _simulate(args) -> int:
     write_artifacts(texts, args.out_dir, force=args.force)
     from types import SimpleNamespace
     from ..timing.msrun import batch_cost_warning
-    warning = batch_cost_warning(model, SimpleNamespace(max_num_seqs=args.max_num_seqs,
-                                                        max_num_batched_tokens=model.settings["max_num_batched_tokens"]))
+    warning = batch_cost_warning(model, SimpleNamespace(
+        max_num_seqs=args.max_num_seqs, max_num_batched_tokens=model.settings["max_num_batched_tokens"],
+        num_gpu_blocks=args.num_gpu_blocks or model.settings["num_gpu_blocks"]))
     if warning:   # the built-in model names no unidentified term: its output is unchanged
         print(f"infer_sched_lab.py serving-bench simulate: warning: {warning}", file=sys.stderr)
     print(f"simulated the chapter's experiment (SIMULATED, not a measurement): {model.formula}, "

@@ -87,13 +87,17 @@ def batch_cost_warning(model: StepModel, knobs: VllmKnobs) -> str | None:
 
     Applies when ``c`` (per decoded sequence) or ``d`` (per KV context token) is unidentified
     (``model.unidentified``, :mod:`sched.timing.identify`) and ``knobs.max_num_seqs`` or
-    ``knobs.max_num_batched_tokens`` (vLLM's flags) differ from ``model.settings``: the times of a
-    batch the fit never saw then carry the decode cost the fit held, near 0 or at 0, so a bigger
-    batch looks free and a capacity search would always pick the largest one.
+    ``knobs.max_num_batched_tokens`` (vLLM's flags) differ from ``model.settings``, or
+    ``knobs.num_gpu_blocks`` is larger (more KV blocks admit a bigger batch where the KV cache
+    bounded it, as on an overloaded run): the times of a batch the fit never saw then carry the
+    decode cost the fit held, near 0 or at 0, so a bigger batch looks free and a capacity search
+    would always pick the largest one.
     """
     unknown = [term for term in ("c", "d") if term in (model.unidentified or {})]
     changed = [knob for knob in ("max_num_seqs", "max_num_batched_tokens")
                if getattr(knobs, knob) != model.settings[knob]]
+    if knobs.num_gpu_blocks > model.settings["num_gpu_blocks"]:
+        changed.append("num_gpu_blocks")
     if not unknown or not changed:
         return None
     larger = any(getattr(knobs, knob) > model.settings[knob] for knob in changed)
