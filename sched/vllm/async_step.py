@@ -59,9 +59,11 @@ class Batch:
     __slots__ = ("step", "start", "end", "scheduled", "samplers", "num_prompt", "num_decode", "preempted",
                  "admitted", "hits", "kv_used", "num_running", "num_waiting")
 
-    def __init__(self, **fields) -> None:
-        for name, value in fields.items():
-            setattr(self, name, value)
+    def __init__(self, *, step, start, end, scheduled, samplers, num_prompt, num_decode, preempted, admitted, hits,
+                 kv_used, num_running, num_waiting) -> None:
+        self.step, self.start, self.end, self.scheduled, self.samplers = step, start, end, scheduled, samplers
+        self.num_prompt, self.num_decode, self.preempted, self.admitted = num_prompt, num_decode, preempted, admitted
+        self.hits, self.kv_used, self.num_running, self.num_waiting = hits, kv_used, num_running, num_waiting
 
 
 class AsyncVllmSimulation(VllmSimulation):
@@ -94,6 +96,9 @@ class AsyncVllmSimulation(VllmSimulation):
         budget = knobs.max_num_batched_tokens
         scheduled: dict = {}
         preempted: list = []
+        # Without prefix caching a block table is a count: the pass below does KVCache's arithmetic
+        # in place (blocks_to_allocate, allocate), the same numbers without two calls per request.
+        counts, bs = not kv.caching, kv.block_size
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
@@ -101,11 +106,16 @@ class AsyncVllmSimulation(VllmSimulation):
             if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
                 i += 1
                 continue
-            n = min(seq.num_tokens + seq.placeholders - seq.computed, cap or budget, budget)
+            n = seq.num_tokens + seq.placeholders - seq.computed   # min(n, cap or budget, budget)
+            if cap and n > cap:
+                n = cap
+            if n > budget:
+                n = budget
             if n <= 0:
                 i += 1
                 continue
-            need = kv.blocks_to_allocate(seq, seq.computed + n)
+            need = (-(-(seq.computed + n) // bs) - seq.blocks if counts
+                    else kv.blocks_to_allocate(seq, seq.computed + n))
             while need > kv.num_free:
                 if self._priority:
                     victim = max(running, key=lambda s: s.key)
@@ -125,7 +135,11 @@ class AsyncVllmSimulation(VllmSimulation):
                 if self._priority:
                     continue
                 break
-            kv.allocate(seq, seq.computed + n)
+            if not counts:
+                kv.allocate(seq, seq.computed + n)
+            elif need > 0:
+                kv.num_free -= need
+                seq.blocks += need
             scheduled[seq] = n
             budget -= n
             i += 1
@@ -177,15 +191,17 @@ class AsyncVllmSimulation(VllmSimulation):
         end, the blocks they complete cached, finished requests freed. Returns whether any token
         arrived."""
         kv, finished = self.kv, []
+        stamp, caching = batch.step + 1, kv.caching
         for seq in batch.samplers:
-            if seq.state == "running":
+            running = seq.state == "running"
+            if running:
                 seq.placeholders -= 1
             else:                       # preempted while this batch was in flight: a stale token
                 seq.stale -= 1
             seq.generated += 1
             seq.num_tokens += 1
-            seq.rec.emit(batch.step + 1)
-            if seq.state == "running" and kv.caching:
+            seq.rec.emit(stamp)
+            if running and caching:
                 kv._cache_full(seq, seq.computed - seq.placeholders)
             if seq.generated == seq.output:
                 finished.append(seq)
