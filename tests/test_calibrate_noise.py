@@ -52,6 +52,17 @@ class NoiseTest(unittest.TestCase):
         text = "\n".join(render_percentile_table(table))
         self.assertEqual(text.count("within noise"), 1)
 
+    def test_huge_noise_keeps_the_column(self):
+        """A measured percentile near 0 ms has a relative noise of thousands of percent (the BLIS
+        excerpt's queue wait): the cell says ±>999% and every line keeps the same width."""
+        measured = rows([10, 20, 30, 40])
+        table = with_noise(percentile_table(measured, rows([10.5, 21, 31.5, 42]), list(measured)),
+                           {("ttft", 50): 2132.043, ("ttft", 90): 9.9994, ("e2e", 50): 0.036})
+        lines = render_percentile_table(table)
+        cells = {line.split()[0] + line.split()[1]: line.split()[5] for line in lines[1:]}
+        self.assertEqual((cells["TTFTP50"], cells["TTFTP90"], cells["E2EP50"]), ("±>999%", "±999.9%", "±3.6%"))
+        self.assertEqual(len({len(line.replace("  within noise", "")) for line in lines[1:]}), 1)
+
 
 class RepeatCommandTest(unittest.TestCase):
     def test_a_run_as_its_own_repeat_has_zero_noise(self):

@@ -149,6 +149,14 @@ def _percent(value) -> str:
     return f"{100 * value:+.1f}%" if abs(value) < 100 else (">+9999%" if value > 0 else "<-9999%")
 
 
+def _noise(level) -> str:
+    """The noise cell: ``±3.6%``; ``±>999%`` past 999.9% (a measured percentile near 0 ms), so the
+    column keeps its width."""
+    if level is None:
+        return "NA"
+    return f"±{100 * level:.1f}%" if level < 9.9995 else "±>999%"
+
+
 def render_percentile_table(rows: list[dict], baseline: list[dict] | None = None) -> list[str]:
     """Text lines of :func:`percentile_table` rows; with ``baseline`` (the same rows of another
     prediction) its predicted value and error are shown beside them; rows carrying ``noise``
@@ -165,7 +173,7 @@ def render_percentile_table(rows: list[dict], baseline: list[dict] | None = None
                 f"{_ms(row['predicted']):>11}{_percent(row['error']):>9}")
         if noisy:
             level = row.get("noise")
-            line += f"{'NA' if level is None else f'±{100 * level:.1f}%':>8}"
+            line += f"{_noise(level):>8}"
         if baseline is not None:
             other = baseline[index]
             line += f"{_ms(other['predicted']):>12}{_percent(other['error']):>9}"
