@@ -22,7 +22,7 @@ import re
 
 from ..base.cmdline import InputError
 
-__all__ = ["derive_num_gpu_blocks", "weights_from_name", "GIB"]
+__all__ = ["derive_num_gpu_blocks", "weights_from_name", "utilization", "GIB"]
 
 GIB = 1024 ** 3
 
@@ -33,6 +33,24 @@ def weights_from_name(model: str | None, dtype_bytes: int = 2) -> float | None:
         return None
     match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", model.rsplit("/", 1)[-1])
     return float(match.group(1)) * 1e9 * dtype_bytes if match else None
+
+
+def utilization(raw, where: str) -> float:
+    """``gpu_memory_utilization`` as read from a run's file (a number, or the text of a benchmark's
+    ``--metadata``), ``where`` naming the file; ``None`` is vLLM's default 0.9. vLLM's cache config
+    requires a fraction in (0, 1]; anything else raises :class:`InputError` naming the field."""
+    if raw is None:
+        return 0.9
+    try:
+        if isinstance(raw, bool):
+            raise ValueError
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not 0 < value <= 1:   # NaN fails too
+        raise InputError(f"{where}: field 'gpu_memory_utilization': must be a fraction in (0, 1] as vLLM requires, "
+                         f"got {str(raw)[:40]!r}")
+    return value
 
 
 def derive_num_gpu_blocks(total_bytes: float, utilization: float, weights_bytes: float, kv_bytes_per_token: int,

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from . import otel_run, realrun
 from ..base.cmdline import InputError, parse_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
+from .kvsize import utilization as gpu_utilization
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec
@@ -104,11 +105,15 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
         run = realrun._vllm_runs(text, path)[0]
+        absent = [key for key in realrun._DETAILED if key not in run]
+        if absent:
+            raise InputError(f"{path}: run 0: field {absent[0]!r}: missing: calibrate needs per-request times "
+                             "(vllm bench serve --save-result --save-detailed writes them)")
         derived = None
         if "num_gpu_blocks" not in flags and sizing.get("kv_bytes_per_token") and \
                 run.get("num_gpu_blocks") is None:
             derived = _derive_from_meta({"model": run.get("model_id"), "kv_cache": {
-                "gpu_memory_utilization": _number(run.get("gpu_memory_utilization")),
+                "gpu_memory_utilization": run.get("gpu_memory_utilization"),
                 "block_size": _number(run.get("block_size"))}}, path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
@@ -117,7 +122,8 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     records = _checked(records, settings, path)
-    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags, os.path.basename(path))
+    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags, os.path.basename(path),
+                                 meta_path if fmt == "request-jsonl" else path)
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
     return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
@@ -134,11 +140,14 @@ def _version(text) -> tuple:
     return tuple(parts)
 
 
-def _with_mode(settings: dict, notes: list, said, flags: dict, source: str) -> tuple[dict, list]:
+def _with_mode(settings: dict, notes: list, said, flags: dict, source: str,
+               path: str | None = None) -> tuple[dict, list]:
     """``settings`` with ``async_scheduling``: the flag's (said when it differs), else what the run
     says it ran (a string ``"true"`` of a benchmark's metadata counts), else off (said)."""
     if isinstance(said, str) and said.lower() in ("true", "false"):
         said = said.lower() == "true"
+    if said is not None and not isinstance(said, bool):
+        raise InputError(f"{path or source}: field 'async_scheduling': must be true or false, got {str(said)[:40]!r}")
     if "async_scheduling" in flags:
         mode = flags["async_scheduling"]
         shown = "--async-scheduling" if mode else "--no-async-scheduling"
@@ -237,14 +246,18 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
             raise InputError(f"{log_path}: field {key!r}: not in the last server start ({where}){why}; "
                              f"give it with {flag}{derive}")
     for key in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
-        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < (2 if key ==
-                                                                                                   "num_gpu_blocks" else 1):
-            raise InputError(f"{log_path}: field {key!r}: must be a whole number >= 1, got {settings[key]!r}")
+        low = 2 if key == "num_gpu_blocks" else 1
+        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < low:
+            source = f"{FLAG_NAMES[key]} {flags[key]!r}" if key in flags else f"{log_path}: field {key!r}"
+            raise InputError(f"{source}: must be a whole number >= {low}, got {settings[key]!r}")
     if not isinstance(settings["enable_prefix_caching"], bool):
         raise InputError(f"{log_path}: field 'enable_prefix_caching': must be true or false, "
                          f"got {settings['enable_prefix_caching']!r}")
-    if "async_scheduling" in given:
-        async_scheduling = bool(given["async_scheduling"])
+    if given.get("async_scheduling") is not None:
+        async_scheduling = given["async_scheduling"]
+        if not isinstance(async_scheduling, bool):
+            raise InputError(f"{log_path}: line {log['line']}: field 'async_scheduling': must be True or False, "
+                             f"got {str(async_scheduling)[:40]!r}")
     else:   # vLLM's default: off before 0.14, on since
         async_scheduling = _version(log["vllm_version"]) >= (0, 14)
         if "async_scheduling" not in flags:
@@ -254,6 +267,9 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     profile_path = os.path.join(directory, "profile.yaml")
     if os.path.exists(profile_path):
         data = otel_run.read_profile(profile_path).get("data") or {}
+        if not isinstance(data, dict) and "prefix_tokens" in str(data):
+            raise InputError(f"{profile_path}: field 'data': {str(data)[:60]!r}: the data shape given inline is not "
+                             "read; write it as a section ('data:' with indented 'prefix_tokens: N')")
         declared = data.get("prefix_tokens", 0) if isinstance(data, dict) else 0
         if not isinstance(declared, int) or declared < 0:
             raise InputError(f"{profile_path}: field 'data.prefix_tokens': must be a whole number >= 0, "
@@ -286,7 +302,7 @@ def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[
     if gpu is None:
         raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names no KV size; to derive it from the GPU "
                          "memory as vLLM does, give --run-gpu NAME (or give --num-gpu-blocks)")
-    utilization = given.get("gpu_memory_utilization", 0.9)
+    utilization = gpu_utilization(given.get("gpu_memory_utilization"), log_path)
     model = config.get("served_model_name") or config.get("model")
     weights, said = ((log["weights_gib"] * GIB, f"vllm.log's {log['weights_gib']:g} GiB of weights")
                      if log["weights_gib"] is not None else (weights_from_name(model), f"the parameters in {model!r}"))
@@ -317,9 +333,10 @@ def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
             raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
                              "to derive the KV size (or give --num-gpu-blocks)")
         total = gpu.memory_gb * GIB
-    utilization = next((v for v in (_at(meta, ("kv_cache", "gpu_memory_utilization")),
-                                    _at(meta, ("resolved_config", "cache_config", "gpu_memory_utilization")))
-                        if isinstance(v, (int, float)) and not isinstance(v, bool)), 0.9)
+    utilization = gpu_utilization(next((v for v in (_at(meta, ("kv_cache", "gpu_memory_utilization")),
+                                                    _at(meta, ("resolved_config", "cache_config",
+                                                               "gpu_memory_utilization"))) if v is not None), None),
+                                  meta_path)
     weights = weights_from_name(meta.get("model"))
     if weights is None:
         raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "

@@ -46,17 +46,23 @@ def is_otel_run(path: str) -> bool:
 
 
 def _value(raw):
-    """An OTLP ``AnyValue`` (``{"intValue": "12"}``, ``{"doubleValue": 0.5}``, ...) as a Python value."""
+    """An OTLP ``AnyValue`` (``{"intValue": "12"}``, ``{"doubleValue": 0.5}``, ...) as a Python value;
+    ``None`` when absent or not an ``AnyValue``. Raises ``ValueError`` (with the reason) for an
+    ``intValue``/``doubleValue`` that is not a number (``"NaN"``, a 5,000-digit text)."""
     if not isinstance(raw, dict) or len(raw) != 1:
         return None
     (kind, value), = raw.items()
     if kind == "intValue":
         try:
+            if isinstance(value, (bool, float)):
+                raise ValueError
             return int(value)
         except (TypeError, ValueError):
-            return None
+            raise ValueError(f"intValue {str(value)[:40]!r} is not a whole number") from None
     if kind == "doubleValue":
-        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ValueError(f"doubleValue {str(value)[:40]!r} is not a number")
     return value
 
 
@@ -95,20 +101,30 @@ def read_spans(path: str) -> list[dict]:
         raise InputError(f"{path}: no 'llm_request' span (vLLM's per-request span; was --otlp-traces-endpoint on?)")
     rows = []
     for index, (number, span) in enumerate(spans):
-        attributes = {item.get("key"): _value(item.get("value")) for item in span.get("attributes") or []
-                      if isinstance(item, dict)}
-        name = attributes.get("gen_ai.request.id")
+        raw = {item.get("key"): item.get("value") for item in span.get("attributes") or []
+               if isinstance(item, dict)} if isinstance(span.get("attributes"), list) else {}
+        name = raw.get("gen_ai.request.id", {})
+        name = name.get("stringValue") if isinstance(name, dict) else None
         where = f"{path}: line {number}: span {index}" + (f" ({name})" if isinstance(name, str) else "")
+        attributes = {}
+        for key, value in raw.items():
+            try:
+                attributes[key] = _value(value)
+            except ValueError as error:
+                if key in _NEEDED or key == "gen_ai.latency.time_in_queue":
+                    raise InputError(f"{where}: field {key!r}: {error}") from None
         for key in _NEEDED:
             if attributes.get(key) is None:
                 raise InputError(f"{where}: field {key!r}: missing (calibrate needs the request id, token counts, "
                                  "TTFT and E2E of every request)")
         if not isinstance(name, str) or not name:
             raise InputError(f"{where}: field 'gen_ai.request.id': must be a non-empty string")
-        try:
-            start = int(span.get("startTimeUnixNano"))
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: field 'startTimeUnixNano': missing or not a whole number of ns") from None
+        start, end = (_unix_nano(span, key, where) for key in ("startTimeUnixNano", "endTimeUnixNano"))
+        if start is None:
+            raise InputError(f"{where}: field 'startTimeUnixNano': missing")
+        if end is not None and end < start:
+            raise InputError(f"{where}: field 'endTimeUnixNano': {end} ns is before the span's start "
+                             f"(startTimeUnixNano {start})")
         numbers = {}
         for key in _NEEDED[1:] + ("gen_ai.latency.time_in_queue",):
             value = attributes.get(key)
@@ -125,6 +141,10 @@ def read_spans(path: str) -> list[dict]:
         if e2e < ttft:
             raise InputError(f"{where}: field 'gen_ai.latency.e2e': {e2e!r} s is before the first token "
                              f"(time_to_first_token {ttft!r} s)")
+        queue = numbers.get("gen_ai.latency.time_in_queue")
+        if queue is not None and queue > ttft:
+            raise InputError(f"{where}: field 'gen_ai.latency.time_in_queue': {queue!r} s is after the first token "
+                             f"(time_to_first_token {ttft!r} s): a request leaves the queue before its first token")
         rows.append((start, name, numbers))
     first = min(start for start, _, _ in rows)
     records = []
@@ -137,6 +157,24 @@ def read_spans(path: str) -> list[dict]:
                                int(numbers["gen_ai.usage.prompt_tokens"]),
                                int(numbers["gen_ai.usage.completion_tokens"]), []))
     return records
+
+
+def _unix_nano(span: dict, key: str, where: str) -> int | None:
+    """A span's ``key`` (``startTimeUnixNano``/``endTimeUnixNano``: ns since 1970 as text or a
+    number) as an int, ``None`` when absent; InputError when not a whole number >= 0."""
+    value = span.get(key)
+    if value is None:
+        return None
+    try:
+        if isinstance(value, bool) or isinstance(value, float):
+            raise ValueError
+        number = int(value)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: field {key!r}: must be a whole number of ns since 1970, got "
+                         f"{str(value)[:40]!r}") from None
+    if number < 0:
+        raise InputError(f"{where}: field {key!r}: must be a whole number of ns since 1970, got {number} (negative)")
+    return number
 
 
 _CONFIG_KEYS = re.compile(r"(?:^|, )(model|served_model_name|enable_prefix_caching|tensor_parallel_size|dtype)="
@@ -188,26 +226,46 @@ def read_vllm_log(path: str) -> dict:
 
 def read_profile(path: str) -> dict:
     """The two-level ``key: value`` mapping of GuideLLM's ``profile.yaml`` (numbers as int/float,
-    others as text). Only this plain shape is read: no lists, anchors or multi-line values."""
+    others as text). Only this plain block shape is read; raises :class:`InputError` naming the
+    line for what it does not read rather than misreading it: flow style (``{...}``, ``[...]``),
+    anchors and aliases (``&x``, ``*x``), lists, a third level of nesting, a key given twice in one
+    mapping, several documents. A comment starts at ``#`` after a space or tab."""
     text = read_result_text(path, "GuideLLM profile")
     result: dict = {}
     section = None
+    indent = None   # the indentation of the current section's keys
     for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.split(" #", 1)[0].rstrip()
+        line = re.split(r"[ \t]#", raw, maxsplit=1)[0].rstrip()
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         if ":" not in line:
             raise InputError(f"{path}: line {number}: expected 'key: value'")
         key, value = line.split(":", 1)
         indented = key.startswith((" ", "\t"))
-        key, value = key.strip(), value.strip().strip('"').strip("'")
+        depth = len(key) - len(key.lstrip(" \t"))
+        if "\t" in key[:depth]:
+            raise InputError(f"{path}: line {number}: a tab in the indentation (YAML indents with spaces only)")
+        key, value = key.strip(), value.strip()
+        if value[:1] in ("{", "[", "&", "*", "|", ">"):
+            raise InputError(f"{path}: line {number}: field {key!r}: {value[:20]!r}: flow style, anchors, aliases "
+                             "and block scalars are not read; write plain 'key: value' lines, a section's keys "
+                             "indented under it")
+        value = value.strip('"').strip("'")
         if not indented:
-            section = None
+            section, indent = None, None
+            if key in result:
+                raise InputError(f"{path}: line {number}: field {key!r}: given twice")
             if value == "":
-                section = result.setdefault(key, {})
+                section = result[key] = {}
                 continue
             result[key] = _scalar(value)
         elif section is not None:
+            indent = depth if indent is None else indent
+            if depth != indent or value == "":
+                raise InputError(f"{path}: line {number}: field {key!r}: a third level of nesting is not read "
+                                 "(only 'section:' with indented 'key: value' lines)")
+            if key in section:
+                raise InputError(f"{path}: line {number}: field {key!r}: given twice in its section")
             section[key] = _scalar(value)
         else:
             raise InputError(f"{path}: line {number}: indented key {key!r} outside a section")
