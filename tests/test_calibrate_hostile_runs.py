@@ -15,7 +15,7 @@ import unittest
 from sched.base.cmdline import InputError
 from sched.timing.gpus import find_gpu
 from sched.timing.loadrun import load_real_run
-from tests.helpers import assert_bad_input, temp_dir
+from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 from tests.test_calibrate_otel import copy_run, replace_in
 
 #: The fourth span of the excerpt's traces.json (line 3), its TTFT and its queue time as written there.
@@ -197,6 +197,54 @@ class SettingsTest(unittest.TestCase):
                                 "--kv-bytes-per-token", "524288", "--run-gpu", "A100 80GB", "--out", out],
                          "'gpu_memory_utilization'")
         self.assertFalse(os.path.exists(out))
+
+
+class SeveralRunsTest(unittest.TestCase):
+    def test_runs_of_two_tensor_parallel_sizes(self):
+        """The four terms hold no split-model communication: TP 1 and TP 2 were fitted as one model."""
+        other = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "tensor_parallel_size=1",
+                                                    "tensor_parallel_size=2"))
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", copy_run(self), other, "--train-first", "45", "--out", out],
+                         "field 'tensor_parallel_size': 2 but")
+        self.assertFalse(os.path.exists(out))
+
+    def test_the_same_run_twice(self):
+        """Its requests counted twice: a fit 'over two runs' with half the true uncertainty."""
+        base = copy_run(self)
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", base, base, "--train-first", "45", "--out", out],
+                         "the same run as")
+        self.assertFalse(os.path.exists(out))
+
+
+class TooFewRequestsTest(unittest.TestCase):
+    def test_no_uncertainty_from_one_or_two_requests(self):
+        """A bootstrap of 1 or 2 training requests resamples the same requests: '± 0' claimed an exact
+        coefficient (the excerpt's first request alone printed 'd = 0 ± 0'). Fewer than 5: no ±, and
+        b, c, d fitted there are unidentified, held at their fit."""
+        base = temp_dir(self)
+        path = os.path.join(base, "bench.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump({"backend": "vllm", "model_id": "m", "input_lens": [100, 200, 50], "output_lens": [5, 6, 7],
+                       "start_times": [10.0, 10.1, 10.3], "ttfts": [0.05, 0.06, 0.07],
+                       "itls": [[0.03] * 4, [0.03] * 5, [0.03] * 6], "errors": ["", "", ""],
+                       "num_gpu_blocks": "100", "block_size": "16", "max_num_seqs": "8",
+                       "max_num_batched_tokens": "256", "enable_prefix_caching": "false"}, out)
+        out = os.path.join(base, "cal")
+        code, stdout, err = run_cli(["calibrate", path, "--train-first", "2", "--max-replays", "2", "--out", out])
+        self.assertEqual(code, 0, err)
+        terms = [line for line in stdout.splitlines() if line.startswith(("  a ", "  b ", "  c ", "  d "))]
+        self.assertEqual(len(terms), 4, stdout)
+        self.assertFalse([line for line in terms if "±" in line], terms)
+        model = json.loads(read(os.path.join(out, "step-model.json")))
+        self.assertTrue(model["identified"]["a"])
+        for term in "bcd":
+            self.assertFalse(model["identified"][term], term)
+            self.assertIsNone(model["uncertainty"].get(term))
+        said = [term for term in "bcd" if "only 2 training requests" in model["unidentified"][term]]
+        held = [term for term in "bcd" if "held at 0" in model["unidentified"][term]]
+        self.assertEqual(sorted(said + held), ["b", "c", "d"])
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ from .calibration_report import (counts_error, percentile_noise, percentile_tabl
 from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from .fit import MAX_REPLAYS, TERMS, FrozenSchedule, fit_coefficients
 from .gpus import find_gpu
-from .identify import bootstrap_spread, identify_terms, unidentified_by_spread
+from .identify import (MIN_BOOTSTRAP_REQUESTS, bootstrap_spread, identify_terms, too_few_to_bootstrap,
+                       unidentified_by_spread)
 from .loadrun import RealRun, load_real_run, median_tpot, run_workload, training_split
 from .replay import replay as replay_run
 from .runmeta import FLAG_NAMES
@@ -69,14 +70,22 @@ def _measured(run: RealRun) -> dict:
 
 
 def check_same_model(runs, sources) -> None:
-    """Several runs fitted together must be of one model (and one GPU where both files name it)."""
+    """Several runs fitted together must be of one model, one GPU and one ``tensor_parallel_size``
+    (each where both files name it: the four terms do not hold a split model's communication,
+    handbook "calibrate your own GPU"), and distinct runs (the same file under the same settings
+    twice would count its requests twice and shrink the bootstrap's uncertainty)."""
     first = runs[0].fitted_on
-    for run, source in zip(runs[1:], sources[1:]):
-        for key, what in (("model", "model"), ("device", "GPU")):
+    for index, (run, source) in enumerate(zip(runs[1:], sources[1:]), 1):
+        for key, what in (("model", "model"), ("device", "GPU"), ("tensor_parallel_size", "tensor parallel size")):
             mine, theirs = _short(first.get(key)), _short(run.fitted_on.get(key))
             if mine and theirs and mine != theirs:
                 raise InputError(f"{source}: field {key!r}: {run.fitted_on.get(key)!r} but {sources[0]} is "
                                  f"{first.get(key)!r}: runs fitted together must be of one {what}")
+        digest = run.fitted_on.get("source_sha256")
+        for earlier, other in zip(runs[:index], sources[:index]):
+            if digest and earlier.fitted_on.get("source_sha256") == digest and earlier.settings == run.settings:
+                raise InputError(f"{source}: the same run as {other} (identical requests file and settings): "
+                                 "give each run once")
 
 
 def _short(name):
@@ -148,7 +157,11 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
     loss = FrozenSchedule(steps, targets).loss(coefficients)
     uncertainty = bootstrap_spread(steps, targets, coefficients, free)
     held_at_zero = unidentified
-    unidentified = held_at_zero | unidentified_by_spread(coefficients, uncertainty, held_at_zero)
+    trained = sum(len(split[0]) for split in splits)
+    few = too_few_to_bootstrap(coefficients, free, trained)
+    if trained < MIN_BOOTSTRAP_REQUESTS:   # a resample of one request is that request: a spread of 0 is no ±
+        uncertainty = {term: None for term in TERMS}
+    unidentified = held_at_zero | few | unidentified_by_spread(coefficients, uncertainty, held_at_zero)
     warnings = []
     if loss > HIGH_LOSS:
         warnings.append(f"the training loss stays high ({loss:.3f}, a typical error of "

@@ -206,6 +206,8 @@ def render_terms(result: dict) -> list[str]:
     for key, value, unit in rows:
         if key in held_at_zero:
             lines.append(f"  {key} unidentified (held at 0): {unknown[key]}")
+        elif key in unknown and spread.get(key) is None:   # too few requests (identify.too_few_to_bootstrap)
+            lines.append(f"  {key} unidentified ({unknown[key]})")
         elif key in unknown:   # smaller than its own uncertainty (sched.timing.identify.unidentified_by_spread)
             lines.append(f"  {key} unidentified (|{key}| < {spread[key]:.2g} {TERM_UNITS[key]} at 1 sd; held at its fit)")
         else:

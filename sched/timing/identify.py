@@ -45,11 +45,14 @@ import statistics
 
 from .fit import FrozenSchedule, TERMS, minimise_frozen, search_scales
 
-__all__ = ["identify_terms", "unidentified_by_spread", "bootstrap_spread", "BOOTSTRAP_ROUNDS", "MIN_SPREAD",
-           "TERM_UNITS"]
+__all__ = ["identify_terms", "unidentified_by_spread", "bootstrap_spread", "too_few_to_bootstrap",
+           "BOOTSTRAP_ROUNDS", "MIN_BOOTSTRAP_REQUESTS", "MIN_SPREAD", "TERM_UNITS"]
 
 #: Resamples of the bootstrap.
 BOOTSTRAP_ROUNDS = 12
+#: Fewest training requests whose resamples say anything about a coefficient's uncertainty (the
+#: noise column's sampling bootstrap has the same floor): one request resampled is itself every time.
+MIN_BOOTSTRAP_REQUESTS = 5
 #: Least relative spread (standard deviation over mean) of the decode batch, and of the part of the KV
 #: context a straight line in the decode batch does not explain, for ``c`` and ``d`` to be told apart.
 MIN_SPREAD = 0.05
@@ -107,6 +110,19 @@ def unidentified_by_spread(coefficients, spread: dict, held: dict) -> dict:
             continue
         unknown[term] = f"|{term}| < {sd:.2g} {TERM_UNITS[term]} at 1 sd; held at its fit ({value:.4g})"
     return unknown
+
+
+def too_few_to_bootstrap(coefficients, free, count: int) -> dict:
+    """``{term: reason}`` for each fitted term but ``a`` when only ``count`` (<
+    :data:`MIN_BOOTSTRAP_REQUESTS`) training requests exist: their bootstrap spread (0 for one
+    request) is no uncertainty, so b, c, d cannot be told from 0 and are held at their fit, said;
+    ``a``, the step itself, is kept without a ±. ``coefficients``: ``(a, b, c, d)`` in ms; ``free``:
+    which were fitted. Empty when ``count`` is large enough."""
+    if count >= MIN_BOOTSTRAP_REQUESTS:
+        return {}
+    return {term: (f"only {count} training request{'s' if count != 1 else ''} (fewer than "
+                   f"{MIN_BOOTSTRAP_REQUESTS}): its uncertainty cannot be measured; held at its fit ({value:.4g})")
+            for term, value, fitted in zip(TERMS, coefficients, free) if fitted and term != "a"}
 
 
 def _relative_spread(values: list) -> float:
