@@ -247,5 +247,19 @@ class TooFewRequestsTest(unittest.TestCase):
         self.assertEqual(sorted(said + held), ["b", "c", "d"])
 
 
+class GpuNameTest(unittest.TestCase):
+    def test_a_family_name_is_not_read_as_one_variant(self):
+        """'A100' was the A100 80GB SXM (2,039 GB/s) and 'H100' the H100 SXM (3,350 GB/s, 989 TFLOP/s):
+        an A100 40GB (1,555 GB/s) or an H100 PCIe (2,000 GB/s, 756 TFLOP/s) got the other's figures."""
+        for name, closest in (("A100", "A100 80GB"), ("H100", "H100 SXM")):
+            with self.subTest(name=name):
+                with self.assertRaises(InputError) as caught:
+                    find_gpu(name)
+                self.assertIn(f"--gpu {name!r}: not in the lab's GPU table; did you mean {closest!r}?",
+                              str(caught.exception))
+        self.assertEqual(find_gpu("NVIDIA A100-SXM4-80GB").name, "A100 80GB")   # the driver's name still reads
+        self.assertEqual(find_gpu("NVIDIA H100 80GB HBM3").name, "H100 SXM")
+
+
 if __name__ == "__main__":
     unittest.main()

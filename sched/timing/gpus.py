@@ -50,7 +50,9 @@ class GPU:
     source: str
 
 
-#: The GPU table (vendor data sheets; dense, non-sparse figures).
+#: The GPU table (vendor data sheets; dense, non-sparse figures). A bare family name ("A100", "H100")
+#: is no alias: its variants differ (A100 40GB 1,555 GB/s, H100 PCIe 2,000 GB/s and 756 TFLOP/s), so
+#: it is refused with the closest name rather than read as one of them.
 GPUS = (
     GPU("RTX 4090", 24, 1008, 165.2, ("NVIDIA GeForce RTX 4090", "GeForce RTX 4090", "4090"),
         "NVIDIA Ada Lovelace GPU architecture whitepaper (v2.1, 2023), GeForce RTX 4090 table"),
@@ -60,9 +62,9 @@ GPUS = (
         "whitepaper"),
     GPU("RTX A6000", 48, 768, 154.8, ("NVIDIA RTX A6000", "A6000"),
         "NVIDIA Ampere GA102 GPU architecture whitepaper (v2.0), NVIDIA RTX A6000 table"),
-    GPU("A100 80GB", 80, 2039, 312.0, ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", "A100 SXM 80GB", "A100"),
+    GPU("A100 80GB", 80, 2039, 312.0, ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", "A100 SXM 80GB"),
         "NVIDIA A100 Tensor Core GPU data sheet (2021), A100 80GB SXM column"),
-    GPU("H100 SXM", 80, 3350, 989.4, ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3", "H100"),
+    GPU("H100 SXM", 80, 3350, 989.4, ("NVIDIA H100 80GB HBM3", "H100 80GB HBM3"),
         "NVIDIA H100 Tensor Core GPU data sheet (2023), H100 SXM column (1,979 TFLOP/s is with sparsity)"),
     GPU("L40S", 48, 864, 362.05, ("NVIDIA L40S",),
         "NVIDIA L40S GPU data sheet (2023) (733 TFLOP/s is with sparsity)"),
@@ -86,7 +88,9 @@ def find_gpu(name: str, where: str = "--gpu") -> GPU:
             return gpu
     # Closest by its words in any order ("RTX 6000 pro" is the RTX PRO 6000), then by spelling.
     names = {_sorted(gpu.name): gpu.name for gpu in GPUS} | {_sorted(a): gpu.name for gpu in GPUS for a in gpu.aliases}
-    close = difflib.get_close_matches(_sorted(name), list(names), n=1, cutoff=0.3)
+    words = set(wanted.split())   # a family name ("A100") first suggests the variants that hold its words
+    close = [key for key in names if words and words <= set(key.split())][:1] or \
+        difflib.get_close_matches(_sorted(name), list(names), n=1, cutoff=0.3)
     hint = f"did you mean {names[close[0]]!r}?" if close else "known: " + ", ".join(g.name for g in GPUS)
     raise InputError(f"{where} {name!r}: not in the lab's GPU table; {hint} (help gpus lists them)")
 
