@@ -218,6 +218,29 @@ class SeveralRunsTest(unittest.TestCase):
         self.assertFalse(os.path.exists(out))
 
 
+class OneTokenTest(unittest.TestCase):
+    def test_every_request_one_token_names_the_run(self):
+        """No TPOT anywhere: the line named no file and no request before."""
+        def one_token(directory):
+            path = os.path.join(directory, "traces.json")
+            with open(path, encoding="utf-8") as handle:
+                batches = [json.loads(line) for line in handle if line.strip()]
+            for batch in batches:
+                for resource in batch["resourceSpans"]:
+                    for scope in resource["scopeSpans"]:
+                        for span in scope["spans"]:
+                            for item in span["attributes"]:
+                                if item["key"] == "gen_ai.usage.completion_tokens":
+                                    item["value"] = {"intValue": "1"}
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("".join(json.dumps(batch) + "\n" for batch in batches))
+        base = copy_run(self, one_token)
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", base, "--train-first", "45", "--out", out],
+                         f"{base}: every training request (cmpl-e8a164d6e8844f5bb1e1530fd72d3c66-0 .. ")
+        self.assertFalse(os.path.exists(out))
+
+
 class TooFewRequestsTest(unittest.TestCase):
     def test_no_uncertainty_from_one_or_two_requests(self):
         """A bootstrap of 1 or 2 training requests resamples the same requests: '± 0' claimed an exact

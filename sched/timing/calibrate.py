@@ -113,7 +113,7 @@ def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAY
     specs = [run_workload(run) for run in runs]
     splits = [training_split(run, n, source) for run, n, source in zip(runs, train_firsts, sources)]
     measured = [_measured(run) for run in runs]
-    constant = median_tpot(runs, [train for train, _ in splits])
+    constant = median_tpot(runs, [train for train, _ in splits], sources)
     # The search may replay without prefix caching (the engine's fast path) when no request declares
     # a shared prefix: caching then changes only a preempted request's re-prefill (a hit on its own
     # freed blocks). Every reported number comes from replays with the run's own settings.

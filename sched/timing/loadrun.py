@@ -381,12 +381,16 @@ def training_split(run: RealRun, train_first: int | None, source: str) -> tuple[
     return names[:train_first], names[train_first:]
 
 
-def median_tpot(runs, names_per_run) -> float:
-    """Median measured TPOT (ms) of the named requests of ``runs``: the constant step of the baseline."""
+def median_tpot(runs, names_per_run, sources=None) -> float:
+    """Median measured TPOT (ms) of the named requests of ``runs``: the constant step of the baseline.
+    ``sources`` (the runs' paths) name the files when no training request has a TPOT (InputError)."""
     values = []
     for run, names in zip(runs, names_per_run):
         wanted = set(names)
         values += [r["tpot"] for r in run.records if r["name"] in wanted and r["tpot"] is not None]
     if not values:
-        raise InputError("no training request has two or more output tokens: TPOT, and so a step, is unknown")
+        where = f"{', '.join(sources)}: " if sources else ""
+        raise InputError(f"{where}every training request ({names_per_run[0][0]} .. {names_per_run[0][-1]}"
+                         f"{' and the other runs' if len(runs) > 1 else ''}) emitted one output token, so none has "
+                         "a TPOT: the step time is unknown; train on requests with two or more output tokens")
     return statistics.median(values)
