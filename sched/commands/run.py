@@ -20,6 +20,7 @@ from .. import __version__
 from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree, SwitchAgrees, integer
 from ..base.safe_write import check_target, write_artifacts
 from ..core.config import ConfigError, EngineConfig
+from ..timing.bench_rows import add_bench_flags, bench_flags_given, bench_settings_from_args
 from ..core.records import TIMELINE_DETAILS
 from ..lab.policy import POLICIES
 from ..lab.profiles import PROFILES, profile_knobs
@@ -187,6 +188,7 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
     parser.add_argument("--gpu", metavar="NAME",
                         help="with --step-model: carry the step model to another GPU of the lab's table (help gpus): "
                              "the per-step host cost stays, the GPU-bound terms scale with its public figures")
+    add_bench_flags(parser, when=" (with --step-model)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -275,6 +277,9 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
     if args.gpu is not None and args.step_model is None:
         raise ConfigError("--gpu needs --step-model (it carries a fitted step time to another GPU)")
+    if args.step_model is None and bench_flags_given(args):
+        raise ConfigError(f"{bench_flags_given(args)[0]} needs --step-model: vLLM bench serve's metrics and SLOs are "
+                          "in milliseconds, and only a run with a step model keeps time in ms")
     if args.step_model is not None and args.timeout_ticks is not None:
         raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     if args.engine == "vllm":   # every knob checked before anything runs
@@ -306,7 +311,7 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         if progress is not None:
             progress.note("rendering artifacts")
         if step_model is not None:
-            files = msrun.render_ms_artifacts(run, step_model, overridden)
+            files = msrun.render_ms_artifacts(run, step_model, overridden, bench_settings_from_args(args))
         elif run.timeline == "full":
             files = render_artifacts(run)
         else:  # large: each artifact is streamed to disk line by line, never built in memory

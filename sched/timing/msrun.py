@@ -37,6 +37,8 @@ from ..engines import check_cases
 from ..core.metrics import SUMMARY_FIELDS, summarize
 from ..output.ms_picture import render_ms_timeline_svg
 from ..output.report import render_report
+from ..core.bench_metrics import bench_units
+from .bench_rows import BenchSettings, bench_header, bench_row
 from .stepmodel import StepModel, limits_for, load_step_model
 from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import simulate
@@ -226,10 +228,20 @@ def _fitted_on_note(model: StepModel) -> str:
             "run-to-run variance unknown; async scheduling and real prompt text can shift real results")
 
 
-def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) -> dict[str, str]:
-    """Every artifact of a step-model run by file name (module docstring); same run, same bytes."""
+def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
+                        bench: BenchSettings | None = None) -> dict[str, str]:
+    """Every artifact of a step-model run by file name (module docstring); same run, same bytes.
+
+    ``bench``: ``--metric-percentiles`` and ``--goodput`` (default: vLLM's, no limits). Each case row of
+    ``summary.json``/``summary.csv`` carries vLLM bench serve's keys after the lab's columns
+    (:mod:`sched.timing.bench_rows`); ``table.txt`` gains a line of them when either flag was given.
+    """
+    given = bench is not None
+    bench = bench or BenchSettings()
     rows = _summary_ms(run)
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
+    bench_rows = [bench_row(result, bench) for result in run.results]
+    fields = (*SUMMARY_FIELDS, *bench.fields())
     manifest = _manifest(run)
     manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
                     units=run.clock.units_note, arrivals=_arrivals_note(run.workload), step_model={
@@ -245,10 +257,13 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
         manifest["step_model"]["warnings"] = [warning]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(SUMMARY_FIELDS)
-    for s in summaries:
-        writer.writerow(["NA" if s[f] is None else s[f] for f in SUMMARY_FIELDS])
+    writer.writerow(fields)
+    for s, b in zip(summaries, bench_rows):
+        s.update(b)
+        writer.writerow(["NA" if s[f] is None else s[f] for f in fields])
     table = _table(run, rows, overridden, model)
+    if given:
+        table += _bench_line(bench_rows[0], bench)
     svg = render_ms_timeline_svg(run.results[0], "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
                                  "rules): a prediction, not a measurement.", summaries[0])
     units = {f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}
@@ -256,8 +271,10 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
     return {
         "manifest.json": json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),
-        "summary.json": json.dumps({"units": run.clock.units_note, "time_unit": run.clock.unit, "field_units": MS_FIELDS,
-                                    "percentiles": "nearest rank", "cases": summaries},
+        "summary.json": json.dumps({"units": run.clock.units_note, "time_unit": run.clock.unit,
+                                    "field_units": {**MS_FIELDS, **bench_units(bench.percentiles)},
+                                    "percentiles": "nearest rank", "vllm_bench": bench_header(bench),
+                                    "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
         "requests.jsonl": "".join(_request_line(line) + "\n" for line in request_lines(run)),
@@ -266,6 +283,20 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str]) ->
         "timeline.svg": svg,
         "report.html": report,
     }
+
+
+def _bench_line(row: dict, bench: BenchSettings) -> str:
+    """One line of vLLM bench serve's headline numbers for ``table.txt``."""
+    def show(key, digits=2):
+        return "NA" if row.get(key) is None else f"{row[key]:.{digits}f}"
+    parts = [f"request_throughput {show('request_throughput')} req/s",
+             f"output_throughput {show('output_throughput', 1)} tok/s"]
+    if bench.goodput is not None:
+        limits = " ".join(f"{k}:{v:g}" for k, v in bench.goodput.items())
+        parts.append(f"request_goodput {show('request_goodput')} req/s and slo_attainment "
+                     f"{show('slo_attainment', 3)} under {limits} ms")
+    parts += [f"{key} {show(key, 1)}" for key in bench.fields() if key.startswith("p") and key.endswith(("ttft_ms", "tpot_ms"))]
+    return "vLLM bench serve: " + ", ".join(parts) + " (linear percentiles, ms)\n"
 
 
 def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepModel, VllmKnobs, list[str]]:

@@ -54,6 +54,9 @@ from ..base.cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser,
 from ..base.cmdline import integer
 from ..core.metrics import fairness, mean, order_score, percentile
 from ..workload.specs import workload_sha256
+from ..core.bench_metrics import bench_units
+from .bench_rows import BenchSettings, add_bench_flags, bench_header, bench_settings_from_args
+from .real_bench import bench_of_request_lines, bench_of_vllm_result
 from ..workload.validation import load_workload
 
 __all__ = ["import_vllm_bench", "import_request_jsonl", "render_import", "import_command", "REAL_UNITS",
@@ -239,11 +242,13 @@ def _vllm_runs(text: str, source: str) -> list[dict]:
 
 
 def import_vllm_bench(text: str, source: str, label: str = "real", workload=None, policy: str | None = None,
-                      run_index: int | None = None) -> tuple[dict, list[dict], dict]:
+                      run_index: int | None = None, bench: BenchSettings | None = None) -> tuple[dict, list[dict], dict]:
     """Normalise a vLLM serving-benchmark result (formats.md) to ``(manifest, records, summary row)``.
 
     ``workload`` is ``(specs, path)`` or None; ``policy`` fills the scheduler policy when the
-    file's metadata lacks it. Raises :class:`~sched.base.cmdline.InputError` for unusable input.
+    file's metadata lacks it; ``bench``: the percentiles and SLOs of vLLM bench serve's keys added to
+    the row from the raw seconds (:mod:`sched.timing.real_bench`; default vLLM's, no SLO), their notes
+    under the manifest's ``vllm_bench_notes``. Raises :class:`~sched.base.cmdline.InputError` for unusable input.
     """
     runs = _vllm_runs(text, source)
     if run_index is None and len(runs) > 1:
@@ -340,6 +345,8 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
                          {k: v for k, v in metadata.items() if k.endswith(("_ms", "throughput", "goodput", "goodput:"))
                           or k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens")})
     row["missing"] = sorted(set(row["missing"]) | set(missing))
+    keys, manifest["vllm_bench_notes"] = bench_of_vllm_result(run, where, bench or BenchSettings())
+    row.update({key: value for key, value in keys.items() if key not in row})   # the lab's 'failed' stays
     return manifest, records, row
 
 
@@ -405,7 +412,8 @@ _JSONL_REQUIRED = ("request_id", "input_toks", "output_toks", "queued_ts")
 
 
 def import_request_jsonl(text: str, source: str, label: str = "real", workload=None, policy: str | None = None,
-                         meta: dict | None = None, meta_source: str = "meta.json") -> tuple[dict, list[dict], dict]:
+                         meta: dict | None = None, meta_source: str = "meta.json",
+                         bench: BenchSettings | None = None) -> tuple[dict, list[dict], dict]:
     """Normalise per-request JSONL (formats.md, LLMServingSim's vLLM harness) to ``(manifest, records, row)``.
 
     Every time comes from the monotonic ``*_ts`` clock relative to the earliest ``queued_ts``;
@@ -415,6 +423,7 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     not finite is refused with :class:`~sched.base.cmdline.InputError` naming the line and field; so is a
     line with a first token but ``output_toks`` 0. A negative ``*_ts`` is accepted: the monotonic
     clock's origin is unspecified, so only the order of one request's times can be impossible.
+    ``bench``: as for :func:`import_vllm_bench`.
     """
     meta = _check_meta(meta, meta_source)
     lines = [_request_line(parse_json(line, f"{source}: line {number}"), source, number)  # NaN kept, to be named
@@ -449,6 +458,8 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     manifest = _manifest("request-jsonl", source, label, sha, engine, measurement, scheduler, request_ids,
                          arrived, True, False, missing, {})
     row["missing"] = sorted(set(row["missing"]) | set(missing))
+    keys, manifest["vllm_bench_notes"] = bench_of_request_lines(lines, bench or BenchSettings())
+    row.update({key: value for key, value in keys.items() if key not in row})   # the lab's 'failed' stays
     return manifest, records, row
 
 
@@ -522,14 +533,19 @@ def _from_meta(meta: dict | None, missing: dict) -> tuple[dict, dict, dict]:
 
 
 def _tidy(row: dict) -> dict:
-    """Floats to 6 decimal places (sub-nanosecond in ms), so the files read cleanly."""
-    return {k: round(v, 6) if isinstance(v, float) else v for k, v in row.items()}
+    """The lab's columns' floats to 6 decimal places (sub-nanosecond in ms), so the files read cleanly;
+    vLLM bench serve's keys keep full doubles, as vLLM writes them."""
+    return {k: round(v, 6) if isinstance(v, float) and k in REAL_SUMMARY_UNITS else v for k, v in row.items()}
 
 
-def render_import(manifest: dict, records: list[dict], row: dict) -> dict[str, str]:
-    """The files of a normalised real run directory by name (``compare`` reads them)."""
-    summary = {"units": REAL_UNITS, "time_unit": "ms", "field_units": REAL_SUMMARY_UNITS,
-               "percentiles": "nearest rank", "cases": [_tidy(row)]}
+def render_import(manifest: dict, records: list[dict], row: dict, bench: BenchSettings | None = None) -> dict[str, str]:
+    """The files of a normalised real run directory by name (``compare`` reads them); ``bench``: the
+    settings the row's vLLM bench keys were computed with (default vLLM's)."""
+    summary = {"units": REAL_UNITS, "time_unit": "ms",
+               "field_units": {**REAL_SUMMARY_UNITS, **bench_units((bench or BenchSettings()).percentiles)},
+               "percentiles": "nearest rank",
+               "vllm_bench": dict(bench_header(bench or BenchSettings()), notes=manifest.get("vllm_bench_notes", [])),
+               "cases": [_tidy(row)]}
     return {
         "manifest.json": _json_text(manifest, indent=2),
         "summary.json": _json_text(summary, indent=2),
@@ -588,25 +604,30 @@ def _import(argv: list[str]) -> int:
     parser.add_argument("--run-index", type=integer, metavar="N", help="vllm-bench with --append-result: which run")
     parser.add_argument("--label", default="real", help="case name of the imported run (default real)")
     parser.add_argument("--force", action="store_true", help="replace the import's own files in DIR")
+    add_bench_flags(parser)
     args = parser.parse_args(argv)
+    bench = bench_settings_from_args(args)
     text = read_result_text(args.file, "result file")
     _not_a_chapter_file(text, args.file)
     fmt = args.format if args.format != "auto" else _detect(text, args.file)
     workload = _workload_arg(args.workload)
     if fmt == "vllm-bench":
-        result = import_vllm_bench(text, args.file, args.label, workload, args.policy, args.run_index)
+        result = import_vllm_bench(text, args.file, args.label, workload, args.policy, args.run_index, bench)
     else:
         meta_path = args.meta or os.path.join(os.path.dirname(args.file), "meta.json")
         meta = None
         if args.meta or os.path.exists(meta_path):
             meta = parse_json(read_result_text(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
-        result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
+        result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path, bench)
     manifest, records, row = result
-    write_artifacts(render_import(*result), args.artifacts, force=args.force)
+    write_artifacts(render_import(*result, bench), args.artifacts, force=args.force)
     print(f"imported {len(records)} requests ({row['succeeded']} ok of {row['arrived']} arrived) from "
           f"{os.path.basename(args.file)} as {fmt} into {args.artifacts}/")
     print(f"P95 TTFT {_show(row['p95_ttft'])} ms, P95 TPOT {_show(row['p95_tpot'])} ms, throughput "
           f"{_show(row['throughput'])} output tokens/s (percentiles by nearest rank)")
+    if bench is not None and bench.goodput is not None and row.get("request_goodput") is not None:
+        print(f"request_goodput {row['request_goodput']:.3f} req/s, slo_attainment {row['slo_attainment']:.3f} "
+              f"(vLLM bench serve's definition, from the file's raw seconds)")
     if manifest["missing"]:
         print(f"missing: {', '.join(manifest['missing'])}")
     return EXIT_OK

@@ -1,0 +1,119 @@
+"""vLLM ``bench serve``'s metrics of a millisecond run (bench-metrics.md, :mod:`sched.core.bench_metrics`).
+
+A simulated client sees each request the way ``vllm bench serve`` would have: it was sent at its
+arrival (ms, the engine's µs clock), its TTFT and E2EL run from there to its first and last token,
+each later token is one streamed chunk (the engine emits one token per request per step), and the
+run's ``duration`` runs from the clock's origin (the start of dispatch: ``vllm bench serve`` sends
+its first request one inter-arrival gap after it starts) to the last request's end.
+
+:func:`add_bench_flags` and :func:`bench_settings_from_args` carry ``--metric-percentiles`` and
+``--goodput`` (vLLM's syntax) from a command line (the run, ``import-results``, ``plan``) to the renderers; :func:`bench_row` gives the keys added to a case row of ``summary.json``/``summary.csv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, bench_fields, bench_units,
+                                  calculate_metrics, parse_goodput_pair, parse_metric_percentiles, settle_goodput)
+from ..core.records import CaseResult, Status
+
+__all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
+           "bench_settings_from_args", "bench_flags_given"]
+
+BENCH_DEFINITION = ("vLLM 0.33.0 bench serve's calculate_metrics: successful requests only; percentiles by "
+                    "linear interpolation (numpy's default), std with ddof 0, an empty sample read as [0]; "
+                    "TPOT per request with > 1 output token; ITL per streamed chunk; duration from the start "
+                    "of dispatch to the last request's return")
+
+
+@dataclass(frozen=True)
+class BenchSettings:
+    """``--metric-percentiles`` (floats in [0, 100]) and ``--goodput`` (``{key: limit_ms}`` or ``None``)."""
+
+    percentiles: tuple = DEFAULT_PERCENTILES
+    goodput: dict | None = None
+
+    def fields(self) -> tuple[str, ...]:
+        return bench_fields(self.percentiles)
+
+
+def bench_requests(result: CaseResult, us_per_tick: float = 1.0) -> tuple[list[BenchRequest], float]:
+    """The requests of one case as the benchmark client sees them, and the run's duration, in seconds.
+
+    ``us_per_tick``: microseconds per engine tick (1 on a step-model run). A request succeeded when
+    it emitted every output token (status ``ok``); a timed-out one is a failure. Duration = the
+    latest end of any request − 0 (the clock's origin).
+    """
+    per_second = 1_000_000 / us_per_tick   # ticks per second (divided, not multiplied: 3500 µs is 0.0035 s)
+    requests = []
+    latest = 0
+    for r in result.requests:
+        if r.done_at is not None and r.done_at > latest:
+            latest = r.done_at
+        if r.status is not Status.DONE:
+            requests.append(BenchRequest(False, r.spec.prompt_tokens, 0, 0.0, (), 0.0))
+            continue
+        times = r.token_times
+        arrival = r.spec.arrival
+        itl = [(b - a) / per_second for a, b in zip(times, times[1:])]
+        requests.append(BenchRequest(True, r.spec.prompt_tokens, len(times), (times[0] - arrival) / per_second, itl,
+                                     (r.done_at - arrival) / per_second))
+    return requests, latest / per_second
+
+
+def bench_row(result: CaseResult, settings: BenchSettings) -> dict:
+    """The vLLM bench keys of one case (:func:`sched.core.bench_metrics.calculate_metrics`); every value
+    ``None`` when the run lasted no time at all (nothing to divide by)."""
+    requests, duration = bench_requests(result)
+    if duration <= 0:
+        return dict.fromkeys(settings.fields())
+    return calculate_metrics(requests, duration, settings.percentiles, settings.goodput)
+
+
+def bench_header(settings: BenchSettings) -> dict:
+    """The ``vllm_bench`` object of ``summary.json``: the definition followed, the percentiles and limits."""
+    return {"definition": BENCH_DEFINITION, "metric_percentiles": list(settings.percentiles),
+            "goodput_ms": settings.goodput, "field_units": bench_units(settings.percentiles)}
+
+
+# --- the flags, vLLM's syntax (shared by every command that reports these metrics) ---------------
+
+def _goodput_pair(text: str) -> tuple[str, float]:
+    try:
+        return parse_goodput_pair(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _percentiles(text: str) -> tuple[float, ...]:
+    try:
+        return parse_metric_percentiles(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_bench_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """Add ``--metric-percentiles`` and ``--goodput`` (vLLM's syntax) to ``parser``; ``when`` ends their help."""
+    group = parser.add_argument_group("vLLM bench serve's metrics (bench-metrics.md)")
+    group.add_argument("--metric-percentiles", type=_percentiles, metavar="P,P,...",
+                       help="percentiles of TTFT, TPOT, ITL and E2EL to report as pNN_*_ms, e.g. 50,90,95,99 "
+                            "(linear interpolation, as vLLM; default 99)" + when)
+    group.add_argument("--goodput", type=_goodput_pair, nargs="+", metavar="KEY:MS",
+                       help="SLO limits in ms, vLLM's syntax: ttft:2000 tpot:100 e2el:20000 (0 allowed); adds "
+                            "request_goodput (good requests/s) and slo_attainment (good / completed)" + when)
+
+
+def bench_flags_given(args) -> list[str]:
+    """The bench flags typed on the command line (``[]`` when none)."""
+    return [flag for flag, value in (("--metric-percentiles", args.metric_percentiles), ("--goodput", args.goodput))
+            if value is not None]
+
+
+def bench_settings_from_args(args) -> BenchSettings | None:
+    """The :class:`BenchSettings` of parsed flags; ``None`` when neither flag was given."""
+    if not bench_flags_given(args):
+        return None
+    return BenchSettings(percentiles=args.metric_percentiles or BenchSettings().percentiles,
+                         goodput=settle_goodput(args.goodput))
