@@ -47,6 +47,10 @@ MS_REQUEST_FIELDS = {"admitted_at": "admitted_ms", "first_token_at": "first_toke
 SUMMARY_COLUMNS = {"p95_ttft": "P95 TTFT", "p95_itl": "P95 ITL", "p95_tpot": "P95 TPOT",
                    "throughput": "output/tick", "hit_tokens": "hit tokens", "succeeded": "ok",
                    "arrived": "arrived", "makespan": "makespan"}
+#: A vLLM-engine run's load columns (sched.vllm.load_stats), shown when both runs have them.
+LOAD_COLUMNS = {"num_preemptions": "preemptions", "peak_kv_blocks_used": "peak KV", "mean_kv_blocks_used": "mean KV",
+                "peak_num_running": "peak running", "mean_num_running": "mean running",
+                "peak_num_waiting": "peak waiting", "mean_num_waiting": "mean waiting"}
 #: Most changed requests listed per case (the rest are counted).
 MAX_ROWS = 20
 
@@ -78,8 +82,14 @@ class RunDiff:
                     or any(_row_changed(a, b) for _, a, b in self.summaries))
 
 
+def _columns(a: dict, b: dict) -> dict:
+    """The summary columns of a pair of rows: :data:`SUMMARY_COLUMNS`, and :data:`LOAD_COLUMNS` when both have them."""
+    return {**SUMMARY_COLUMNS, **LOAD_COLUMNS} if "peak_kv_blocks_used" in a and "peak_kv_blocks_used" in b \
+        else SUMMARY_COLUMNS
+
+
 def _row_changed(a: dict, b: dict) -> bool:
-    return any(a.get(f) != b.get(f) for f in SUMMARY_COLUMNS)
+    return any(a.get(f) != b.get(f) for f in _columns(a, b))
 
 
 def _read_text(path: str) -> str:
@@ -402,13 +412,16 @@ def format_diff(result: RunDiff, max_rows: int = MAX_ROWS) -> str:
 def _summary_table(summaries: list[tuple[str, dict, dict]], unit: str = "ticks") -> list[str]:
     """The lab.md §6 columns of each case: a row for A, a row for B, a row for B − A (a step-model
     run's throughput is output tokens per second)."""
+    columns = SUMMARY_COLUMNS
+    if summaries and all("peak_kv_blocks_used" in a and "peak_kv_blocks_used" in b for _, a, b in summaries):
+        columns = {**SUMMARY_COLUMNS, **LOAD_COLUMNS}   # two vLLM-engine runs: their load too
     header = ["summary", "run", *(("output tok/s" if f == "throughput" and unit == "ms" else title)
-                                  for f, title in SUMMARY_COLUMNS.items())]
+                                  for f, title in columns.items())]
     rows, digits = [header], 3 if unit == "ms" else 2
     for case, a, b in summaries:
-        rows.append([case, "A", *(_cell(a.get(f), digits) for f in SUMMARY_COLUMNS)])
-        rows.append(["", "B", *(_cell(b.get(f), digits) for f in SUMMARY_COLUMNS)])
-        rows.append(["", "B − A", *(_delta(a.get(f), b.get(f), digits) or "·" for f in SUMMARY_COLUMNS)])
+        rows.append([case, "A", *(_cell(a.get(f), digits) for f in columns)])
+        rows.append(["", "B", *(_cell(b.get(f), digits) for f in columns)])
+        rows.append(["", "B − A", *(_delta(a.get(f), b.get(f), digits) or "·" for f in columns)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return ["  ".join([row[0].ljust(widths[0]), row[1].ljust(widths[1])]
                       + [cell.rjust(widths[i]) for i, cell in enumerate(row) if i > 1]).rstrip() for row in rows]

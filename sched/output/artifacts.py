@@ -23,6 +23,7 @@ from ..core.records import CaseResult
 from .report import render_report
 from .vllm_picture import lane_view
 from .vllm_artifacts import manifest_config, table_header
+from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
 from ..workload.specs import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
 
 __all__ = ["LabRun", "render_artifacts", "render_table", "stream_artifacts", "UNITS_NOTE"]
@@ -51,6 +52,10 @@ SUMMARY_UNITS = {
     "itl_samples": "gaps between adjacent tokens of successful requests", "e2e_samples": "successful requests",
     "queue_wait_samples": "successful requests",
 }
+
+#: Short units of a vLLM-engine run's load columns in report.html (sched.vllm.load_stats).
+_LOAD_COLUMN_UNITS = {f: "preemptions" if f == "num_preemptions" else "KV blocks" if "kv" in f else "requests"
+                      for f in LOAD_FIELDS}
 
 
 #: Short unit of every summary column, shown in report.html's table header (``case`` is the label).
@@ -226,13 +231,22 @@ def _tick_ms(workload) -> dict:
     return {} if tick_ms is None else {"tick_ms": tick_ms}
 
 
-def _summary_csv(summaries: list[dict]) -> str:
+def _summary_csv(summaries: list[dict], fields=SUMMARY_FIELDS) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(SUMMARY_FIELDS)
+    writer.writerow(fields)
     for s in summaries:
-        writer.writerow(["NA" if s[f] is None else _number(s[f]) for f in SUMMARY_FIELDS])
+        writer.writerow(["NA" if s[f] is None else _number(s[f]) for f in fields])
     return out.getvalue()
+
+
+def _with_load(run: LabRun, summaries: list[dict]) -> tuple[list[dict], tuple, dict]:
+    """A vLLM-engine run's summary rows with :data:`sched.vllm.load_stats.LOAD_FIELDS` appended, the
+    fields and the units; a lab run's unchanged (its bytes are the goldens')."""
+    if not run.clock.is_vllm:
+        return summaries, SUMMARY_FIELDS, SUMMARY_UNITS
+    rows = [{**s, **load_summary(result)} for s, result in zip(summaries, run.results)]
+    return rows, (*SUMMARY_FIELDS, *LOAD_FIELDS), {**SUMMARY_UNITS, **LOAD_UNITS}
 
 
 def stream_artifacts(run: LabRun) -> dict:
@@ -251,20 +265,21 @@ def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     """Every artifact's text by file name (:data:`sched.base.safe_write.ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
     workload_text, sha256 = run.workload_json()   # the workload's text built once
-    summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     table = render_table(run, raw_summaries)  # summaries computed once for every file
+    raw_summaries, fields, field_units = _with_load(run, raw_summaries)
+    summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     svg = render_timeline_svg(run.results, run.clock.units_note, raw_summaries, lane_view(run.clock))
     return {
         "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_text,
-        "summary.json": json.dumps({"units": run.clock.units_note, "field_units": SUMMARY_UNITS,
+        "summary.json": json.dumps({"units": run.clock.units_note, "field_units": field_units,
                                     "percentiles": "nearest rank", "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
-        "summary.csv": _summary_csv(raw_summaries),
+        "summary.csv": _summary_csv(raw_summaries, fields),
         "requests.jsonl": jsonl(request_lines(run)),
         "timeline.jsonl": jsonl(timeline_lines(run)),
         "table.txt": table,
         "timeline.svg": svg,
-        "report.html": render_report(table, summaries, SUMMARY_FIELDS, svg, COLUMN_UNITS, run.workload,
+        "report.html": render_report(table, summaries, fields, svg, {**COLUMN_UNITS, **_LOAD_COLUMN_UNITS}, run.workload,
                                      run.clock.unit),
     }

@@ -41,6 +41,8 @@ GROUPS = (
     ("Queue, outcomes and fairness", lambda f: "queue_wait" in f or f in (
         "succeeded", "timed_out", "arrived", "error_rate", "completion_rate", "fairness")
         or f.startswith("priority_")),
+    ("Preemptions, KV blocks, running and waiting (vLLM engine)",
+     lambda f: "preempt" in f or f.startswith(("peak_", "mean_kv_", "mean_num_"))),
 )
 
 #: The short summary at the top of the page: (field, column heading); its unit comes from ``units``.

@@ -42,6 +42,7 @@ from .bench_rows import BenchSettings, bench_header, bench_row
 from .stepmodel import StepModel, limits_for, load_step_model
 from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import simulate
+from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
 from ..workload.specs import workload_tick_ms, workload_to_json
 
 __all__ = ["settle_knobs", "knobs_for", "batch_cost_warning", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
@@ -240,8 +241,8 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
     bench = bench or BenchSettings()
     rows = _summary_ms(run)
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
-    bench_rows = [bench_row(result, bench) for result in run.results]
-    fields = (*SUMMARY_FIELDS, *bench.fields())
+    bench_rows = [{**load_summary(result), **bench_row(result, bench)} for result in run.results]
+    fields = (*SUMMARY_FIELDS, *LOAD_FIELDS, *bench.fields())
     manifest = _manifest(run)
     manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
                     units=run.clock.units_note, arrivals=_arrivals_note(run.workload), step_model={
@@ -266,13 +267,13 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
         table += _bench_line(bench_rows[0], bench)
     svg = render_ms_timeline_svg(run.results[0], "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
                                  "rules): a prediction, not a measurement.", summaries[0])
-    units = {f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}
-    report = render_report(table, summaries, SUMMARY_FIELDS, svg, units, time_unit=run.clock.unit)
+    units = {**{f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}, **LOAD_UNITS}
+    report = render_report(table, summaries, (*SUMMARY_FIELDS, *LOAD_FIELDS), svg, units, time_unit=run.clock.unit)
     return {
         "manifest.json": json.dumps(manifest, indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_to_json(run.workload, units=True),
         "summary.json": json.dumps({"units": run.clock.units_note, "time_unit": run.clock.unit,
-                                    "field_units": {**MS_FIELDS, **bench_units(bench.percentiles)},
+                                    "field_units": {**MS_FIELDS, **LOAD_UNITS, **bench_units(bench.percentiles)},
                                     "percentiles": "nearest rank", "vllm_bench": bench_header(bench),
                                     "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
