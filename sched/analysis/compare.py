@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 from ..base.cmdline import one_line
 from .compare_sides import Side, check_evidence
+from .throughput_gate import throughput_gate
 from ..core.metrics import percentile_of_histogram
 
 __all__ = ["Thresholds", "check_contract", "compare", "render_report", "DECISIONS"]
@@ -56,7 +57,10 @@ class Thresholds:
 
     General gates: candidate P95 TTFT and P95 TPOT at most ``1 + max_*_growth`` times the
     baseline's; throughput at least ``1 + min_throughput_gain`` times; completion rate and fairness
-    at least their floors. A priority experiment (policy fcfs → priority) replaces the TTFT cap and
+    at least their floors. Below saturation (both sides' arrival span / makespan at least
+    ``1 − saturation_margin``) a throughput change within ``± throughput_noise``, or any change
+    with the same output tokens on both sides, passes the throughput floor
+    (:mod:`sched.analysis.throughput_gate`). A priority experiment (policy fcfs → priority) replaces the TTFT cap and
     throughput floor by its own ratios and adds the order-score and low-class E2E gates.
     """
 
@@ -69,6 +73,8 @@ class Thresholds:
     max_throughput_drop: float = 0.10
     max_priority_ttft_growth: float = 0.25
     max_low_class_e2e_growth: float = 0.50
+    throughput_noise: float = 0.01
+    saturation_margin: float = 0.05
 
 
 # --- contract (compare.md §3.1) ------------------------------------------------------------------
@@ -173,7 +179,8 @@ def _gates(baseline: Side, candidate: Side, priority_experiment: bool, t: Thresh
     if priority_experiment:
         gates.append(_gate("throughput change", throughput_change, ">=", -t.max_throughput_drop))
     else:
-        gates.append(_gate("throughput gain", throughput_change, ">=", t.min_throughput_gain))
+        gates.append(throughput_gate(baseline, candidate, throughput_change, t.min_throughput_gain,
+                                     t.throughput_noise, t.saturation_margin))
     gates.append(_gate("completion rate", c.get("completion_rate"), ">=", t.min_completion_rate))
     # Not a flag: fewer completed requests can make success-only latencies look better.
     completion = (None if b.get("completion_rate") is None or c.get("completion_rate") is None
@@ -290,6 +297,8 @@ def render_report(record: dict) -> str:
         status = {True: "pass", False: "FAIL", None: "MISSING"}[g["passed"]]
         measured = "NA" if g["measured"] is None else _fmt(g["measured"])
         lines.append(f"  {status:7} {g['gate']:32} {measured:>10} {g['op']} {_fmt(g['threshold'])}")
+        if g.get("rule"):
+            lines.append(f"          ({g['rule']})")
     deltas = ", ".join(f"{k} {'NA' if v is None else _fmt(v, signed=True)}" for k, v in record["deltas"].items())
     lines.append(f"deltas (candidate - baseline): {deltas or 'not computed'}")
     lines.append(f"next: {record['next_action']}")

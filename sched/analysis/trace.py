@@ -76,7 +76,7 @@ class Trace:
     (the priority from ``priorities`` by id, else the line's own ``priority`` field);
     ``row_priorities``: the set of the lines' own ``priority`` values, ``None`` once a line has none;
     ``empty_ok``: the ids of successful lines whose ``output_text_empty`` is ``true`` (a real engine's
-    "ok" without text), in file order.
+    "ok" without text), in file order; ``first_arrival``/``last_arrival``: the span of the lines' arrivals (the offered load's span).
     """
 
     counts: dict = field(default_factory=dict)
@@ -88,6 +88,10 @@ class Trace:
     e2e_by_priority: dict = field(default_factory=dict)
     row_priorities: set | None = field(default_factory=set)
     empty_ok: list = field(default_factory=list)
+    #: Earliest and latest arrival of any line (ticks, or ms on a step-model or real run); ``None`` when a line lacks one.
+    first_arrival: float | None = None
+    last_arrival: float | None = None
+    arrivals_known: bool = True
 
 
 def _request_row(row, where: str) -> dict:
@@ -174,6 +178,14 @@ def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str
                 trace.row_priorities = None
             else:
                 trace.row_priorities.add(own)
+        arrival = row.get("arrival" + suffix)
+        if isinstance(arrival, (int, float)) and not isinstance(arrival, bool) and arrival >= 0:
+            if trace.first_arrival is None or arrival < trace.first_arrival:
+                trace.first_arrival = arrival
+            if trace.last_arrival is None or arrival > trace.last_arrival:
+                trace.last_arrival = arrival
+        else:
+            trace.arrivals_known = False
         if status not in _ENDED:
             trace.never_ended.add(name)
         if status != "ok":

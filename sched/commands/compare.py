@@ -55,7 +55,11 @@ def _parser() -> LineParser:
             ("--max-priority-ttft-growth", t.max_priority_ttft_growth,
              "priority experiment: largest overall P95 TTFT growth"),
             ("--max-low-class-e2e-growth", t.max_low_class_e2e_growth,
-             "priority experiment: largest P95 E2E growth of the lowest-priority class")):
+             "priority experiment: largest P95 E2E growth of the lowest-priority class"),
+            ("--throughput-noise", t.throughput_noise,
+             "below saturation: a throughput change within +-X is noise, not a regression"),
+            ("--saturation-margin", t.saturation_margin,
+             "a side is below saturation when its arrival span / makespan is at least 1 - X")):
         gates.add_argument(flag, type=fraction_arg, default=default, metavar="X", help=f"{text} (default {default})")
     return parser
 
