@@ -20,7 +20,8 @@ from .. import __version__
 from ..base.cmdline import EXIT_OK, LineParser, SpellingsAgree, SwitchAgrees, integer
 from ..base.safe_write import check_target, write_artifacts
 from ..core.config import ConfigError, EngineConfig
-from ..timing.bench_rows import add_bench_flags, bench_flags_given, bench_settings_from_args
+from ..timing.bench_rows import (add_bench_flags, add_load_flags, bench_flags_given, bench_settings_from_args,
+                                 load_flags_problem, load_of_args)
 from ..core.records import TIMELINE_DETAILS
 from ..lab.policy import POLICIES
 from ..lab.profiles import PROFILES, profile_knobs
@@ -189,6 +190,7 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                         help="with --step-model: carry the step model to another GPU of the lab's table (help gpus): "
                              "the per-step host cost stays, the GPU-bound terms scale with its public figures")
     add_bench_flags(parser, when=" (with --step-model)")
+    add_load_flags(parser, when=" (with --step-model)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -277,6 +279,8 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
     if args.gpu is not None and args.step_model is None:
         raise ConfigError("--gpu needs --step-model (it carries a fitted step time to another GPU)")
+    if load_flags_problem(args):
+        raise ConfigError(load_flags_problem(args))
     if args.step_model is None and bench_flags_given(args):
         raise ConfigError(f"{bench_flags_given(args)[0]} needs --step-model: vLLM bench serve's metrics and SLOs are "
                           "in milliseconds, and only a run with a step model keeps time in ms")
@@ -287,6 +291,10 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
             from ..timing import msrun   # only a run with a step model needs it
             step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
+        load = load_of_args(args)
+        if load is not None:   # arrivals re-timed as vllm bench serve sends (whole µs, tick_ms 0.001)
+            from ..workload.bench_arrivals import retime
+            workload = retime(workload, load["request_rate"], load["burstiness"], load["seed"])
         check_fits(workload, config, source)
     else:
         _refuse_vllm_flags(args)

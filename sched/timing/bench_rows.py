@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, bench_fields, bench_units,
                                   calculate_metrics, parse_goodput_pair, parse_metric_percentiles, settle_goodput)
 from ..core.records import CaseResult, Status
+from ..workload.bench_arrivals import check_burstiness, check_rate
 
 __all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
-           "bench_settings_from_args", "bench_flags_given"]
+           "bench_settings_from_args", "bench_flags_given", "add_load_flags", "load_flags_problem", "load_of_args"]
 
 BENCH_DEFINITION = ("vLLM 0.33.0 bench serve's calculate_metrics: successful requests only; percentiles by "
                     "linear interpolation (numpy's default), std with ddof 0, an empty sample read as [0]; "
@@ -30,10 +31,12 @@ BENCH_DEFINITION = ("vLLM 0.33.0 bench serve's calculate_metrics: successful req
 
 @dataclass(frozen=True)
 class BenchSettings:
-    """``--metric-percentiles`` (floats in [0, 100]) and ``--goodput`` (``{key: limit_ms}`` or ``None``)."""
+    """``--metric-percentiles`` (floats in [0, 100]) and ``--goodput`` (``{key: limit_ms}`` or ``None``);
+    ``load``: ``{"request_rate", "burstiness", "seed"}`` when the arrivals were re-timed, else ``None``."""
 
     percentiles: tuple = DEFAULT_PERCENTILES
     goodput: dict | None = None
+    load: dict | None = None
 
     def fields(self) -> tuple[str, ...]:
         return bench_fields(self.percentiles)
@@ -74,8 +77,11 @@ def bench_row(result: CaseResult, settings: BenchSettings) -> dict:
 
 def bench_header(settings: BenchSettings) -> dict:
     """The ``vllm_bench`` object of ``summary.json``: the definition followed, the percentiles and limits."""
-    return {"definition": BENCH_DEFINITION, "metric_percentiles": list(settings.percentiles),
-            "goodput_ms": settings.goodput, "field_units": bench_units(settings.percentiles)}
+    header = {"definition": BENCH_DEFINITION, "metric_percentiles": list(settings.percentiles),
+              "goodput_ms": settings.goodput, "field_units": bench_units(settings.percentiles)}
+    if settings.load is not None:
+        header["load"] = {k: ("inf" if v == float("inf") else v) for k, v in settings.load.items()}
+    return header
 
 
 # --- the flags, vLLM's syntax (shared by every command that reports these metrics) ---------------
@@ -105,15 +111,68 @@ def add_bench_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
                             "request_goodput (good requests/s) and slo_attainment (good / completed)" + when)
 
 
+def _rate(text: str) -> float:
+    try:
+        return check_rate(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "must" in str(exc) else f"not a number: {text!r}") from None
+
+
+def _burstiness(text: str) -> float:
+    try:
+        return check_burstiness(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "must" in str(exc) else f"not a number: {text!r}") from None
+
+
+def _seed(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or int(text) > 0xFFFFFFFF:
+        raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32 - 1] (numpy's seed), got {text!r}")
+    return int(text)
+
+
+def add_load_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
+    """``--request-rate``, ``--burstiness``, ``--seed``: arrivals re-timed as ``vllm bench serve`` sends
+    (:mod:`sched.workload.bench_arrivals`)."""
+    group = parser.add_argument_group("load as vllm bench serve sets it")
+    group.add_argument("--request-rate", type=_rate, metavar="R",
+                       help="requests per second (inf: all at once); replaces the workload's arrivals by vLLM's "
+                            "gamma-spaced send times, in workload order" + when)
+    group.add_argument("--burstiness", type=_burstiness, metavar="B",
+                       help="gamma shape of the gaps: 1 = Poisson (default), < 1 burstier, > 1 more even, inf evenly "
+                            "spaced; needs --request-rate")
+    group.add_argument("--seed", type=_seed, metavar="N",
+                       help="seed of numpy's legacy generator for the gaps, as vllm bench serve's --seed "
+                            "(default 0); needs --request-rate")
+
+
+def load_flags_problem(args) -> str | None:
+    """Why the load flags cannot be used as given (``--burstiness``/``--seed`` without a rate), or ``None``."""
+    if args.request_rate is None:
+        for flag, value in (("--burstiness", args.burstiness), ("--seed", args.seed)):
+            if value is not None:
+                return f"{flag} needs --request-rate (it shapes the re-timed arrivals)"
+    return None
+
+
+def load_of_args(args) -> dict | None:
+    """``{"request_rate", "burstiness", "seed"}`` of parsed load flags, or ``None`` without ``--request-rate``."""
+    if getattr(args, "request_rate", None) is None:
+        return None
+    return {"request_rate": args.request_rate, "burstiness": 1.0 if args.burstiness is None else args.burstiness,
+            "seed": 0 if args.seed is None else args.seed}
+
+
 def bench_flags_given(args) -> list[str]:
-    """The bench flags typed on the command line (``[]`` when none)."""
-    return [flag for flag, value in (("--metric-percentiles", args.metric_percentiles), ("--goodput", args.goodput))
+    """The bench and load flags typed on the command line (``[]`` when none)."""
+    return [flag for flag, value in (("--metric-percentiles", args.metric_percentiles), ("--goodput", args.goodput),
+                                     ("--request-rate", getattr(args, "request_rate", None)))
             if value is not None]
 
 
 def bench_settings_from_args(args) -> BenchSettings | None:
-    """The :class:`BenchSettings` of parsed flags; ``None`` when neither flag was given."""
+    """The :class:`BenchSettings` of parsed flags; ``None`` when none of them was given."""
     if not bench_flags_given(args):
         return None
     return BenchSettings(percentiles=args.metric_percentiles or BenchSettings().percentiles,
-                         goodput=settle_goodput(args.goodput))
+                         goodput=settle_goodput(args.goodput), load=load_of_args(args))

@@ -1,0 +1,95 @@
+"""Arrivals as vllm bench serve sends them (sched.workload.bench_arrivals).
+
+Reference values are numpy's own legacy generator (``np.random.seed(0); np.random.random()`` is the
+well-known 0.5488135039273248) and vLLM's ``get_request`` arithmetic done by hand: evenly spaced
+gaps at burstiness inf, zeros at rate inf, the last send time scaled to num_requests / rate.
+"""
+
+import json
+import math
+import os
+import unittest
+
+from sched.workload.bench_arrivals import LegacyRandom, bench_send_times, retime
+from sched.workload.specs import RequestSpec
+from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+from tests.test_bench_metrics import ONE_REQUEST, STEP_MODEL
+
+
+class SendTimesTest(unittest.TestCase):
+    def test_numpys_legacy_generator(self):
+        self.assertEqual(LegacyRandom(0).random(), 0.5488135039273248)
+        with self.assertRaises(ValueError):
+            LegacyRandom(2**32)
+
+    def test_even_and_instant(self):
+        """4 requests at 2/s, burstiness inf: gaps 0.5 s, the first sent after its own gap."""
+        self.assertEqual(bench_send_times(4, 2.0, math.inf), [0.5, 1.0, 1.5, 2.0])
+        self.assertEqual(bench_send_times(3, math.inf), [0.0, 0.0, 0.0])
+        self.assertEqual(bench_send_times(0, 2.0), [])
+
+    def test_scaled_to_the_target_span(self):
+        """Whatever the draws, the last request goes at num_requests / rate and times never decrease."""
+        for burstiness in (0.3, 1.0, 4.0):
+            times = bench_send_times(200, 8.0, burstiness, seed=7)
+            self.assertAlmostEqual(times[-1], 25.0, places=9)
+            self.assertEqual(times, sorted(times))
+            self.assertNotEqual(times, bench_send_times(200, 8.0, burstiness, seed=8))
+
+    def test_first_times_at_1_5_per_second(self):
+        """numpy: seed 0, 1000 gamma(1, 1/1.5) gaps summed and scaled to 666.67 s -> these µs."""
+        times = bench_send_times(1000, 1.5)
+        self.assertEqual([round(t * 1e6) for t in times[:3]], [528711, 1363045, 1976356])
+
+    def test_against_numpy_when_installed(self):
+        try:
+            import numpy
+        except ImportError:
+            self.skipTest("numpy not installed (the values above stand alone)")
+        for seed, shape in ((0, 1.0), (3, 0.25), (11, 2.5), (2**32 - 1, 9.0)):
+            numpy.random.seed(seed)
+            expected = [float(numpy.random.gamma(shape, 0.1)) for _ in range(300)]
+            rng = LegacyRandom(seed)
+            self.assertEqual([rng.gamma(shape, 0.1) for _ in range(300)], expected)
+
+    def test_retime_keeps_everything_but_arrivals(self):
+        specs = [RequestSpec(f"r{i}", 99, None, 0, 10 + i, 3) for i in range(4)]
+        timed = retime(specs, 2.0, math.inf)
+        self.assertEqual([s.arrival for s in timed], [500_000, 1_000_000, 1_500_000, 2_000_000])
+        self.assertEqual({s.tick_ms for s in timed}, {0.001})
+        self.assertEqual([s.suffix_tokens for s in timed], [10, 11, 12, 13])
+
+
+class RunFlagsTest(unittest.TestCase):
+    def setUp(self):
+        self.base = temp_dir(self)
+        self.workload, self.model = (os.path.join(self.base, name) for name in ("w.json", "m.json"))
+        with open(self.workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [dict(ONE_REQUEST["requests"][0], name=f"r{i}") for i in range(3)]}, out)
+        with open(self.model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+
+    def test_request_rate_retimes_the_run(self):
+        """3 requests at 10/s evenly: sent at 100, 200, 300 ms; each runs alone (11 ms, see
+        test_bench_metrics.StepModelRunTest): duration 0.311 s."""
+        target = os.path.join(self.base, "run")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--request-rate", "10", "--burstiness", "inf", "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        workload = json.loads(read(os.path.join(target, "workload.json")))
+        self.assertEqual([r["arrival"] for r in workload["requests"]], [100_000, 200_000, 300_000])
+        summary = json.loads(read(os.path.join(target, "summary.json")))
+        self.assertEqual(summary["vllm_bench"]["load"], {"request_rate": 10.0, "burstiness": "inf", "seed": 0})
+        self.assertAlmostEqual(summary["cases"][0]["duration"], 0.311, places=9)
+        self.assertAlmostEqual(summary["cases"][0]["mean_ttft_ms"], 6.0, places=9)
+
+    def test_bad_load_flags(self):
+        base = ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model]
+        for argv, mention in ((base + ["--request-rate", "0"], "--request-rate"),
+                              (base + ["--request-rate", "nan"], "--request-rate"),
+                              (base + ["--burstiness", "2"], "needs --request-rate"),
+                              (base + ["--request-rate", "1", "--burstiness", "-1"], "--burstiness"),
+                              (base + ["--request-rate", "1", "--seed", "-3"], "--seed"),
+                              (["--engine", "vllm", "--request-rate", "1"], "needs --step-model")):
+            with self.subTest(argv=argv[len(base):]):
+                assert_bad_input(self, argv, mention)
