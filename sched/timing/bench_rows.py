@@ -142,8 +142,8 @@ def add_load_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
                        help="gamma shape of the gaps: 1 = Poisson (default), < 1 burstier, > 1 more even, inf evenly "
                             "spaced; needs --request-rate")
     group.add_argument("--seed", type=_seed, metavar="N",
-                       help="seed of numpy's legacy generator for the gaps, as vllm bench serve's --seed "
-                            "(default 0); needs --request-rate")
+                       help="the gaps' seed (numpy's legacy generator, as vLLM's client seeds it; default 0); "
+                            "needs --request-rate")
 
 
 def load_flags_problem(args) -> str | None:
