@@ -80,6 +80,7 @@ SUBCOMMANDS: dict = {
     "import-results": (_lazy("timing.realrun", "import_command"), "bring a real engine's per-request results back as a run"),
     "import": (_lazy("commands.tools", "_main_import"), "turn a real request trace (azure, mooncake, lengths) into a workload"),
     "sweep": (_lazy("commands.tools", "_main_sweep"), "run one workload at several load factors; table and chart"),
+    "plan": (_lazy("commands.plan", "command"), "which vLLM settings carry the most traffic under an SLO: a capacity search"),
     "calibrate": (_lazy("timing.calibrate", "command"), "fit the vLLM engine's step time (ms) to a real run and predict requests it never saw"),
     "serving-bench": (_lazy("commands.serving", "command"), "the serving-scheduler benchmark chapter: window model runs and its decision"),
     "bench": (lambda argv: importlib.import_module("..runs.bench", __package__).command(argv, main),

@@ -1,0 +1,182 @@
+"""``plan``: every setting's capacity under an SLO, on local processes or a Dask cluster.
+
+:func:`run_plan` sends one task per (step model, setting) to a ``concurrent.futures.Executor`` (the
+sweep's code: a process pool over the cores by default, whose workers are ended on Ctrl-C or any
+error; or a Dask cluster's executor, :mod:`sched.runs.cluster`): a task is the whole search of
+:func:`sched.planning.search.find_capacity` for one setting, so settings spread over workers and the
+time falls with their number. :func:`plan_document` and :func:`plan_files` turn the results into the
+table, ``plan.json``, ``pareto.svg`` and ``manifest.json`` (:mod:`sched.planning.report`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
+
+from ..runs.sweep import _mask, _stop_workers, _worker_signals
+from ..timing.msrun import settle_knobs
+from ..workload.specs import workload_sha256
+from .grid import setting_problem
+from .pareto import render_pareto_svg
+from .report import recommend, render_plan_json, render_table, replicas_for, reproduce_command
+from .search import find_capacity
+
+__all__ = ["PlanSpec", "settle_settings", "run_plan", "plan_document", "plan_files", "PLAN_FILES"]
+
+#: The files a plan directory holds; ``--force`` replaces these and nothing else.
+PLAN_FILES = ("plan.txt", "plan.json", "pareto.svg", "manifest.json")
+
+
+class PlanSpec:
+    """What a plan searches: the workload, step models (name, path, :class:`StepModel`), the grid
+    (list of dicts of searched knobs), the SLO (``goodput`` ms limits, ``target`` attainment) and the
+    search's ``resolution``, ``burstiness``, ``seed``, ``min_rate``, ``max_rate`` (req/s)."""
+
+    def __init__(self, workload, workload_path, models, grid, goodput, target, resolution, burstiness, seed,
+                 min_rate, max_rate):
+        self.workload, self.workload_path, self.models, self.grid = workload, workload_path, models, grid
+        self.goodput, self.target, self.resolution = goodput, target, resolution
+        self.burstiness, self.seed, self.min_rate, self.max_rate = burstiness, seed, min_rate, max_rate
+
+
+def settle_settings(spec: PlanSpec) -> list[tuple]:
+    """``[(model index, searched knobs, VllmKnobs)]`` for every model × setting; raises
+    :class:`ValueError` with vLLM's reason for a combination it would refuse."""
+    tasks = []
+    for index, (_, _, model) in enumerate(spec.models):
+        for searched in spec.grid:
+            given = {k: v for k, v in searched.items() if k != "policy"}
+            knobs, _ = settle_knobs(model, given, searched.get("policy"), None)
+            problem = setting_problem(knobs)
+            if problem:
+                raise ValueError(problem)
+            tasks.append((index, searched, knobs))
+    return tasks
+
+
+def _search_task(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate):
+    """One setting's search (runs in a worker)."""
+    return find_capacity(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate)
+
+
+def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = None, max_workers: int | None = None,
+             progress=None) -> list[dict]:
+    """Search every task (:func:`settle_settings`) and return their results in task order.
+
+    ``executor``: any executor (left running); ``None`` starts a process pool of ``max_workers``
+    (default: all cores), ended on any exception (Ctrl-C and SIGTERM included) so no worker outlives
+    the plan. ``progress(done, total)`` is called as each setting finishes.
+    """
+    own = executor is None
+    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=_worker_signals) if own else executor
+    try:
+        if own:
+            _mask(signal.SIG_BLOCK)
+        try:
+            futures = [pool.submit(_search_task, spec.workload, knobs, spec.models[index][2], spec.goodput, spec.target,
+                                   spec.resolution, spec.burstiness, spec.seed, spec.min_rate, spec.max_rate)
+                       for index, _, knobs in tasks]
+        finally:
+            if own:
+                _mask(signal.SIG_UNBLOCK)
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            if progress is not None:
+                progress(len(futures) - len(pending), len(futures))
+        return [future.result() for future in futures]
+    except BaseException:
+        if own:
+            _stop_workers(pool)
+        raise
+    finally:
+        if own:
+            pool.shutdown()
+
+
+def _finite(value):
+    """JSON-safe: ``inf`` as ``"inf"`` (plan.json is strict JSON), recursively."""
+    if isinstance(value, float) and math.isinf(value):
+        return "inf"
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _knob_settings(knobs) -> dict:
+    return {"max_num_batched_tokens": knobs.max_num_batched_tokens, "max_num_seqs": knobs.max_num_seqs,
+            "long_prefill_token_threshold": knobs.long_prefill_token_threshold,
+            "enable_prefix_caching": knobs.enable_prefix_caching, "block_size": knobs.block_size,
+            "num_gpu_blocks": knobs.num_gpu_blocks, "policy": knobs.policy}
+
+
+def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], target_rate: float | None) -> dict:
+    """``plan.json``'s content (:mod:`sched.planning.report`)."""
+    configs = []
+    for (index, searched, knobs), result in zip(tasks, results):
+        name, path, model = spec.models[index]
+        metrics = result["metrics"]
+        check = result["check"]
+        configs.append(_finite({
+            "gpu": model.fitted_on.get("device") or name, "step_model": name, "settings": _knob_settings(knobs),
+            "searched": searched, "max_request_rate": result["max_request_rate"], "resolution": spec.resolution,
+            "metrics": metrics, "non_monotone": result["non_monotone"], "bound": result["bound"],
+            "check": None if check is None else {"request_rate": check["request_rate"],
+                                                 "slo_attainment": check["slo_attainment"]},
+            "points": result["points"],
+            "command": None if result["max_request_rate"] is None else reproduce_command(
+                spec.workload_path, path, searched, result["max_request_rate"], spec.goodput, spec.burstiness,
+                spec.seed)}))
+    return {"tool": "infer-sched-lab plan", "kind": "plan", "workload": os.path.basename(spec.workload_path),
+            "workload_sha256": workload_sha256(spec.workload), "num_requests": len(spec.workload),
+            "slo": {"goodput_ms": spec.goodput, "attainment": spec.target}, "resolution": spec.resolution,
+            "burstiness": _finite(spec.burstiness), "seed": spec.seed,
+            "rate_bounds": {"min_rate": spec.min_rate, "max_rate": spec.max_rate},
+            "assumes": ["one replica per setting, on the GPU its step model was fitted on",
+                        "arrivals as vllm bench serve sends them (gamma gaps, this seed and burstiness)",
+                        "replicas: perfect balance (a lower bound)"],
+            "configs": configs, "recommendation": recommend(configs), "replicas": replicas_for(configs, target_rate)}
+
+
+def _chart_items(configs: list[dict]) -> list[dict]:
+    items = []
+    for c in configs:
+        m = c["metrics"] or {}
+        median_tpot = m.get("median_tpot_ms")
+        label = " ".join(f"{k.replace('_', '-')}={v}" for k, v in c["searched"].items()) or "fitted settings"
+        items.append({"label": f"{c['gpu']}: {label}",
+                      "goodput_per_gpu": m.get("request_goodput") if isinstance(m.get("request_goodput"), float) else None,
+                      "p95_ttft_ms": m.get("p95_ttft_ms"),
+                      "tokens_per_s_per_user": 1000 / median_tpot if median_tpot else None})
+    return items
+
+
+def plan_files(document: dict, searched_fields: list[str]) -> dict[str, str]:
+    """Every file of a plan directory by name (:data:`PLAN_FILES`)."""
+    configs = document["configs"]
+    table = render_table(configs, searched_fields, document["slo"]["attainment"], document["resolution"])
+    rec, replicas = document["recommendation"], document["replicas"]
+    if rec is None:
+        table += "recommendation: none (no monotone setting meets the SLO at any rate searched)\n"
+    else:
+        margin = rec["margin_over_runner_up"]
+        table += (f"recommendation: {rec['gpu']} {rec['settings']} at up to {rec['max_request_rate']} req/s "
+                  f"(attainment {rec['evidence']['slo_attainment_at_rate']}, and "
+                  f"{rec['evidence']['slo_attainment_above']} at {rec['evidence']['rate_above']} req/s)"
+                  + ("" if margin is None else f"; {margin:+.1%} over the runner-up") + "\n")
+        table += f"reproduce: {rec['command']}\n"
+    if replicas is not None:
+        table += (f"replicas for {replicas['target_rate']:g} req/s: at least {replicas['replicas']} "
+                  f"(perfect balance assumed: a lower bound)\n")
+    slo = " ".join(f"{k}:{v:g}" for k, v in document["slo"]["goodput_ms"].items())
+    title = (f"goodput per GPU at each setting's highest rate with >= {document['slo']['attainment']:g} of requests "
+             f"within {slo} ms ({document['workload']}, {document['num_requests']} requests)")
+    manifest = {key: document[key] for key in ("tool", "kind", "workload", "workload_sha256", "num_requests", "slo",
+                                               "resolution", "burstiness", "seed")}
+    return {"plan.txt": table, "plan.json": render_plan_json(document),
+            "pareto.svg": render_pareto_svg(_chart_items(configs), title),
+            "manifest.json": render_plan_json(manifest)}

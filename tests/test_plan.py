@@ -1,0 +1,124 @@
+"""``plan``: the capacity search per setting (sched.planning), its files and its refusals.
+
+The search is checked first on hand-made attainment curves (``evaluate`` replaced): a curve that
+passes up to 2 req/s must give an answer in [2 / 1.01, 2] and a monotone verdict; a curve with a
+passing island just above the answer must be reported non-monotone. Then end to end on a small
+workload with a hand-written step model: re-running the reported setting at ``max_request_rate``
+through the normal run command meets the SLO, and at ``max_request_rate × (1 + 2·resolution)`` it
+does not (or the plan said non-monotone).
+"""
+
+import json
+import math
+import os
+import unittest
+from unittest import mock
+
+from sched.planning import search
+from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+
+STEP_MODEL = {"kind": "step-model", "engine": "vllm", "step_ms": {"a": 5.0, "b": 0.05, "c": 0.5},
+              "settings": {"num_gpu_blocks": 200, "block_size": 16, "max_num_batched_tokens": 512, "max_num_seqs": 8,
+                           "long_prefill_token_threshold": 0, "enable_prefix_caching": False, "policy": "fcfs"},
+              "fitted_on": {"model": "a hand-written model", "device": "GPU-X"}}
+
+
+def curve(passes):
+    """A stand-in for one run: attainment 1 where ``passes(rate)``, else 0.5; capacity 3 req/s."""
+    def evaluate(workload, knobs, model, rate, goodput, burstiness, seed):
+        return {"slo_attainment": 1.0 if passes(rate) else 0.5, "request_throughput": 3.0, "request_rate": rate}
+    return evaluate
+
+
+class SearchTest(unittest.TestCase):
+    def find(self, passes, resolution=0.01):
+        with mock.patch.object(search, "evaluate", curve(passes)):
+            return search.find_capacity([], None, None, {"ttft": 1}, 0.9, resolution, 1.0, 0, 0.01, 1000.0)
+
+    def test_a_monotone_curve(self):
+        result = self.find(lambda r: r <= 2.0)
+        self.assertLessEqual(result["max_request_rate"], 2.0)
+        self.assertGreaterEqual(result["max_request_rate"], 2.0 / 1.01)
+        self.assertFalse(result["non_monotone"])
+        self.assertEqual(result["points"][0], ["inf", 0.5])   # rate inf first
+
+    def test_an_island_above_the_answer_is_reported(self):
+        """Fails above 2 req/s but passes again from 2.03 to 2.05. Bisection (3 F, 1.5 P, 2.25 F, 1.875 P,
+        2.0625 F, 1.96875 P, 2.015625 F, 1.9921875 P, 2.00390625 F) stops at 1.9921875; the check point
+        1.9921875 × 1.02 = 2.032 lands on the island and passes."""
+        result = self.find(lambda r: r <= 2.0 or 2.03 < r < 2.05)
+        self.assertEqual(result["max_request_rate"], 1.9921875)
+        self.assertTrue(result["non_monotone"])
+
+    def test_bounds(self):
+        self.assertEqual(self.find(lambda r: True)["max_request_rate"], "inf")
+        low = self.find(lambda r: False)
+        self.assertIsNone(low["max_request_rate"])
+        self.assertEqual(low["bound"], "min_rate")
+
+
+class PlanCommandTest(unittest.TestCase):
+    def setUp(self):
+        self.base = temp_dir(self)
+        self.workload, self.model = (os.path.join(self.base, n) for n in ("w.json", "m.json"))
+        with open(self.workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 100 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
+                                    for i in range(40)]}, out)
+        with open(self.model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+
+    def plan(self, *extra):
+        out_dir = os.path.join(self.base, "plan")
+        code, out, err = run_cli(["plan", "--workload", self.workload, "--step-model", self.model, "--goodput",
+                                  "ttft:300", "--workers", "1", "--out", out_dir, *extra])
+        self.assertEqual(code, 0, err)
+        return json.loads(read(os.path.join(out_dir, "plan.json"))), out, out_dir
+
+    def rerun(self, config, rate):
+        settings = config["searched"]
+        words = []
+        for field, value in settings.items():
+            words += ["--policy", value] if field == "policy" else [f"--{field.replace('_', '-')}", str(value)]
+        target = os.path.join(self.base, f"rerun{len(os.listdir(self.base))}")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", self.workload, "--step-model", self.model, *words,
+                                "--request-rate", repr(rate), "--goodput", "ttft:300", "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        return json.loads(read(os.path.join(target, "summary.json")))["cases"][0]["slo_attainment"]
+
+    def test_the_answer_is_a_true_boundary(self):
+        doc, out, out_dir = self.plan("--max-num-seqs", "2,8", "--attainment", "0.9")
+        self.assertEqual({"configs", "seed", "burstiness", "resolution", "recommendation"} - set(doc), set())
+        rates = [c["max_request_rate"] for c in doc["configs"]]
+        self.assertEqual(len(rates), 2)
+        for config in doc["configs"]:
+            with self.subTest(settings=config["searched"]):
+                self.assertEqual(config["settings"]["max_num_seqs"], config["searched"]["max_num_seqs"])
+                self.assertEqual(config["resolution"], 0.01)
+                rate = config["max_request_rate"]
+                self.assertIsInstance(rate, float)
+                self.assertGreaterEqual(self.rerun(config, rate), 0.9)
+                self.assertAlmostEqual(self.rerun(config, rate), config["metrics"]["slo_attainment"], places=12)
+                if not config["non_monotone"]:
+                    self.assertLess(self.rerun(config, rate * 1.02), 0.9)
+                self.assertIn("--request-rate", config["command"])
+        listed = [line.split()[2] for line in out.splitlines()[1:3]]
+        self.assertEqual(listed, sorted(listed, key=float, reverse=True))   # table sorted by rate
+        self.assertTrue(read(os.path.join(out_dir, "pareto.svg")).startswith("<svg"))
+        self.assertIn("recommendation:", out)
+
+    def test_bad_input_writes_nothing(self):
+        out_dir = os.path.join(self.base, "never")
+        base = ["plan", "--workload", self.workload, "--step-model", self.model, "--out", out_dir]
+        for extra, mention in ((["--goodput", "itl:5"], "unknown SLO"), (["--goodput", "ttft:-1"], ">= 0"),
+                               (["--goodput", "ttft:1", "--attainment", "0"], "(0, 1]"),
+                               (["--goodput", "ttft:1", "--attainment", "1.5"], "(0, 1]"),
+                               (["--goodput", "ttft:1", "--min-rate", "5", "--max-rate", "1"], "contradict"),
+                               (["--goodput", "ttft:1", "--max-num-seqs", "64", "--max-num-batched-tokens", "32"],
+                                "below --max-num-seqs"),
+                               (["--goodput", "ttft:1", "--max-num-seqs", "8,8"], "given twice"),
+                               (["--goodput", "ttft:1", "--policy", "fcfs,lifo"], "--policy")):
+            with self.subTest(extra=extra):
+                assert_bad_input(self, base + extra, mention)
+                self.assertFalse(os.path.exists(out_dir))
+        assert_bad_input(self, ["plan", "--workload", self.workload, "--goodput", "ttft:1"], "--step-model")
