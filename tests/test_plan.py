@@ -102,7 +102,7 @@ class PlanCommandTest(unittest.TestCase):
                 if not config["non_monotone"]:
                     self.assertLess(self.rerun(config, rate * 1.02), 0.9)
                 self.assertIn("--request-rate", config["command"])
-        listed = [line.split()[2] for line in out.splitlines()[1:3]]
+        listed = [line.split()[3] for line in out.splitlines()[1:3]]
         self.assertEqual(listed, sorted(listed, key=float, reverse=True))   # table sorted by rate
         self.assertTrue(read(os.path.join(out_dir, "pareto.svg")).startswith("<svg"))
         self.assertIn("recommendation:", out)
@@ -122,3 +122,13 @@ class PlanCommandTest(unittest.TestCase):
                 assert_bad_input(self, base + extra, mention)
                 self.assertFalse(os.path.exists(out_dir))
         assert_bad_input(self, ["plan", "--workload", self.workload, "--goodput", "ttft:1"], "--step-model")
+
+
+class FrontierTest(unittest.TestCase):
+    def test_pareto_points_by_hand(self):
+        """Lower P95 TTFT and higher goodput are better: (3, 1.5) loses to (2, 2); (1, 1) and (2, 2) stay.
+        With larger x better (tokens/s per user) (3, 1.5) joins (2, 2), and (1, 1) drops out."""
+        from sched.planning.pareto import frontier
+        points = [(1.0, 1.0), (2.0, 2.0), (3.0, 1.5)]
+        self.assertEqual(frontier(points, larger_x_better=False), [0, 1])
+        self.assertEqual(frontier(points, larger_x_better=True), [1, 2])

@@ -43,9 +43,7 @@ def _scale(values, log: bool, lo_px: float, hi_px: float):
     data = [math.log10(v) if log else v for v in values]
     low, high = min(data), max(data)
     if high == low:
-        low, high = low - 1, high + 1
-    if not log:
-        low = min(low, 0.0)
+        low, high = (low - 0.1, high + 0.1) if log else (low - max(abs(low) * 0.1, 1e-9), high + max(abs(high) * 0.1, 1e-9))
     span = high - low
     low, high = low - 0.05 * span, high + 0.05 * span
 
@@ -56,8 +54,13 @@ def _scale(values, log: bool, lo_px: float, hi_px: float):
 
 
 def _ticks(low: float, high: float, log: bool) -> list[float]:
+    """Round tick values across [low, high] (log10 units when ``log``: powers of ten, or round values
+    between them when the range spans less than two of them)."""
     if log:
-        return [10 ** k for k in range(math.floor(low), math.ceil(high) + 1) if low <= k <= high]
+        decades = [10 ** k for k in range(math.floor(low), math.ceil(high) + 1) if low <= k <= high]
+        if len(decades) >= 2:
+            return decades
+        return [t for t in _ticks(10 ** low, 10 ** high, False) if t > 0]
     step = 10 ** math.floor(math.log10((high - low) / 4 or 1))
     for factor in (1, 2, 5, 10):
         if (high - low) / (step * factor) <= 6:
@@ -68,7 +71,7 @@ def _ticks(low: float, high: float, log: bool) -> list[float]:
 
 
 def _panel(items, x_of, x_title, log_x, larger_x_better, left) -> list[str]:
-    usable = [(x_of(it), it["goodput_per_gpu"], it["label"]) for it in items
+    usable = [(x_of(it), it["goodput_per_gpu"], it["number"]) for it in items
               if x_of(it) is not None and it["goodput_per_gpu"] is not None and (not log_x or x_of(it) > 0)]
     top, bottom = _PAD_T, _H - _PAD_B
     x0, x1 = left + _PAD_L, left + _W - _PAD_R
@@ -84,37 +87,48 @@ def _panel(items, x_of, x_title, log_x, larger_x_better, left) -> list[str]:
     for t in _ticks(xl, xh, log_x):
         px = to_x(t)
         parts.append(f'<line x1="{px:.1f}" y1="{bottom}" x2="{px:.1f}" y2="{bottom + 5}" stroke="#444"/>'
-                     f'<text x="{px:.1f}" y="{bottom + 18}" text-anchor="middle" font-size="11">{t:g}</text>')
+                     f'<text x="{px:.1f}" y="{bottom + 18}" text-anchor="middle" font-size="11">{t:.4g}</text>')
     for t in _ticks(yl, yh, False):
         py = to_y(t)
         parts.append(f'<line x1="{x0 - 5}" y1="{py:.1f}" x2="{x0}" y2="{py:.1f}" stroke="#444"/>'
-                     f'<text x="{x0 - 8}" y="{py + 4:.1f}" text-anchor="end" font-size="11">{t:g}</text>')
+                     f'<text x="{x0 - 8}" y="{py + 4:.1f}" text-anchor="end" font-size="11">{t:.4g}</text>')
     best = frontier([(u[0], u[1]) for u in usable], larger_x_better)
     line = sorted((usable[i][0], usable[i][1]) for i in best)
     if len(line) > 1:
         parts.append('<polyline fill="none" stroke="#d62728" stroke-width="2" points="'
                      + " ".join(f"{to_x(x):.1f},{to_y(y):.1f}" for x, y in line) + '"/>')
-    for i, (x, y, label) in enumerate(usable):
-        on = i in best
-        parts.append(f'<circle cx="{to_x(x):.1f}" cy="{to_y(y):.1f}" r="5" fill="{"#d62728" if on else "white"}" '
-                     f'stroke="{"#d62728" if on else "#1f77b4"}" stroke-width="2"><title>{escape(label)}</title></circle>')
-        if on:
-            parts.append(f'<text x="{to_x(x) + 7:.1f}" y="{to_y(y) - 7:.1f}" font-size="10">{escape(label)}</text>')
+    labels: dict = {}   # settings at the same spot share one label: "1,2,3"
+    for i, (x, y, number) in enumerate(usable):
+        labels.setdefault((round(to_x(x), 1), round(to_y(y), 1)), []).append((number, i in best))
+    for (px, py), members in labels.items():
+        on = any(flag for _, flag in members)
+        numbers = [str(n) for n, _ in sorted(members)]
+        text = ",".join(numbers) if len(numbers) <= 4 else ",".join(numbers[:3]) + f"+{len(numbers) - 3}"
+        parts.append(f'<circle cx="{px}" cy="{py}" r="5" fill="{"#d62728" if on else "white"}" '
+                     f'stroke="{"#d62728" if on else "#1f77b4"}" stroke-width="2"><title>#{text}</title></circle>'
+                     f'<text x="{px + 7}" y="{py - 7}" font-size="10">{text}</text>')
     return parts
 
 
 def render_pareto_svg(configs: list[dict], title: str) -> str:
-    """The two panels for ``configs`` (each: ``label``, ``goodput_per_gpu``, ``p95_ttft_ms``,
-    ``tokens_per_s_per_user``; ``None`` where unknown)."""
+    """The two panels for ``configs`` (each: ``number`` (its row in the table), ``label``,
+    ``goodput_per_gpu``, ``p95_ttft_ms``, ``tokens_per_s_per_user``; ``None`` where unknown), and
+    below them the settings by number."""
     width = 2 * _W + 20
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{_H + 30}" '
-             f'viewBox="0 0 {width} {_H + 30}" font-family="sans-serif" font-size="12">',
-             f'<rect width="{width}" height="{_H + 30}" fill="white"/>',
+    legend = [f"{c['number']}: {c['label']}" for c in sorted(configs, key=lambda c: c["number"])]
+    height = _H + 40 + 15 * ((len(legend) + 1) // 2)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>',
              f'<text x="{width / 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>',
              '<g transform="translate(0,20)">']
     parts += _panel(configs, lambda c: c["p95_ttft_ms"], "P95 TTFT at the max rate (ms, log scale; left is better)",
                     True, False, 0)
     parts += _panel(configs, lambda c: c["tokens_per_s_per_user"],
                     "tokens/s per user at the max rate (1000 / median TPOT; right is better)", False, True, _W + 20)
+    half = (len(legend) + 1) // 2
+    for k, line in enumerate(legend):
+        parts.append(f'<text x="{20 + (k // half) * (_W + 20)}" y="{_H + 15 + 15 * (k % half)}" '
+                     f'font-size="11">{escape(line)}</text>')
     parts += ["</g>", "</svg>"]
     return "\n".join(parts) + "\n"

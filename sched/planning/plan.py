@@ -20,7 +20,7 @@ from ..timing.msrun import settle_knobs
 from ..workload.specs import workload_sha256
 from .grid import setting_problem
 from .pareto import render_pareto_svg
-from .report import recommend, render_plan_json, render_table, replicas_for, reproduce_command
+from .report import recommend, render_plan_json, render_table, replicas_for, reproduce_command, sort_key
 from .search import find_capacity
 
 __all__ = ["PlanSpec", "settle_settings", "run_plan", "plan_document", "plan_files", "PLAN_FILES"]
@@ -143,12 +143,13 @@ def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], targe
 
 
 def _chart_items(configs: list[dict]) -> list[dict]:
+    """One chart item per setting, numbered as the table lists them (highest rate first)."""
     items = []
-    for c in configs:
+    for number, c in enumerate(sorted(configs, key=sort_key), 1):
         m = c["metrics"] or {}
         median_tpot = m.get("median_tpot_ms")
         label = " ".join(f"{k.replace('_', '-')}={v}" for k, v in c["searched"].items()) or "fitted settings"
-        items.append({"label": f"{c['gpu']}: {label}",
+        items.append({"number": number, "label": f"{c['gpu']}: {label}",
                       "goodput_per_gpu": m.get("request_goodput") if isinstance(m.get("request_goodput"), float) else None,
                       "p95_ttft_ms": m.get("p95_ttft_ms"),
                       "tokens_per_s_per_user": 1000 / median_tpot if median_tpot else None})
@@ -167,7 +168,9 @@ def plan_files(document: dict, searched_fields: list[str]) -> dict[str, str]:
         table += (f"recommendation: {rec['gpu']} {rec['settings']} at up to {rec['max_request_rate']} req/s "
                   f"(attainment {rec['evidence']['slo_attainment_at_rate']}, and "
                   f"{rec['evidence']['slo_attainment_above']} at {rec['evidence']['rate_above']} req/s)"
-                  + ("" if margin is None else f"; {margin:+.1%} over the runner-up") + "\n")
+                  + ("" if margin is None else f"; {margin:+.1%} over the next slower setting")
+                  + (f"; tied with {len(rec['tied_with'])} other setting(s) at this rate" if rec["tied_with"] else "")
+                  + "\n")
         table += f"reproduce: {rec['command']}\n"
     if replicas is not None:
         table += (f"replicas for {replicas['target_rate']:g} req/s: at least {replicas['replicas']} "

@@ -57,13 +57,15 @@ def recommend(configs: list[dict]) -> dict | None:
     if not ranked:
         return None
     best = ranked[0]
-    runner = ranked[1] if len(ranked) > 1 else None
+    ties = [c for c in ranked[1:] if _rate_value(c) == _rate_value(best)]
+    runner = next((c for c in ranked if _rate_value(c) < _rate_value(best)), None)   # the first slower one
     margin = None
     if runner is not None and _rate_value(runner) > 0 and math.isfinite(_rate_value(best)):
         margin = _rate_value(best) / _rate_value(runner) - 1
     check = best.get("check") or {}
     return {"gpu": best["gpu"], "settings": best["settings"], "max_request_rate": best["max_request_rate"],
             "margin_over_runner_up": margin, "runner_up": None if runner is None else runner["settings"],
+            "tied_with": [c["settings"] for c in ties],
             "evidence": {"slo_attainment_at_rate": (best["metrics"] or {}).get("slo_attainment"),
                          "slo_attainment_above": check.get("slo_attainment"),
                          "rate_above": check.get("request_rate")},
@@ -91,19 +93,19 @@ def _cell(value, digits: int = 1) -> str:
 
 def render_table(configs: list[dict], searched_fields: list[str], target: float, resolution: float) -> str:
     """The table: one line per setting, highest rate first, with the SLO metrics at that rate."""
-    head = ["gpu", *(f.replace("_", "-") for f in searched_fields), "max req/s", "goodput", "attain",
+    head = ["#", "gpu", *(f.replace("_", "-") for f in searched_fields), "max req/s", "goodput", "attain",
             "P95 TTFT", "P95 TPOT", "P95 E2EL", "preempt", "peak KV", "note"]
     rows = [head]
-    for c in sorted(configs, key=sort_key):
+    for number, c in enumerate(sorted(configs, key=sort_key), 1):
         m = c["metrics"] or {}
         note = "NON-MONOTONE" if c["non_monotone"] else {"min_rate": "SLO missed at --min-rate",
                                                           "max_rate": "SLO met at --max-rate"}.get(c["bound"], "")
-        rows.append([c["gpu"], *(str(c["settings"][f]) for f in searched_fields), _cell(c["max_request_rate"], 3),
+        rows.append([str(number), c["gpu"], *(str(c["settings"][f]) for f in searched_fields), _cell(c["max_request_rate"], 3),
                      _cell(m.get("request_goodput"), 3), _cell(m.get("slo_attainment"), 3),
                      _cell(m.get("p95_ttft_ms")), _cell(m.get("p95_tpot_ms")), _cell(m.get("p95_e2el_ms")),
                      _cell(m.get("num_preemptions")), _cell(m.get("peak_kv_blocks_used")), note])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 0 else cell.rjust(widths[i]) for i, cell in enumerate(r)).rstrip()
+    lines = ["  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r)).rstrip()
              for r in rows]
     lines.append(f"(rates in requests/s, the highest whose slo_attainment >= {target:g}, to {resolution:g} relative; "
                  "goodput in req/s; times in ms, vLLM bench serve's definitions; one replica on the step model's GPU)")
