@@ -132,3 +132,33 @@ class FrontierTest(unittest.TestCase):
         points = [(1.0, 1.0), (2.0, 2.0), (3.0, 1.5)]
         self.assertEqual(frontier(points, larger_x_better=False), [0, 1])
         self.assertEqual(frontier(points, larger_x_better=True), [1, 2])
+
+
+class InterruptTest(unittest.TestCase):
+    def test_ctrl_c_leaves_nothing_half_written(self):
+        """SIGINT a second into a long plan: exit 130, no plan directory, no worker left behind."""
+        import signal
+        import subprocess
+        import sys
+        import time
+        from tests.helpers import PROJECT
+        base = temp_dir(self)
+        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+        with open(workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 300 + 37 * (i % 5), "output_tokens": 200 + 11 * (i % 4)}
+                                    for i in range(300)]}, out)
+        with open(model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+        out_dir = os.path.join(base, "plan")
+        process = subprocess.Popen([sys.executable, os.path.join(PROJECT, "infer_sched_lab.py"), "plan", "--workload",
+                                    workload, "--step-model", model, "--goodput", "ttft:300", "--max-num-seqs",
+                                    "1,2,3,4,5,6,7,8", "--workers", "2", "--out", out_dir],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.5)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+        self.assertEqual(process.returncode, 130, err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertFalse(os.path.exists(out_dir))
+        self.assertEqual(sorted(os.listdir(base)), ["m.json", "w.json"])   # no staging directory left either

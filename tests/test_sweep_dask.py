@@ -89,6 +89,30 @@ class DaskSweepTest(unittest.TestCase):
         worker_log = read(os.path.join(self.cwd, "worker.log"))
         self.assertIn("infer_sched_lab_code.zip", worker_log)   # the points ran on the code the sweep sent
 
+    def test_plan_on_the_cluster_gives_the_local_plan(self):
+        """plan --executor: the settings searched on the cluster give plan.json, plan.txt and pareto.svg
+        equal to the local process pool's, byte for byte (one code path: the sweep's executor)."""
+        import json
+        from tests.test_plan import STEP_MODEL
+        base = temp_dir(self)
+        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+        with open(workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 100 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
+                                    for i in range(40)]}, out)
+        with open(model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+        args = ["plan", "--workload", workload, "--step-model", model, "--goodput", "ttft:300",
+                "--max-num-seqs", "2,4,8"]
+        code, local_out, err = run_cli([*args, "--out", os.path.join(base, "local")])
+        self.assertEqual(code, 0, err)
+        code, cluster_out, err = run_cli([*args, "--executor", f"dask://127.0.0.1:{self.port}",
+                                          "--out", os.path.join(base, "cluster")])
+        self.assertEqual(code, 0, err)
+        for name in ("plan.json", "plan.txt", "pareto.svg"):
+            with self.subTest(file=name):
+                self.assertEqual(read(os.path.join(base, "cluster", name)), read(os.path.join(base, "local", name)))
+
     def test_no_scheduler_is_one_line_exit_2(self):
         with mock.patch("sched.runs.cluster.CONNECT_TIMEOUT_S", 2):
             code, out, err = run_cli(["sweep", "--executor", f"dask://127.0.0.1:{free_port()}"])
