@@ -93,3 +93,50 @@ class RunFlagsTest(unittest.TestCase):
                               (["--engine", "vllm", "--request-rate", "1"], "needs --step-model")):
             with self.subTest(argv=argv[len(base):]):
                 assert_bad_input(self, argv, mention)
+
+
+class MaxConcurrencyTest(unittest.TestCase):
+    """Three requests (16 prompt, 3 output tokens) all sent at 0 (``--request-rate inf``), step_ms =
+    2 + 0.25·prompt + 0.5·decode. Alone a request runs 6 ms of prefill then two 2.5 ms decode steps: it
+    ends at 11 ms. With ``--max-concurrency 1`` the client starts r1 when r0 ends (11 ms) and r2 at
+    22 ms: each TTFT is 6 ms from its own start, each E2EL 11 ms, duration 33 ms. Without a limit the
+    three share every step: one prefill of 48 tokens (2 + 12 = 14 ms), then two steps of three decodes
+    (2 + 1.5 = 3.5 ms each): TTFT 14, E2EL 21 ms."""
+
+    def setUp(self):
+        self.base = temp_dir(self)
+        self.workload, self.model = (os.path.join(self.base, name) for name in ("w.json", "m.json"))
+        with open(self.workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [dict(ONE_REQUEST["requests"][0], name=f"r{i}") for i in range(3)]}, out)
+        with open(self.model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+
+    def run_with(self, *extra):
+        target = os.path.join(self.base, f"run{len(os.listdir(self.base))}")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--request-rate", "inf", *extra, "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        summary = json.loads(read(os.path.join(target, "summary.json")))
+        lines = [json.loads(line) for line in read(os.path.join(target, "requests.jsonl")).splitlines()]
+        return summary, lines
+
+    def test_one_at_a_time(self):
+        summary, lines = self.run_with("--max-concurrency", "1")
+        self.assertEqual([line["arrival_ms"] for line in lines], [0, 11, 22])
+        self.assertEqual([line["ttft_ms"] for line in lines], [6, 6, 6])
+        row = summary["cases"][0]
+        self.assertAlmostEqual(row["duration"], 0.033, places=9)
+        self.assertAlmostEqual(row["mean_e2el_ms"], 11, places=9)
+        self.assertEqual(summary["vllm_bench"]["load"]["max_concurrency"], 1)
+
+    def test_no_limit_shares_the_steps(self):
+        summary, lines = self.run_with()
+        self.assertEqual([line["ttft_ms"] for line in lines], [14, 14, 14])
+        self.assertAlmostEqual(summary["cases"][0]["mean_e2el_ms"], 21, places=9)
+        summary, _ = self.run_with("--max-concurrency", "3")   # a limit that never binds changes nothing
+        self.assertAlmostEqual(summary["cases"][0]["mean_e2el_ms"], 21, places=9)
+
+    def test_bad_limit(self):
+        base = ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model]
+        assert_bad_input(self, base + ["--max-concurrency", "0"], "--max-concurrency")
+        assert_bad_input(self, ["--engine", "vllm", "--max-concurrency", "4"], "needs --step-model")

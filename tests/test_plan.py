@@ -25,7 +25,7 @@ STEP_MODEL = {"kind": "step-model", "engine": "vllm", "step_ms": {"a": 5.0, "b":
 
 def curve(passes):
     """A stand-in for one run: attainment 1 where ``passes(rate)``, else 0.5; capacity 3 req/s."""
-    def evaluate(workload, knobs, model, rate, goodput, burstiness, seed):
+    def evaluate(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency=None):
         return {"slo_attainment": 1.0 if passes(rate) else 0.5, "request_throughput": 3.0, "request_rate": rate}
     return evaluate
 

@@ -16,7 +16,7 @@ import time
 from ..base.cmdline import EXIT_OK, LineParser, fraction_arg
 from ..base.safe_write import check_target, write_artifacts
 from ..core.config import ConfigError
-from ..timing.bench_rows import _burstiness, _goodput_pair, _rate, _seed
+from ..timing.bench_rows import _burstiness, _concurrency, _goodput_pair, _rate, _seed
 from ..core.bench_metrics import settle_goodput
 
 __all__ = ["command"]
@@ -64,6 +64,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="bisect until the bracket is within X of the rate (default 0.01 = 1%%)")
     parser.add_argument("--burstiness", type=_burstiness, default=1.0, metavar="B", help="gamma shape (default 1)")
     parser.add_argument("--seed", type=_seed, default=0, metavar="N", help="arrival seed (default 0)")
+    parser.add_argument("--max-concurrency", type=_concurrency, metavar="N",
+                        help="the benchmark client's limit on requests in flight (default: none)")
     parser.add_argument("--min-rate", type=_rate, default=0.01, metavar="R", help="lowest rate tried (default 0.01 req/s)")
     parser.add_argument("--max-rate", type=_rate, default=10000.0, metavar="R",
                         help="highest rate tried (default 10000 req/s)")
@@ -136,7 +138,7 @@ def _main(argv: list[str]) -> int:
             raise ConfigError(str(exc)) from None
     workload = load_workload(args.workload)
     spec = PlanSpec(workload, args.workload, models, grid, settle_goodput(args.goodput), args.attainment,
-                    args.resolution, args.burstiness, args.seed, args.min_rate, args.max_rate)
+                    args.resolution, args.burstiness, args.seed, args.min_rate, args.max_rate, args.max_concurrency)
     try:
         tasks = settle_settings(spec)
     except ValueError as exc:

@@ -312,7 +312,8 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
     try:
         if step_model is not None:
             run = msrun.run_with_step_model(workload, config, step_model, source,
-                                            args.timeline or default_timeline(workload), progress)
+                                            args.timeline or default_timeline(workload), progress,
+                                            max_concurrency=args.max_concurrency)
         else:
             run = run_lab(workload, config, args.policy, source, progress, args.timeline,
                           sections=args.artifacts is not None)

@@ -32,13 +32,15 @@ PLAN_FILES = ("plan.txt", "plan.json", "pareto.svg", "manifest.json")
 class PlanSpec:
     """What a plan searches: the workload, step models (name, path, :class:`StepModel`), the grid
     (list of dicts of searched knobs), the SLO (``goodput`` ms limits, ``target`` attainment) and the
-    search's ``resolution``, ``burstiness``, ``seed``, ``min_rate``, ``max_rate`` (req/s)."""
+    search's ``resolution``, ``burstiness``, ``seed``, ``min_rate``, ``max_rate`` (req/s) and the
+    client's ``max_concurrency`` (``None``: no limit)."""
 
     def __init__(self, workload, workload_path, models, grid, goodput, target, resolution, burstiness, seed,
-                 min_rate, max_rate):
+                 min_rate, max_rate, max_concurrency=None):
         self.workload, self.workload_path, self.models, self.grid = workload, workload_path, models, grid
         self.goodput, self.target, self.resolution = goodput, target, resolution
         self.burstiness, self.seed, self.min_rate, self.max_rate = burstiness, seed, min_rate, max_rate
+        self.max_concurrency = max_concurrency
 
 
 def settle_settings(spec: PlanSpec) -> list[tuple]:
@@ -56,9 +58,11 @@ def settle_settings(spec: PlanSpec) -> list[tuple]:
     return tasks
 
 
-def _search_task(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate):
+def _search_task(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate,
+                 max_concurrency):
     """One setting's search (runs in a worker)."""
-    return find_capacity(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate)
+    return find_capacity(workload, knobs, model, goodput, target, resolution, burstiness, seed, min_rate, max_rate,
+                         max_concurrency)
 
 
 def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = None, max_workers: int | None = None,
@@ -76,7 +80,8 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
             _mask(signal.SIG_BLOCK)
         try:
             futures = [pool.submit(_search_task, spec.workload, knobs, spec.models[index][2], spec.goodput, spec.target,
-                                   spec.resolution, spec.burstiness, spec.seed, spec.min_rate, spec.max_rate)
+                                   spec.resolution, spec.burstiness, spec.seed, spec.min_rate, spec.max_rate,
+                                   spec.max_concurrency)
                        for index, _, knobs in tasks]
         finally:
             if own:
@@ -130,11 +135,11 @@ def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], targe
             "points": result["points"],
             "command": None if result["max_request_rate"] is None else reproduce_command(
                 spec.workload_path, path, searched, result["max_request_rate"], spec.goodput, spec.burstiness,
-                spec.seed)}))
+                spec.seed, spec.max_concurrency)}))
     return {"tool": "infer-sched-lab plan", "kind": "plan", "workload": os.path.basename(spec.workload_path),
             "workload_sha256": workload_sha256(spec.workload), "num_requests": len(spec.workload),
             "slo": {"goodput_ms": spec.goodput, "attainment": spec.target}, "resolution": spec.resolution,
-            "burstiness": _finite(spec.burstiness), "seed": spec.seed,
+            "burstiness": _finite(spec.burstiness), "seed": spec.seed, "max_concurrency": spec.max_concurrency,
             "rate_bounds": {"min_rate": spec.min_rate, "max_rate": spec.max_rate},
             "assumes": ["one replica per setting, on the GPU its step model was fitted on",
                         "arrivals as vllm bench serve sends them (gamma gaps, this seed and burstiness)",

@@ -33,10 +33,12 @@ __all__ = ["evaluate", "find_capacity", "PLAN_PERCENTILES"]
 PLAN_PERCENTILES = (50.0, 95.0, 99.0)
 
 
-def evaluate(workload, knobs, model, rate: float, goodput: dict, burstiness: float, seed: int) -> dict:
+def evaluate(workload, knobs, model, rate: float, goodput: dict, burstiness: float, seed: int,
+             max_concurrency: int | None = None) -> dict:
     """One point: the run at ``rate`` (req/s or inf) -> vLLM's metrics plus the load columns, and
-    ``request_rate``. ``goodput``: ``{key: limit_ms}``."""
-    run = run_with_step_model(retime(workload, rate, burstiness, seed), knobs, model, "plan", "counts")
+    ``request_rate``. ``goodput``: ``{key: limit_ms}``; ``max_concurrency``: the client's limit, if any."""
+    run = run_with_step_model(retime(workload, rate, burstiness, seed), knobs, model, "plan", "counts",
+                              max_concurrency=max_concurrency)
     result = run.results[0]
     row = bench_row(result, BenchSettings(percentiles=PLAN_PERCENTILES, goodput=goodput))
     row.update(load_summary(result))
@@ -49,7 +51,7 @@ def _meets(row: dict, target: float) -> bool:
 
 
 def find_capacity(workload, knobs, model, goodput: dict, target: float, resolution: float, burstiness: float,
-                  seed: int, min_rate: float, max_rate: float) -> dict:
+                  seed: int, min_rate: float, max_rate: float, max_concurrency: int | None = None) -> dict:
     """The search of the module docstring for one setting. Returns ``{"max_request_rate"`` (float,
     ``"inf"`` or ``None``), ``"metrics"`` (the point at the answer, or ``None``), ``"check"`` (the point
     at ``answer × (1 + 2·resolution)``), ``"non_monotone"`` (bool), ``"points"`` (every rate tried:
@@ -59,7 +61,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
 
     def run(rate):
         if rate not in points:
-            points[rate] = evaluate(workload, knobs, model, rate, goodput, burstiness, seed)
+            points[rate] = evaluate(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency)
         return points[rate]
 
     first = run(math.inf)

@@ -131,9 +131,16 @@ def _seed(text: str) -> int:
     return int(text)
 
 
+def _concurrency(text: str) -> int:
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 10**9:
+        raise argparse.ArgumentTypeError(f"must be a whole number of requests >= 1, got {text!r}")
+    return int(text)
+
+
 def add_load_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
     """``--request-rate``, ``--burstiness``, ``--seed``: arrivals re-timed as ``vllm bench serve`` sends
-    (:mod:`sched.workload.bench_arrivals`)."""
+    (:mod:`sched.workload.bench_arrivals`); ``--max-concurrency``: its client's limit on requests in
+    flight (:mod:`sched.vllm.client_gate`)."""
     group = parser.add_argument_group("load as vllm bench serve sets it")
     group.add_argument("--request-rate", type=_rate, metavar="R",
                        help="requests per second (inf: all at once); replaces the workload's arrivals by vLLM's "
@@ -141,6 +148,9 @@ def add_load_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
     group.add_argument("--burstiness", type=_burstiness, metavar="B",
                        help="gamma shape of the gaps: 1 = Poisson (default), < 1 burstier, > 1 more even, inf evenly "
                             "spaced; needs --request-rate")
+    group.add_argument("--max-concurrency", type=_concurrency, metavar="N",
+                       help="most requests in flight, as the benchmark client's semaphore: a request starts (and "
+                            "its TTFT and E2EL count from) when an earlier one ends" + when)
     group.add_argument("--seed", type=_seed, metavar="N",
                        help="the gaps' seed (numpy's legacy generator, as vLLM's client seeds it; default 0); "
                             "needs --request-rate")
@@ -166,7 +176,8 @@ def load_of_args(args) -> dict | None:
 def bench_flags_given(args) -> list[str]:
     """The bench and load flags typed on the command line (``[]`` when none)."""
     return [flag for flag, value in (("--metric-percentiles", args.metric_percentiles), ("--goodput", args.goodput),
-                                     ("--request-rate", getattr(args, "request_rate", None)))
+                                     ("--request-rate", getattr(args, "request_rate", None)),
+                                     ("--max-concurrency", getattr(args, "max_concurrency", None)))
             if value is not None]
 
 
@@ -174,5 +185,8 @@ def bench_settings_from_args(args) -> BenchSettings | None:
     """The :class:`BenchSettings` of parsed flags; ``None`` when none of them was given."""
     if not bench_flags_given(args):
         return None
+    load = load_of_args(args)
+    if getattr(args, "max_concurrency", None) is not None:
+        load = dict(load or {}, max_concurrency=args.max_concurrency)
     return BenchSettings(percentiles=args.metric_percentiles or BenchSettings().percentiles,
-                         goodput=settle_goodput(args.goodput), load=load_of_args(args))
+                         goodput=settle_goodput(args.goodput), load=load)

@@ -75,8 +75,9 @@ class AsyncVllmSimulation(VllmSimulation):
     ASYNC = True
 
     def __init__(self, workload, knobs: VllmKnobs, *, timeline: str = "full", step_time=None,
-                 per_step: bool = False) -> None:
-        super().__init__(workload, knobs, timeline=timeline, step_time=step_time, per_step=True)
+                 per_step: bool = False, max_concurrency: int | None = None) -> None:
+        super().__init__(workload, knobs, timeline=timeline, step_time=step_time, per_step=True,
+                         max_concurrency=max_concurrency)
         self.gpu_free = 0               # when the GPU finishes the last batch with tokens
         self.batches: deque[Batch] = deque()   # scheduled, output not processed yet; newest first
         self._reported_finish = False   # vLLM's finished request ids, cleared by the next schedule()

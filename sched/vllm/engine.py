@@ -43,6 +43,7 @@ from ..core.records import TIMELINE_DETAILS, CaseResult, Request, SimulationErro
 from .config import VllmKnobs
 from .fastpath import DecodeRuns
 from .queue import Arrivals, Seq, WaitingQueue
+from .client_gate import GatedArrivals
 from .records import StepCounts, StepLog, StepRecord
 
 __all__ = ["VllmSimulation", "StepRecord", "StepCounts", "simulate_vllm"]
@@ -66,7 +67,7 @@ class VllmSimulation:
     ASYNC = False
 
     def __init__(self, workload, knobs: VllmKnobs, *, timeline: str = "full", step_time=None,
-                 per_step: bool = False) -> None:
+                 per_step: bool = False, max_concurrency: int | None = None) -> None:
         if timeline not in TIMELINE_DETAILS:
             raise ValueError(f"timeline detail must be one of {', '.join(TIMELINE_DETAILS)}, got {timeline!r}")
         if knobs.async_scheduling and not self.ASYNC:
@@ -77,8 +78,11 @@ class VllmSimulation:
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
         # The scheduler's view of a request (Seq) lives from its arrival until it ends, held only by
-        # the queues: memory follows what is running or waiting, not the whole workload.
-        self.arrivals = Arrivals(self.requests, knobs.timeout_ticks, self.kv.new_table)
+        # the queues: memory follows what is running or waiting, not the whole workload. A benchmark
+        # client's --max-concurrency holds requests back until one ends (client_gate).
+        self.arrivals = (Arrivals(self.requests, knobs.timeout_ticks, self.kv.new_table) if max_concurrency is None
+                         else GatedArrivals(self.requests, knobs.timeout_ticks, max_concurrency, self.kv.new_table))
+        self._gated = max_concurrency is not None
         self.num_requests = len(self.requests)
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)
@@ -405,6 +409,8 @@ class VllmSimulation:
         seq.rec.status = status
         seq.rec.done_at = at
         self._num_ended += 1
+        if self._gated:
+            self.arrivals.release(at)
 
 
 def simulate_vllm(workload, knobs: VllmKnobs, progress=None, **options) -> CaseResult:
