@@ -116,7 +116,8 @@ def _knob_settings(knobs) -> dict:
     return {"max_num_batched_tokens": knobs.max_num_batched_tokens, "max_num_seqs": knobs.max_num_seqs,
             "long_prefill_token_threshold": knobs.long_prefill_token_threshold,
             "enable_prefix_caching": knobs.enable_prefix_caching, "block_size": knobs.block_size,
-            "num_gpu_blocks": knobs.num_gpu_blocks, "policy": knobs.policy}
+            "num_gpu_blocks": knobs.num_gpu_blocks, "policy": knobs.policy,
+            "async_scheduling": knobs.async_scheduling}
 
 
 def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], target_rate: float | None) -> dict:
