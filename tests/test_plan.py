@@ -161,3 +161,41 @@ class InterruptTest(unittest.TestCase):
         self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertFalse(os.path.exists(out_dir))
         self.assertEqual(sorted(os.listdir(base)), ["m.json", "w.json"])   # no staging directory left either
+
+
+class PlanGpuTest(unittest.TestCase):
+    """``--gpu``: each step model is also carried to the named GPUs (a kept, b and c scaled by the
+    data sheets' BF16 FLOP/s): the H100's prompt tokens cost 165.2 / 989.4 of the RTX 4090's, so its
+    capacity under the same SLO is at least as high, and its command reruns the point with ``--gpu``."""
+
+    def test_one_row_per_gpu(self):
+        base = temp_dir(self)
+        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+        with open(workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 400 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
+                                    for i in range(40)]}, out)
+        with open(model, "w", encoding="utf-8") as out:
+            json.dump(dict(STEP_MODEL, fitted_on={"model": "hand-written", "device": "NVIDIA GeForce RTX 4090"}), out)
+        out_dir = os.path.join(base, "plan")
+        code, out, err = run_cli(["plan", "--workload", workload, "--step-model", model, "--gpu", "H100 SXM",
+                                  "--goodput", "ttft:300", "--workers", "1", "--out", out_dir])
+        self.assertEqual(code, 0, err)
+        configs = json.loads(read(os.path.join(out_dir, "plan.json")))["configs"]
+        by_gpu = {c["gpu"]: c for c in configs}
+        self.assertEqual(set(by_gpu), {"NVIDIA GeForce RTX 4090", "H100 SXM"})
+        h100, rtx = by_gpu["H100 SXM"], by_gpu["NVIDIA GeForce RTX 4090"]
+        self.assertIn("--gpu 'H100 SXM'", h100["command"])
+        self.assertNotIn("--gpu", rtx["command"])
+        self.assertIsInstance(h100["max_request_rate"], float)
+        self.assertGreaterEqual(h100["max_request_rate"], rtx["max_request_rate"])
+        target = os.path.join(base, "rerun")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", workload, "--step-model", model, "--gpu", "H100 SXM",
+                                "--request-rate", repr(h100["max_request_rate"]), "--goodput", "ttft:300",
+                                "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        rerun = json.loads(read(os.path.join(target, "summary.json")))["cases"][0]["slo_attainment"]
+        self.assertEqual(rerun, h100["metrics"]["slo_attainment"])
+        assert_bad_input(self, ["plan", "--workload", workload, "--step-model", model, "--gpu", "H200 NVL",
+                                "--goodput", "ttft:300", "--out", os.path.join(base, "never")], "--gpu")
+        self.assertFalse(os.path.exists(os.path.join(base, "never")))

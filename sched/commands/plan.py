@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--workload", metavar="FILE", required=True, help="the workload (its arrivals are re-timed)")
     parser.add_argument("--step-model", metavar="FILE", nargs="+", required=True,
                         help="step-model.json (calibrate); several: one per GPU, each searched with every setting")
+    parser.add_argument("--gpu", metavar="NAME,NAME",
+                        help="also carry each step model to these GPUs of the lab's table (help gpus) and search "
+                             "them too: the per-step host cost stays, the GPU-bound terms scale with the data sheets")
     parser.add_argument("--goodput", type=_goodput_pair, nargs="+", metavar="KEY:MS", required=True,
                         help="the SLO in ms, vLLM's syntax: ttft:2000 tpot:100 e2el:20000")
     parser.add_argument("--attainment", type=_attainment, default=0.9, metavar="X",
@@ -131,9 +134,16 @@ def _main(argv: list[str]) -> int:
         raise ConfigError(f"--policy: {exc}") from None
     grid = setting_grid(lists)
     models = []
+    gpus = [] if args.gpu is None else [name.strip() for name in args.gpu.split(",")]
+    if len(set(gpus)) != len(gpus) or "" in gpus:
+        raise ConfigError(f"--gpu: a name is empty or given twice in {args.gpu!r}")
     for path in args.step_model:
         try:
-            models.append((os.path.basename(path), path, load_step_model(path)))
+            model = load_step_model(path)
+            models.append((os.path.basename(path), path, model, None))
+            if gpus:
+                from ..timing.gpus import carry_to
+                models += [(os.path.basename(path), path, carry_to(model, gpu), gpu) for gpu in gpus]
         except InputError as exc:
             raise ConfigError(str(exc)) from None
     workload = load_workload(args.workload)

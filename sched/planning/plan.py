@@ -30,7 +30,8 @@ PLAN_FILES = ("plan.txt", "plan.json", "pareto.svg", "manifest.json")
 
 
 class PlanSpec:
-    """What a plan searches: the workload, step models (name, path, :class:`StepModel`), the grid
+    """What a plan searches: the workload, step models (name, path, :class:`StepModel`, the ``--gpu``
+    it was carried to or ``None``), the grid
     (list of dicts of searched knobs), the SLO (``goodput`` ms limits, ``target`` attainment) and the
     search's ``resolution``, ``burstiness``, ``seed``, ``min_rate``, ``max_rate`` (req/s) and the
     client's ``max_concurrency`` (``None``: no limit)."""
@@ -47,7 +48,7 @@ def settle_settings(spec: PlanSpec) -> list[tuple]:
     """``[(model index, searched knobs, VllmKnobs)]`` for every model × setting; raises
     :class:`ValueError` with vLLM's reason for a combination it would refuse."""
     tasks = []
-    for index, (_, _, model) in enumerate(spec.models):
+    for index, (_, _, model, _) in enumerate(spec.models):
         for searched in spec.grid:
             given = {k: v for k, v in searched.items() if k != "policy"}
             knobs, _ = settle_knobs(model, given, searched.get("policy"), None)
@@ -124,11 +125,12 @@ def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], targe
     """``plan.json``'s content (:mod:`sched.planning.report`)."""
     configs = []
     for (index, searched, knobs), result in zip(tasks, results):
-        name, path, model = spec.models[index]
+        name, path, model, carried = spec.models[index]
         metrics = result["metrics"]
         check = result["check"]
         configs.append(_finite({
-            "gpu": model.fitted_on.get("device") or name, "step_model": name, "settings": _knob_settings(knobs),
+            "gpu": (model.fitted_on.get("carried_to") or {}).get("gpu") or model.fitted_on.get("device") or name,
+            "carried_to_gpu": carried, "step_model": name, "settings": _knob_settings(knobs),
             "searched": searched, "max_request_rate": result["max_request_rate"], "resolution": spec.resolution,
             "metrics": metrics, "non_monotone": result["non_monotone"], "bound": result["bound"],
             "check": None if check is None else {"request_rate": check["request_rate"],
@@ -136,7 +138,7 @@ def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], targe
             "points": result["points"],
             "command": None if result["max_request_rate"] is None else reproduce_command(
                 spec.workload_path, path, searched, result["max_request_rate"], spec.goodput, spec.burstiness,
-                spec.seed, spec.max_concurrency)}))
+                spec.seed, spec.max_concurrency, carried)}))
     return {"tool": "infer-sched-lab plan", "kind": "plan", "workload": os.path.basename(spec.workload_path),
             "workload_sha256": workload_sha256(spec.workload), "num_requests": len(spec.workload),
             "slo": {"goodput_ms": spec.goodput, "attainment": spec.target}, "resolution": spec.resolution,

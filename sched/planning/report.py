@@ -41,11 +41,11 @@ def sort_key(config: dict):
 
 
 def reproduce_command(workload_path: str, model_path: str, searched: dict, rate, goodput: dict, burstiness: float,
-                      seed: int, max_concurrency: int | None = None) -> str:
+                      seed: int, max_concurrency: int | None = None, gpu: str | None = None) -> str:
     """The run command that reproduces one point (``searched``: the knobs the plan varied)."""
     from .grid import flag_words   # one module's words for both the table and the command
     words = ["infer_sched_lab.py", "--engine", "vllm", "--workload", workload_path, "--step-model", model_path,
-             *flag_words(searched), "--request-rate", "inf" if rate in ("inf", math.inf) else repr(rate),
+             *(["--gpu", gpu] if gpu is not None else []), *flag_words(searched), "--request-rate", "inf" if rate in ("inf", math.inf) else repr(rate),
              "--burstiness", "inf" if burstiness == math.inf else repr(burstiness), "--seed", str(seed),
              *(["--max-concurrency", str(max_concurrency)] if max_concurrency is not None else []),
              "--metric-percentiles", "50,95,99", "--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
