@@ -199,3 +199,38 @@ class PlanGpuTest(unittest.TestCase):
         assert_bad_input(self, ["plan", "--workload", workload, "--step-model", model, "--gpu", "H200 NVL",
                                 "--goodput", "ttft:300", "--out", os.path.join(base, "never")], "--gpu")
         self.assertFalse(os.path.exists(os.path.join(base, "never")))
+
+
+class PlanMemoryTest(unittest.TestCase):
+    """``--gpu-memory-utilization`` sizes the KV cache as vLLM does, per GPU. By hand for the RTX 4090
+    (24 GiB), "Llama-3.1-8B" (8e9 parameters x 2 bytes of weights) and 131,072 KV bytes per token,
+    blocks of 16 tokens (2,097,152 bytes): 0.8 -> (0.8 x 24 x 2^30 - 16e9) / 2,097,152 = 2,201.0 -> 2,201;
+    0.9 -> 3,429.8 -> 3,429."""
+
+    def test_blocks_by_hand(self):
+        base = temp_dir(self)
+        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+        with open(workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 100, "output_tokens": 20} for i in range(10)]}, out)
+        with open(model, "w", encoding="utf-8") as out:
+            json.dump(dict(STEP_MODEL, fitted_on={"model": "meta-llama/Llama-3.1-8B",
+                                                  "device": "NVIDIA GeForce RTX 4090"}), out)
+        out_dir = os.path.join(base, "plan")
+        args = ["plan", "--workload", workload, "--step-model", model, "--goodput", "ttft:300", "--workers", "1"]
+        code, out, err = run_cli([*args, "--gpu-memory-utilization", "0.8,0.9", "--kv-bytes-per-token", "131072",
+                                  "--out", out_dir])
+        self.assertEqual(code, 0, err)
+        configs = json.loads(read(os.path.join(out_dir, "plan.json")))["configs"]
+        blocks = {c["searched"]["gpu_memory_utilization"]: c["settings"]["num_gpu_blocks"] for c in configs}
+        self.assertEqual(blocks, {0.8: 2201, 0.9: 3429})
+        self.assertTrue(all("--num-gpu-blocks" in c["command"] for c in configs))
+        for extra, mention in ((["--gpu-memory-utilization", "0.9"], "--kv-bytes-per-token"),
+                               (["--gpu-memory-utilization", "1.5", "--kv-bytes-per-token", "1"], "(0, 1]"),
+                               (["--gpu-memory-utilization", "0.5", "--kv-bytes-per-token", "131072"], "no KV block"),
+                               (["--gpu-memory-utilization", "0.9", "--kv-bytes-per-token", "1",
+                                 "--num-gpu-blocks", "100"], "not both"),
+                               (["--kv-bytes-per-token", "131072"], "--gpu-memory-utilization")):
+            with self.subTest(extra=extra):
+                assert_bad_input(self, [*args, *extra, "--out", os.path.join(base, "never")], mention)
+                self.assertFalse(os.path.exists(os.path.join(base, "never")))

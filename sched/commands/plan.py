@@ -61,6 +61,14 @@ def _parser() -> argparse.ArgumentParser:
     for flag, (field, low) in LIST_FLAGS.items():
         parser.add_argument(flag, dest=field, metavar="N,N,...",
                             help=f"values to search (whole numbers >= {low}); default: the step model's")
+    parser.add_argument("--gpu-memory-utilization", metavar="U,U",
+                        help="instead of --num-gpu-blocks: vLLM's share of GPU memory, each in (0, 1]; the KV blocks "
+                             "follow as vLLM sizes them on each GPU (memory x U - weights, activations not counted); "
+                             "needs --kv-bytes-per-token")
+    parser.add_argument("--kv-bytes-per-token", type=int, metavar="B",
+                        help="2 x layers x KV heads x head size x bytes per element (Llama-3.1-8B in bf16: 131072)")
+    parser.add_argument("--weights-gb", type=float, metavar="G",
+                        help="the model's weights in GiB (default: from the parameter count in its name, 2 bytes each)")
     parser.add_argument("--policy", "--scheduling-policy", dest="policy", metavar="P,P",
                         help="fcfs, priority or both (default: the step model's)")
     parser.add_argument("--resolution", type=_resolution, default=0.01, metavar="X",
@@ -102,7 +110,7 @@ class _Progress:
 
 
 def _main(argv: list[str]) -> int:
-    from ..planning.grid import LIST_FLAGS, parse_int_list, parse_policies, setting_grid
+    from ..planning.grid import LIST_FLAGS, parse_int_list, parse_policies, parse_utilizations, setting_grid
     from ..planning.plan import PLAN_FILES, PlanSpec, plan_document, plan_files, run_plan, settle_settings
     from ..runs.cluster import dask_executor, parse_dask_address
     from ..runs.sweep import max_workers_allowed
@@ -132,6 +140,23 @@ def _main(argv: list[str]) -> int:
         lists["policy"] = parse_policies(args.policy) if args.policy is not None else ()
     except ValueError as exc:
         raise ConfigError(f"--policy: {exc}") from None
+    sizing = None
+    if args.gpu_memory_utilization is not None:
+        if lists["num_gpu_blocks"]:
+            raise ConfigError("--gpu-memory-utilization: give it or --num-gpu-blocks, not both (each sets the KV size)")
+        if args.kv_bytes_per_token is None or not 1 <= args.kv_bytes_per_token <= 10**9:
+            raise ConfigError("--gpu-memory-utilization needs --kv-bytes-per-token B (a whole number of bytes >= 1)")
+        if args.weights_gb is not None and not 0 < args.weights_gb < 10**6:
+            raise ConfigError(f"--weights-gb: must be a positive number of GiB, got {args.weights_gb!r}")
+        try:
+            lists["gpu_memory_utilization"] = parse_utilizations(args.gpu_memory_utilization)
+        except ValueError as exc:
+            raise ConfigError(f"--gpu-memory-utilization: {exc}") from None
+        sizing = {"kv_bytes_per_token": args.kv_bytes_per_token,
+                  "weights_bytes": None if args.weights_gb is None else args.weights_gb * 1024 ** 3}
+    elif args.kv_bytes_per_token is not None or args.weights_gb is not None:
+        raise ConfigError("--kv-bytes-per-token and --weights-gb size the KV cache for --gpu-memory-utilization; "
+                          "give that too")
     grid = setting_grid(lists)
     models = []
     gpus = [] if args.gpu is None else [name.strip() for name in args.gpu.split(",")]
@@ -150,7 +175,7 @@ def _main(argv: list[str]) -> int:
     spec = PlanSpec(workload, args.workload, models, grid, settle_goodput(args.goodput), args.attainment,
                     args.resolution, args.burstiness, args.seed, args.min_rate, args.max_rate, args.max_concurrency)
     try:
-        tasks = settle_settings(spec)
+        tasks = settle_settings(spec, sizing)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     from ..vllm.config import check_fits
@@ -169,6 +194,8 @@ def _main(argv: list[str]) -> int:
         progress.close()
     document = plan_document(spec, tasks, results, args.target_rate)
     searched = [field for field, values in lists.items() if values]
+    if "gpu_memory_utilization" in searched:
+        searched.append("num_gpu_blocks")   # what each share gave on its GPU
     files = plan_files(document, searched)
     if args.out:
         write_artifacts(files, args.out, force=args.force)

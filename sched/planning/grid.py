@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import itertools
 
-__all__ = ["LIST_FLAGS", "parse_int_list", "parse_policies", "setting_grid", "setting_problem", "flag_words"]
+__all__ = ["LIST_FLAGS", "parse_int_list", "parse_policies", "parse_utilizations", "setting_grid", "setting_problem",
+           "flag_words"]
 
 #: The list flags of ``plan`` (vLLM's names) -> the :class:`~sched.vllm.config.VllmKnobs` field, and
 #: the smallest value vLLM accepts.
@@ -50,6 +51,23 @@ def parse_policies(text: str) -> tuple[str, ...]:
         if word in values:
             raise ValueError(f"{word} is given twice")
         values.append(word)
+    return tuple(values)
+
+
+def parse_utilizations(text: str) -> tuple[float, ...]:
+    """``--gpu-memory-utilization 0.8,0.9``: vLLM's share of GPU memory, each in (0, 1] and given once.
+    Raises :class:`ValueError` naming the bad item."""
+    values = []
+    for item in text.split(","):
+        try:
+            value = float(item)
+        except ValueError:
+            raise ValueError(f"{item.strip()!r} is not a number (expected e.g. 0.8,0.9)") from None
+        if not 0 < value <= 1:
+            raise ValueError(f"{item.strip()} is not a share of GPU memory in (0, 1]")
+        if value in values:
+            raise ValueError(f"{item.strip()} is given twice")
+        values.append(value)
     return tuple(values)
 
 

@@ -44,13 +44,39 @@ class PlanSpec:
         self.max_concurrency = max_concurrency
 
 
-def settle_settings(spec: PlanSpec) -> list[tuple]:
+def blocks_for(model, carried, utilization: float, block_size: int, sizing: dict) -> int:
+    """``num_gpu_blocks`` for ``--gpu-memory-utilization`` as vLLM sizes its KV cache
+    (:func:`sched.timing.kvsize.derive_num_gpu_blocks`: the GPU's memory × utilization − the weights,
+    over block size × KV bytes per token; activations not counted, so an upper bound). The GPU is the
+    one the model was carried to, else the one it was fitted on; ``sizing``: ``kv_bytes_per_token``
+    and ``weights_bytes`` (``None``: from the parameter count in the model's name). Raises ValueError."""
+    from ..base.cmdline import InputError
+    from ..timing.gpus import find_gpu
+    from ..timing.kvsize import GIB, derive_num_gpu_blocks, weights_from_name
+    try:
+        gpu = find_gpu(carried or model.fitted_on.get("device") or "", "--gpu-memory-utilization: the step model's GPU")
+        weights = sizing.get("weights_bytes") or weights_from_name(model.fitted_on.get("model"))
+        if weights is None:
+            raise ValueError("--gpu-memory-utilization: the weights' size is unknown (no parameter count in the "
+                             "model's name); give --weights-gb")
+        return derive_num_gpu_blocks(gpu.memory_gb * GIB, utilization, weights, sizing["kv_bytes_per_token"],
+                                     block_size, "--gpu-memory-utilization")
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def settle_settings(spec: PlanSpec, sizing: dict | None = None) -> list[tuple]:
     """``[(model index, searched knobs, VllmKnobs)]`` for every model × setting; raises
-    :class:`ValueError` with vLLM's reason for a combination it would refuse."""
+    :class:`ValueError` with vLLM's reason for a combination it would refuse. A searched
+    ``gpu_memory_utilization`` becomes the ``num_gpu_blocks`` it gives on each GPU (:func:`blocks_for`)."""
     tasks = []
-    for index, (_, _, model, _) in enumerate(spec.models):
+    for index, (_, _, model, carried) in enumerate(spec.models):
         for searched in spec.grid:
-            given = {k: v for k, v in searched.items() if k != "policy"}
+            given = {k: v for k, v in searched.items() if k not in ("policy", "gpu_memory_utilization")}
+            if "gpu_memory_utilization" in searched:
+                block_size = given.get("block_size", model.settings["block_size"])
+                given["num_gpu_blocks"] = blocks_for(model, carried, searched["gpu_memory_utilization"], block_size,
+                                                     sizing or {})
             knobs, _ = settle_knobs(model, given, searched.get("policy"), None)
             problem = setting_problem(knobs)
             if problem:
@@ -102,6 +128,15 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
             pool.shutdown()
 
 
+def _run_flags(searched: dict, knobs) -> dict:
+    """The run's flags for a searched setting: a ``gpu_memory_utilization`` is the ``num_gpu_blocks`` it gave."""
+    if "gpu_memory_utilization" not in searched:
+        return searched
+    flags = {k: v for k, v in searched.items() if k != "gpu_memory_utilization"}
+    flags["num_gpu_blocks"] = knobs.num_gpu_blocks
+    return flags
+
+
 def _finite(value):
     """JSON-safe: ``inf`` as ``"inf"`` (plan.json is strict JSON), recursively."""
     if isinstance(value, float) and math.isinf(value):
@@ -137,7 +172,8 @@ def plan_document(spec: PlanSpec, tasks: list[tuple], results: list[dict], targe
                                                  "slo_attainment": check["slo_attainment"]},
             "points": result["points"],
             "command": None if result["max_request_rate"] is None else reproduce_command(
-                spec.workload_path, path, searched, result["max_request_rate"], spec.goodput, spec.burstiness,
+                spec.workload_path, path, _run_flags(searched, knobs), result["max_request_rate"], spec.goodput,
+                spec.burstiness,
                 spec.seed, spec.max_concurrency, carried)}))
     return {"tool": "infer-sched-lab plan", "kind": "plan", "workload": os.path.basename(spec.workload_path),
             "workload_sha256": workload_sha256(spec.workload), "num_requests": len(spec.workload),

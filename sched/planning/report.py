@@ -101,7 +101,7 @@ def render_table(configs: list[dict], searched_fields: list[str], target: float,
         m = c["metrics"] or {}
         note = "NON-MONOTONE" if c["non_monotone"] else {"min_rate": "SLO missed at --min-rate",
                                                           "max_rate": "SLO met at --max-rate"}.get(c["bound"], "")
-        rows.append([str(number), c["gpu"], *(str(c["settings"][f]) for f in searched_fields), _cell(c["max_request_rate"], 3),
+        rows.append([str(number), c["gpu"], *(str(c["searched"].get(f, c["settings"].get(f))) for f in searched_fields), _cell(c["max_request_rate"], 3),
                      _cell(m.get("request_goodput"), 3), _cell(m.get("slo_attainment"), 3),
                      _cell(m.get("p95_ttft_ms")), _cell(m.get("p95_tpot_ms")), _cell(m.get("p95_e2el_ms")),
                      _cell(m.get("num_preemptions")), _cell(m.get("peak_kv_blocks_used")), note])
