@@ -140,3 +140,42 @@ class MaxConcurrencyTest(unittest.TestCase):
         base = ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model]
         assert_bad_input(self, base + ["--max-concurrency", "0"], "--max-concurrency")
         assert_bad_input(self, ["--engine", "vllm", "--max-concurrency", "4"], "needs --step-model")
+
+
+class TimeoutMsTest(unittest.TestCase):
+    """``--timeout-ms`` on a step-model run: one request (16 prompt, 3 output tokens), step_ms = 2 +
+    0.25·prompt + 0.5·decode: tokens at 6, 8.5 and 11 ms. A deadline of 8 ms falls inside the decode
+    step from 6 to 8.5 ms; the engine never cuts a step, so the request times out at 8.5 ms with 2
+    tokens, and vLLM's metrics count it as failed. A deadline of 11 ms lets it finish."""
+
+    def setUp(self):
+        self.base = temp_dir(self)
+        self.workload, self.model = (os.path.join(self.base, name) for name in ("w.json", "m.json"))
+        with open(self.workload, "w", encoding="utf-8") as out:
+            json.dump(ONE_REQUEST, out)
+        with open(self.model, "w", encoding="utf-8") as out:
+            json.dump(STEP_MODEL, out)
+
+    def run_with(self, deadline):
+        target = os.path.join(self.base, f"run{deadline}")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--timeout-ms", deadline, "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        line = json.loads(read(os.path.join(target, "requests.jsonl")).splitlines()[0])
+        return line, json.loads(read(os.path.join(target, "summary.json")))["cases"][0]
+
+    def test_deadline_inside_a_step(self):
+        line, row = self.run_with("8")
+        self.assertEqual((line["status"], line["done_ms"], line["output_tokens_emitted"]), ("timeout", 8.5, 2))
+        self.assertEqual((row["completed"], row["failed"]), (0, 1))
+        line, row = self.run_with("11")
+        self.assertEqual((line["status"], line["done_ms"]), ("ok", 11))
+
+    def test_refusals(self):
+        assert_bad_input(self, ["--engine", "vllm", "--workload", self.workload, "--timeout-ms", "5"], "needs --step-model")
+        assert_bad_input(self, ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--timeout-ticks", "5"], "--timeout-ms")
+        assert_bad_input(self, ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--timeout-ms", "0"], "--timeout-ms")
+        assert_bad_input(self, ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--async-scheduling", "--timeout-ms", "5"], "--no-async-scheduling")

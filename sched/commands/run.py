@@ -50,6 +50,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of ms > 0, got {text!r}") from None
+    if not 0.001 <= value <= 3.6e9:   # one µs (the clock's tick) to about six weeks
+        raise argparse.ArgumentTypeError(f"must be a number of ms from 0.001 to 3.6e9, got {text!r}")
+    return value
+
+
 def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """The engine's flags (deadline, profile, knobs, policy), shared by the run and ``sweep``."""
     parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
@@ -191,6 +201,10 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                              "the per-step host cost stays, the GPU-bound terms scale with its public figures")
     add_bench_flags(parser, when=" (with --step-model)")
     add_load_flags(parser, when=" (with --step-model)")
+    parser.add_argument("--timeout-ms", type=_positive_ms, metavar="MS",
+                        help="with --step-model: deadline in ms after each request's arrival (its start, with "
+                             "--max-concurrency); a request not finished by then times out at the end of the step "
+                             "in flight (to the µs)")
     parser.add_argument("--version", action="version", version=f"infer-sched-lab {__version__}")
     return parser
 
@@ -285,12 +299,23 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         raise ConfigError(f"{bench_flags_given(args)[0]} needs --step-model: vLLM bench serve's metrics and SLOs are "
                           "in milliseconds, and only a run with a step model keeps time in ms")
     if args.step_model is not None and args.timeout_ticks is not None:
-        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
+        raise ConfigError("--timeout-ticks with --step-model: the clock is in ms there; give the deadline with --timeout-ms")
+    if args.timeout_ms is not None and args.step_model is None:
+        raise ConfigError("--timeout-ms needs --step-model (a tick run's deadline is --timeout-ticks)")
+    if args.timeout_ms is not None and getattr(args, "async_scheduling", None):
+        raise ConfigError("--timeout-ms with --async-scheduling: deadlines are not modelled under async scheduling; "
+                          "add --no-async-scheduling")
     if args.engine == "vllm":   # every knob checked before anything runs
         config = vllm_knobs_from_args(args)
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
             from ..timing import msrun   # only a run with a step model needs it
             step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
+            if args.timeout_ms is not None:   # the deadline on the step model's µs clock
+                from dataclasses import replace
+                if config.async_scheduling:
+                    raise ConfigError("--timeout-ms with async scheduling (the step model's setting or "
+                                      "--async-scheduling): deadlines are not modelled there; add --no-async-scheduling")
+                config = replace(config, timeout_ticks=max(1, round(args.timeout_ms * 1000)))
         load = load_of_args(args)
         if load is not None:   # arrivals re-timed as vllm bench serve sends (whole µs, tick_ms 0.001)
             from ..workload.bench_arrivals import retime

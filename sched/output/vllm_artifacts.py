@@ -34,7 +34,7 @@ __all__ = ["UNITS_NOTE_VLLM", "table_header", "manifest_config", "timeline_lines
 def table_header(run) -> str:
     """The first line of ``table.txt`` for a vLLM run (no source: a replay gives the same bytes)."""
     k = run.config
-    timeout = "no timeout" if k.timeout_ticks is None else f"timeout {k.timeout_ticks} ticks"
+    timeout = "no timeout" if k.timeout_ticks is None else f"timeout {run.clock.duration(k.timeout_ticks, True)}"
     blocks = k.gpu_blocks_for(run.workload)
     return (f"infer-sched-lab {__version__} | {len(run.workload)} requests, workload sha256 "
             f"{run.workload_sha256[:12]} | engine vllm (vLLM 0.33.0 rules) | policy {k.policy} | "

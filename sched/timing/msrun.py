@@ -127,14 +127,13 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
     """Simulate ``workload`` (arrivals in ms, see the module docstring) with ``model``'s step time.
 
     Returns a :class:`LabRun` whose ``workload`` is the given one, whose results keep the
-    engine's microsecond clock and whose ``clock`` says so (:data:`sched.core.clock.VLLM_MS`). Deadlines are not supported here (``knobs.timeout_ticks`` must be
-    ``None``: a deadline can fall inside a step, which the engine's records do not yet express).
+    engine's microsecond clock and whose ``clock`` says so (:data:`sched.core.clock.VLLM_MS`). A deadline
+    (``knobs.timeout_ticks``, in µs: ``--timeout-ms``) ends a request at the end of the step in flight
+    when it falls inside one (the engine never interrupts a step).
     Raises :class:`sched.core.config.ConfigError` when a request can never fit the KV cache.
     ``max_concurrency``: a benchmark client's ``--max-concurrency`` (:mod:`sched.vllm.client_gate`: a
     request starts, and its times count, when fewer than that many are in flight).
     """
-    if knobs.timeout_ticks is not None:
-        raise ConfigError("--timeout-ticks with --step-model: deadlines on a millisecond clock are not supported yet")
     tick_ms = workload_tick_ms(workload) or 1.0
     clocked = [replace(spec, arrival=_arrival_us(spec, tick_ms)) for spec in workload]
     check_fits(clocked, knobs, source)
