@@ -9,7 +9,6 @@ does not (or the plan said non-monotone).
 """
 
 import json
-import math
 import os
 import unittest
 from unittest import mock

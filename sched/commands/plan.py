@@ -13,10 +13,10 @@ import os
 import sys
 import time
 
-from ..base.cmdline import EXIT_OK, LineParser, fraction_arg
+from ..base.cmdline import EXIT_OK, LineParser
 from ..base.safe_write import check_target, write_artifacts
 from ..core.config import ConfigError
-from ..timing.bench_rows import _burstiness, _concurrency, _goodput_pair, _rate, _seed
+from ..timing.bench_rows import burstiness_arg, concurrency_arg, goodput_pair_arg, rate_arg, seed_arg
 from ..core.bench_metrics import settle_goodput
 
 __all__ = ["command"]
@@ -54,7 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--gpu", metavar="NAME,NAME",
                         help="also carry each step model to these GPUs of the lab's table (help gpus) and search "
                              "them too: the per-step host cost stays, the GPU-bound terms scale with the data sheets")
-    parser.add_argument("--goodput", type=_goodput_pair, nargs="+", metavar="KEY:MS", required=True,
+    parser.add_argument("--goodput", type=goodput_pair_arg, nargs="+", metavar="KEY:MS", required=True,
                         help="the SLO in ms, vLLM's syntax: ttft:2000 tpot:100 e2el:20000")
     parser.add_argument("--attainment", type=_attainment, default=0.9, metavar="X",
                         help="share of completed requests that must meet every limit (default 0.9)")
@@ -73,14 +73,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="fcfs, priority or both (default: the step model's)")
     parser.add_argument("--resolution", type=_resolution, default=0.01, metavar="X",
                         help="bisect until the bracket is within X of the rate (default 0.01 = 1%%)")
-    parser.add_argument("--burstiness", type=_burstiness, default=1.0, metavar="B", help="gamma shape (default 1)")
-    parser.add_argument("--seed", type=_seed, default=0, metavar="N", help="arrival seed (default 0)")
-    parser.add_argument("--max-concurrency", type=_concurrency, metavar="N",
+    parser.add_argument("--burstiness", type=burstiness_arg, default=1.0, metavar="B", help="gamma shape (default 1)")
+    parser.add_argument("--seed", type=seed_arg, default=0, metavar="N", help="arrival seed (default 0)")
+    parser.add_argument("--max-concurrency", type=concurrency_arg, metavar="N",
                         help="the benchmark client's limit on requests in flight (default: none)")
-    parser.add_argument("--min-rate", type=_rate, default=0.01, metavar="R", help="lowest rate tried (default 0.01 req/s)")
-    parser.add_argument("--max-rate", type=_rate, default=10000.0, metavar="R",
+    parser.add_argument("--min-rate", type=rate_arg, default=0.01, metavar="R", help="lowest rate tried (default 0.01 req/s)")
+    parser.add_argument("--max-rate", type=rate_arg, default=10000.0, metavar="R",
                         help="highest rate tried (default 10000 req/s)")
-    parser.add_argument("--target-rate", type=_rate, metavar="R",
+    parser.add_argument("--target-rate", type=rate_arg, metavar="R",
                         help="also say how many replicas of the recommended setting this rate needs (a lower bound)")
     parser.add_argument("--out", metavar="DIR", help="write plan.txt, plan.json, pareto.svg and manifest.json")
     parser.add_argument("--force", action="store_true", help="replace a previous plan's files in DIR")

@@ -21,7 +21,8 @@ from ..core.records import CaseResult, Status
 from ..workload.bench_arrivals import check_burstiness, check_rate
 
 __all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
-           "bench_settings_from_args", "bench_flags_given", "add_load_flags", "load_flags_problem", "load_of_args"]
+           "bench_settings_from_args", "bench_flags_given", "add_load_flags", "load_flags_problem", "load_of_args",
+           "rate_arg", "burstiness_arg", "seed_arg", "concurrency_arg", "goodput_pair_arg"]
 
 BENCH_DEFINITION = ("vLLM 0.33.0 bench serve's calculate_metrics: successful requests only; percentiles by "
                     "linear interpolation (numpy's default), std with ddof 0, an empty sample read as [0]; "
@@ -86,7 +87,7 @@ def bench_header(settings: BenchSettings) -> dict:
 
 # --- the flags, vLLM's syntax (shared by every command that reports these metrics) ---------------
 
-def _goodput_pair(text: str) -> tuple[str, float]:
+def goodput_pair_arg(text: str) -> tuple[str, float]:
     try:
         return parse_goodput_pair(text)
     except ValueError as exc:
@@ -106,32 +107,32 @@ def add_bench_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
     group.add_argument("--metric-percentiles", type=_percentiles, metavar="P,P,...",
                        help="percentiles of TTFT, TPOT, ITL and E2EL to report as pNN_*_ms, e.g. 50,90,95,99 "
                             "(linear interpolation, as vLLM; default 99)" + when)
-    group.add_argument("--goodput", type=_goodput_pair, nargs="+", metavar="KEY:MS",
+    group.add_argument("--goodput", type=goodput_pair_arg, nargs="+", metavar="KEY:MS",
                        help="SLO limits in ms, vLLM's syntax: ttft:2000 tpot:100 e2el:20000 (0 allowed); adds "
                             "request_goodput (good requests/s) and slo_attainment (good / completed)" + when)
 
 
-def _rate(text: str) -> float:
+def rate_arg(text: str) -> float:
     try:
         return check_rate(float(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc) if "must" in str(exc) else f"not a number: {text!r}") from None
 
 
-def _burstiness(text: str) -> float:
+def burstiness_arg(text: str) -> float:
     try:
         return check_burstiness(float(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc) if "must" in str(exc) else f"not a number: {text!r}") from None
 
 
-def _seed(text: str) -> int:
+def seed_arg(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or int(text) > 0xFFFFFFFF:
         raise argparse.ArgumentTypeError(f"must be an integer in [0, 2**32 - 1] (numpy's seed), got {text!r}")
     return int(text)
 
 
-def _concurrency(text: str) -> int:
+def concurrency_arg(text: str) -> int:
     if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 10**9:
         raise argparse.ArgumentTypeError(f"must be a whole number of requests >= 1, got {text!r}")
     return int(text)
@@ -142,16 +143,16 @@ def add_load_flags(parser: argparse.ArgumentParser, when: str = "") -> None:
     (:mod:`sched.workload.bench_arrivals`); ``--max-concurrency``: its client's limit on requests in
     flight (:mod:`sched.vllm.client_gate`)."""
     group = parser.add_argument_group("load as vllm bench serve sets it")
-    group.add_argument("--request-rate", type=_rate, metavar="R",
+    group.add_argument("--request-rate", type=rate_arg, metavar="R",
                        help="requests per second (inf: all at once); replaces the workload's arrivals by vLLM's "
                             "gamma-spaced send times, in workload order" + when)
-    group.add_argument("--burstiness", type=_burstiness, metavar="B",
+    group.add_argument("--burstiness", type=burstiness_arg, metavar="B",
                        help="gamma shape of the gaps: 1 = Poisson (default), < 1 burstier, > 1 more even, inf evenly "
                             "spaced; needs --request-rate")
-    group.add_argument("--max-concurrency", type=_concurrency, metavar="N",
+    group.add_argument("--max-concurrency", type=concurrency_arg, metavar="N",
                        help="most requests in flight, as the benchmark client's semaphore: a request starts (and "
                             "its TTFT and E2EL count from) when an earlier one ends" + when)
-    group.add_argument("--seed", type=_seed, metavar="N",
+    group.add_argument("--seed", type=seed_arg, metavar="N",
                        help="the gaps' seed (numpy's legacy generator, as vLLM's client seeds it; default 0); "
                             "needs --request-rate")
 
