@@ -136,6 +136,31 @@ class MaxConcurrencyTest(unittest.TestCase):
         summary, _ = self.run_with("--max-concurrency", "3")   # a limit that never binds changes nothing
         self.assertAlmostEqual(summary["cases"][0]["mean_e2el_ms"], 21, places=9)
 
+    def test_decode_jumps_keep_the_gate(self):
+        """With ``--timeline counts`` (and no prefix caching) the engine jumps over decode-only steps;
+        the gate must release the same requests at the same times as the step-by-step walk, and never
+        more than 4 in flight."""
+        workload = os.path.join(self.base, "w60.json")
+        with open(workload, "w", encoding="utf-8") as out:
+            json.dump({"requests": [{"name": f"r{i}", "arrival": 3 * i, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 30 + 7 * (i % 5), "output_tokens": 40 + 13 * (i % 4)}
+                                    for i in range(60)]}, out)
+        lines = {}
+        for detail in ("full", "counts"):
+            target = os.path.join(self.base, detail)
+            code, _, err = run_cli(["--engine", "vllm", "--workload", workload, "--step-model", self.model,
+                                    "--max-concurrency", "4", "--timeline", detail, "--artifacts", target])
+            self.assertEqual(code, 0, err)
+            lines[detail] = [json.loads(line) for line in read(os.path.join(target, "requests.jsonl")).splitlines()]
+        fields = ("arrival", "admitted_at", "done_at", "ttft", "e2e", "status")
+        self.assertEqual([[r[f] for f in fields] for r in lines["counts"]], [[r[f] for f in fields] for r in lines["full"]])
+        events = sorted([(r["arrival"], 1) for r in lines["full"]] + [(r["done_at"], -1) for r in lines["full"]])
+        in_flight, most = 0, 0
+        for _, step in events:
+            in_flight += step
+            most = max(most, in_flight)
+        self.assertEqual(most, 4)
+
     def test_bad_limit(self):
         base = ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model]
         assert_bad_input(self, base + ["--max-concurrency", "0"], "--max-concurrency")
