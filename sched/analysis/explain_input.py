@@ -15,6 +15,7 @@ from ..base.files import open_regular
 from ..core.records import TIMELINE_DETAILS
 from ..output.vllm_artifacts import async_scheduling_of
 from .explain_error import ExplainError
+from .run_manifest import read_manifest as checked_manifest
 
 __all__ = ["lines_with", "checked", "REQUEST_FIELDS", "TICK_FIELDS", "check_times", "step_formula", "case_makespans",
            "read_manifest", "timeline_detail", "static_cases", "async_scheduling"]
@@ -168,14 +169,12 @@ def case_makespans(directory: str, ticks_per_unit: int = 1) -> dict:
 
 
 def read_manifest(directory: str) -> dict:
-    """``manifest.json`` of the run, or ``{}`` when it is absent or not a JSON object (the story
-    then leaves out the budget)."""
-    try:
-        with open_regular(os.path.join(directory, "manifest.json")) as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError, RecursionError):
+    """``manifest.json`` of the run checked by :func:`sched.analysis.run_manifest.read_manifest`
+    (every value the story tells: the budget, the KV size, the step model), or ``{}`` when it is
+    absent (the story then leaves out the budget). Raises :class:`ExplainError`."""
+    if not os.path.lexists(os.path.join(directory, "manifest.json")):
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    return checked_manifest(directory, ExplainError)
 
 
 def timeline_detail(manifest: dict, directory: str) -> str:

@@ -49,6 +49,7 @@ import os
 from .. import __version__
 from ..base.safe_write import write_artifacts
 from ..base.files import open_regular
+from ..base.strict_json import strict_json, whole_number
 from ..base.cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
                       read_failure, run_command)
 from ..base.cmdline import integer
@@ -195,10 +196,10 @@ def _seconds(value, where: str, low: float = -MAX_SECONDS, allow_none: bool = Fa
 
 
 def _count(value, where: str) -> int:
-    """A whole token count from a result file (0..MAX_COUNT; 3.7 and -1 are refused, never coerced)."""
+    """A whole token count from a result file (0..MAX_COUNT; 3.7, 3.0 and -1 are refused, never coerced)."""
     if value is None:
         raise InputError(f"{where}: missing or not a finite number")
-    return count_or_none(value, where)
+    return whole_number(value, where)
 
 
 def _not_before(later, earlier, where: str, field: str, other: str, meaning: str) -> None:
@@ -417,7 +418,7 @@ def import_request_jsonl(text: str, source: str, label: str = "real", workload=N
     clock's origin is unspecified, so only the order of one request's times can be impossible.
     """
     meta = _check_meta(meta, meta_source)
-    lines = [_request_line(parse_json(line, f"{source}: line {number}"), source, number)  # NaN kept, to be named
+    lines = [_request_line(strict_json(line, f"{source}: line {number}", "request_id"), source, number)  # NaN, a key twice: named
              for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     if not lines:
         raise InputError(f"{source}: no request lines")
