@@ -158,6 +158,12 @@ def _main(argv: list[str]) -> int:
         done = written()
         _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
         return EXIT_BAD_INPUT
+    except MemoryError:  # the environment (a memory or address-space limit such as ulimit -v), not a bug
+        done = written()
+        _report(["out of memory (the process reached its memory or address-space limit); "
+                 + (f"{', '.join(done)} was written completely" if done else "nothing was written")
+                 + "; try a smaller workload, --timeline counts or off, or a higher limit"], prog)
+        return EXIT_BAD_INPUT
     except SimulationError as exc:
         _report([f"internal error: {exc}"], prog)
         return EXIT_INTERNAL
