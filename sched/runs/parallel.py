@@ -138,8 +138,12 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
                 index = min(pending, key=lambda i: counters[2 * i + 1])
                 progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
     finally:
-        for receiver, process in running.items():   # an error or Ctrl-C: stop the others
-            process.terminate()
+        # An error or Ctrl-C: stop the others at once. SIGKILL, not SIGTERM: a worker's own handler
+        # runs only between bytecodes (a sort or a pickle of 10^6 items would delay it by seconds),
+        # and a worker has nothing to clean up (its rendered lines are in unlinked temporary files).
+        for process in running.values():
+            process.kill()
+        for receiver, process in running.items():
             process.join()
             receiver.close()
         _JOB.clear()
