@@ -55,9 +55,18 @@ def _int(text: str) -> int:
     return int(text)
 
 
-#: The fast decoder: any of the three problems stops it at once (built once, not per call).
+def _finite_or_none(text: str):
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+#: The fast decoders: any of the problems stops them at once (built once, not per call). The
+#: second reads NaN, Infinity and 1e999 as null, for a format whose writer uses them for "not
+#: measured" (vLLM's benchmark results, their meta.json); a key written twice still stops it.
 _DECODE = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_refuse, parse_float=_float,
                            parse_int=_int).decode
+_DECODE_NAN_AS_NULL = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=lambda _: None,
+                                       parse_float=_finite_or_none, parse_int=_int).decode
 
 
 class _Bad:
@@ -98,6 +107,10 @@ _NAMING = json.JSONDecoder(
                                      "write null when nothing was measured)")).decode
 
 
+_NAMING_NAN_AS_NULL = json.JSONDecoder(object_pairs_hook=_named_pairs, parse_float=_finite_or_none,
+                                       parse_int=_named_int, parse_constant=lambda _: None).decode
+
+
 def _first_problem(value, path: str):
     """``(path, reason)`` of the first refused value in ``value`` (depth first, in file order), or None."""
     if isinstance(value, _Bad):
@@ -118,7 +131,7 @@ def _first_problem(value, path: str):
     return None
 
 
-def strict_json(text: str, where: str, id_field: str | None = None):
+def strict_json(text: str, where: str, id_field: str | None = None, nan_as_null: bool = False):
     """Decode JSON ``text`` strictly; ``where`` names the file (and line) in every error.
 
     Returns the decoded value (objects as ``dict``). Raises :class:`~sched.base.cmdline.InputError`
@@ -126,12 +139,14 @@ def strict_json(text: str, where: str, id_field: str | None = None):
     a key written twice in one object, ``NaN``/``Infinity``, a number beyond the float range
     (``1e999``) or an integer of more than 30 digits; ``"<where>: not valid JSON ..."`` for bad
     syntax or nesting too deep. With ``id_field`` (e.g. ``request_id`` for one result line), a
-    refused object names its record too: ``"<where> (<id>): field ..."``.
+    refused object names its record too: ``"<where> (<id>): field ..."``. With ``nan_as_null``,
+    ``NaN``, ``Infinity`` and numbers beyond the float range decode as ``None`` instead (never as
+    a number); keys written twice are still refused.
     """
     try:
-        return _DECODE(text)
+        return (_DECODE_NAN_AS_NULL if nan_as_null else _DECODE)(text)
     except _Refused:
-        decoded = _NAMING(text)
+        decoded = _NAMING(text) if not nan_as_null else _NAMING_NAN_AS_NULL(text)
         found = _first_problem(decoded, "")
         path, reason = found if found else ("", "refused")
         record = decoded.get(id_field) if id_field and isinstance(decoded, dict) else None

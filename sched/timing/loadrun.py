@@ -25,7 +25,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from . import otel_run, realrun
-from ..base.cmdline import InputError, parse_json
+from ..base.cmdline import InputError
+from ..base.strict_json import strict_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
@@ -83,7 +84,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     if fmt == "request-jsonl":
         if not os.path.exists(meta_path):
             raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
-        meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
+        meta = strict_json(_read(meta_path, "meta.json"), meta_path, nan_as_null=True)   # a key twice: refused
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
         derived = None
         no_blocks = isinstance(meta, dict) and "num_gpu_blocks" not in flags and \

@@ -50,7 +50,7 @@ from .. import __version__
 from ..base.safe_write import write_artifacts
 from ..base.files import open_regular
 from ..base.strict_json import strict_json, whole_number
-from ..base.cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none, parse_json,
+from ..base.cmdline import (EXIT_OK, NON_FINITE_AS_NONE, InputError, LineParser, count_or_none, need, number_or_none,
                       read_failure, run_command)
 from ..base.cmdline import integer
 from ..core.metrics import fairness, mean, order_score, percentile
@@ -211,16 +211,17 @@ def _not_before(later, earlier, where: str, field: str, other: str, meaning: str
 def _documents(text: str, source: str) -> list:
     """The JSON values of ``text``: one document, or one per non-empty line (JSON lines).
 
-    NaN/Infinity decode as ``None`` (never a number); bad JSON or absurd nesting is an :class:`InputError`.
+    NaN/Infinity decode as ``None`` (never a number); bad JSON, a key written twice
+    (:func:`sched.base.strict_json.strict_json`) or absurd nesting is an :class:`InputError`.
     """
     try:
-        return [json.loads(text, **NON_FINITE_AS_NONE)]
+        json.loads(text, **NON_FINITE_AS_NONE)
     except ValueError:  # not one document (or a huge integer): parse line by line, naming the line
-        pass
+        return [strict_json(line, f"{source}: line {number}", nan_as_null=True)
+                for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     except RecursionError:
         raise InputError(f"{source}: JSON nested too deeply") from None
-    return [parse_json(line, f"{source}: line {number}", non_finite_as_none=True)
-            for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [strict_json(text, source, nan_as_null=True)]   # one document: a key written twice is refused
 
 
 # --- import: vLLM serving benchmark --------------------------------------------------------------
@@ -600,7 +601,7 @@ def _import(argv: list[str]) -> int:
         meta_path = args.meta or os.path.join(os.path.dirname(args.file), "meta.json")
         meta = None
         if args.meta or os.path.exists(meta_path):
-            meta = parse_json(read_result_text(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
+            meta = strict_json(read_result_text(meta_path, "meta.json"), meta_path, nan_as_null=True)
         result = import_request_jsonl(text, args.file, args.label, workload, args.policy, meta, meta_path)
     manifest, records, row = result
     write_artifacts(render_import(*result), args.artifacts, force=args.force)
