@@ -247,6 +247,17 @@ class BreakerRoundThreeTest(unittest.TestCase):
                 for name in ("run", "real", "cal", "decision.json"):
                     self.assertFalse(os.path.exists(self.path(name)), name)
 
+    def test_the_manifest_reader_knows_what_the_engines_know(self):
+        """sched.analysis may not import the engines or the step model (docs/architecture.md), so the
+        manifest reader spells their policies and bounds out; they must stay the same."""
+        from sched.analysis import run_manifest
+        from sched.lab.policy import POLICIES
+        from sched.timing.stepmodel import MAX_COEFFICIENT_MS, MIN_STEP_MS
+        from sched.vllm.config import VLLM_POLICIES
+        self.assertEqual(set(run_manifest.POLICIES), set(POLICIES) | set(VLLM_POLICIES))
+        self.assertEqual(run_manifest.VLLM_POLICIES, VLLM_POLICIES)
+        self.assertEqual((run_manifest.MAX_COEFFICIENT_MS, run_manifest.MIN_STEP_MS), (MAX_COEFFICIENT_MS, MIN_STEP_MS))
+
     def test_diff_names_a_different_step_model(self):
         """Cause 1: two step-model runs whose models differ (a = 2 ms vs 200 ms per step) were
         "configuration: same"; the configuration line now names the coefficient."""
@@ -272,8 +283,19 @@ class BreakerRoundThreeTest(unittest.TestCase):
             raise MemoryError
         fake = types.ModuleType("dask.distributed")
         fake.Client = client
-        with mock.patch.dict(sys.modules, {"dask": types.ModuleType("dask"), "dask.distributed": fake}):
+        # Only these two names are swapped (patch.dict would also drop every module the sweep imports
+        # meanwhile, and a later import would make classes that no longer pickle as the same).
+        stand_ins = {"dask": types.ModuleType("dask"), "dask.distributed": fake}
+        saved = {name: sys.modules.get(name) for name in stand_ins}
+        sys.modules.update(stand_ins)
+        try:
             code, out, err = run_cli(["sweep", "--executor", "dask://127.0.0.1:8080", "--loads", "1"])
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    sys.modules.pop(name, None)
+                else:
+                    sys.modules[name] = module
         self.assertEqual((code, out), (2, ""), err)
         self.assertEqual(len(err.strip().splitlines()), 1, err)
         self.assertIn("something answered at tcp://127.0.0.1:8080 but it is not a Dask scheduler", err)

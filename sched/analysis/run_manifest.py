@@ -79,11 +79,13 @@ def read_manifest(directory: str, error: type = InputError) -> dict:
 def check_manifest(manifest, path: str) -> dict:
     """``manifest`` (decoded JSON of ``path``) if every value is possible; else :class:`InputError`."""
     need(manifest, dict, path, "a JSON object")
-    if manifest.get("tool") != "infer-sched-lab":
+    if not isinstance(manifest.get("tool"), str) or not manifest["tool"].startswith("infer-sched-lab"):
         raise InputError(f"{path}: field 'tool': not an infer-sched-lab manifest")
-    if "kind" in manifest:
+    if "kind" in manifest:   # its own reader checks the rest (a sweep's tool is "infer-sched-lab sweep")
         printable_text(manifest["kind"], f"{path}: field 'kind'", 40)
         return manifest
+    if manifest.get("tool") != "infer-sched-lab":
+        raise InputError(f"{path}: field 'tool': not an infer-sched-lab manifest")
     field = lambda name: f"{path}: field {name!r}"   # noqa: E731
     for key in ("version", "source"):
         printable_text(manifest.get(key), field(key), 4096)
