@@ -7,7 +7,8 @@ Writes a synthetic workload of N requests (``sched.runs.bench.synthetic``), star
 its own process group (``--engine lab``: ``--profile vllm``, four cases, worker processes when the
 machine has two cores; ``--engine vllm``: the vLLM engine's one case in one process), waits ``--after`` seconds (the run is then simulating), sends SIGINT to the whole
 group as a terminal's Ctrl-C does, and prints the seconds from the signal to the exit of the
-main process, its exit code and its stderr line. Times are wall-clock seconds of one machine.
+main process, its exit code and its stderr line (and whether any process of the run's group, a
+worker, outlived it). Times are wall-clock seconds of one machine.
 """
 
 import argparse
@@ -39,8 +40,13 @@ def one(workload: str, out: str, after: float, engine: str = "lab") -> tuple[flo
     os.killpg(process.pid, signal.SIGINT)
     process.wait()
     ended = time.monotonic() - sent
-    err = process.stderr.read().strip()
+    err = process.stderr.read().strip()   # EOF once every process holding stderr (a worker too) has ended
     process.stderr.close()
+    try:
+        os.killpg(process.pid, 0)
+        err += " [a process of the run's group is still alive]"
+    except ProcessLookupError:
+        pass
     return ended, process.returncode, err
 
 

@@ -124,14 +124,14 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
-                process = running.pop(receiver)
+                process = running[receiver]   # left in ``running`` until received: Ctrl-C meanwhile stops it too
                 try:
                     _receive(receiver, workload, config, cases, results, summaries)
                 except EOFError:
                     process.join()
                     raise _lost(process.exitcode) from None
-                finally:
-                    receiver.close()
+                del running[receiver]
+                receiver.close()
                 process.join()
             pending = [i for i in range(len(cases)) if results[i] is None]   # a worker's, not yet received
             if progress is not None and running and pending:
