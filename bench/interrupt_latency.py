@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """How long a large run takes to end after Ctrl-C: prints the figure, asserts nothing.
 
-    python3 bench/interrupt_latency.py [--requests 1000000] [--after 20] [--repeat 3] [--engine lab|vllm]
+    python3 bench/interrupt_latency.py [--requests 1000000] [--after 20] [--repeat 3]
+                                       [--engine lab|vllm]
 
 Writes a synthetic workload of N requests (``sched.runs.bench.synthetic``), starts a run on it in
 its own process group (``--engine lab``: ``--profile vllm``, four cases, worker processes when the
@@ -64,8 +65,8 @@ def main() -> int:
             handle.write(workload_to_json(synthetic(args.requests)))
         for attempt in range(args.repeat):
             ended, code, err = one(workload, os.path.join(base, f"run{attempt}"), args.after, args.engine)
-            print(f"{args.requests} requests ({args.engine} engine), SIGINT after {args.after:g} s: exited {ended:.2f} s after the signal, "
-                  f"exit {code}, stderr {err!r}", flush=True)
+            print(f"{args.requests} requests ({args.engine} engine), SIGINT after {args.after:g} s: exited "
+                  f"{ended:.2f} s after the signal, exit {code}, stderr {err!r}", flush=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     return 0

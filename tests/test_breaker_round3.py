@@ -116,7 +116,8 @@ class BreakerRoundThreeTest(unittest.TestCase):
         target = self.path(name)
         shutil.copytree(source, target)
         for key, edit in edits.items():
-            file = os.path.join(target, key.replace("_jsonl", ".jsonl").replace("_json", ".json").replace("_csv", ".csv"))
+            name = key.replace("_jsonl", ".jsonl").replace("_json", ".json").replace("_csv", ".csv")
+            file = os.path.join(target, name)
             text = read(file)
             with open(file, "w", encoding="utf-8") as handle:
                 handle.write(edit(text))
@@ -139,10 +140,12 @@ class BreakerRoundThreeTest(unittest.TestCase):
         calibrate = lambda run: ["calibrate", os.path.join(run, "requests.jsonl"), "--train-first", "10",  # noqa: E731
                                  "--out", b.path("cal")]
         # 1. diff and the manifest of a step-model run
-        yield (1, "diff: manifest engine tampered", lambda: ["diff", b.fast_run, b.copy(b.slow_run, "eng", manifest_json=_json_edit(
-            _set("engine", "vllm-fast")))], 2, "manifest.json: field 'engine': must be vllm")
-        yield (1, "diff: manifest tick_ms 0", lambda: ["diff", b.fast_run, b.copy(b.slow_run, "tick", manifest_json=_json_edit(
-            _set("tick_ms", 0)))], 2, "manifest.json: field 'tick_ms': must be a number of ms > 0")
+        yield (1, "diff: manifest engine tampered", lambda: ["diff", b.fast_run, b.copy(
+            b.slow_run, "eng", manifest_json=_json_edit(_set("engine", "vllm-fast")))],
+            2, "manifest.json: field 'engine': must be vllm")
+        yield (1, "diff: manifest tick_ms 0", lambda: ["diff", b.fast_run, b.copy(
+            b.slow_run, "tick", manifest_json=_json_edit(_set("tick_ms", 0)))],
+            2, "manifest.json: field 'tick_ms': must be a number of ms > 0")
         yield (1, "diff: NaN step coefficient in manifest.json", lambda: ["diff", b.fast_run, b.copy(
             b.slow_run, "nan", manifest_json=_text_edit('"a": 200.0', '"a": NaN'))],
             2, "field 'step_model.step_ms.a': must be a finite number, got NaN")
@@ -176,7 +179,8 @@ class BreakerRoundThreeTest(unittest.TestCase):
                                                     '"num_prompts": 200}'), "--policy", "fcfs",
             "--artifacts", b.path("real")], 2, "bench.json: field 'num_prompts': written twice")
         yield (3, "meta.json: a setting written twice", lambda: calibrate(b.copy(
-            REAL_RUN, "dupmeta", meta_json=_text_edit('"num_requests": 300', '"num_requests": 300, "num_requests": 30'))),
+            REAL_RUN, "dupmeta", meta_json=_text_edit('"num_requests": 300',
+                                                      '"num_requests": 300, "num_requests": 30'))),
             2, "meta.json: field 'num_requests': written twice")
         # 4. an unusable timeseries.csv is not "absent"
         for label, text, words in (

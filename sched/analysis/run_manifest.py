@@ -98,7 +98,8 @@ def check_manifest(manifest, path: str) -> dict:
         raise InputError(f"{field('engine')}: must be vllm (or absent: the lab engine), got {_text(engine)}")
     policies = VLLM_POLICIES if engine == "vllm" else POLICIES
     if manifest.get("policy") not in policies:
-        raise InputError(f"{field('policy')}: must be one of {', '.join(policies)}, got {_text(manifest.get('policy'))}")
+        raise InputError(f"{field('policy')}: must be one of {', '.join(policies)}, "
+                         f"got {_text(manifest.get('policy'))}")
     config = need(manifest.get("config"), dict, field("config"), "an object")
     (_vllm_config if engine == "vllm" else _lab_config)(config, path)
     if manifest.get("timeout_ticks") is not None:
@@ -159,7 +160,8 @@ def _cases(cases, path: str, engine: str) -> None:
             raise InputError(f"{where}.case': {name!r} is named twice")
         seen.add(name)
         if entry.get("batching") not in BATCHING:
-            raise InputError(f"{where}.batching': must be one of {', '.join(BATCHING)}, got {_text(entry.get('batching'))}")
+            raise InputError(f"{where}.batching': must be one of {', '.join(BATCHING)}, "
+                             f"got {_text(entry.get('batching'))}")
         need(entry.get("apc"), bool, where + ".apc'", "true or false")
         if entry.get("chunk_tokens") is not None:
             whole_number(entry["chunk_tokens"], where + ".chunk_tokens'", 1, _MAX_KNOB)
@@ -184,8 +186,8 @@ def _step_model_run(manifest: dict, path: str, engine: str) -> None:
     fitted_with = need(model.get("fitted_with"), dict, f"{path}: field 'step_model.fitted_with'", "an object")
     for key, low in _SETTINGS_INT.items():
         whole_number(fitted_with.get(key), f"{path}: field 'step_model.fitted_with.{key}'", low, _MAX_KNOB)
-    need(fitted_with.get("enable_prefix_caching"), bool, f"{path}: field 'step_model.fitted_with.enable_prefix_caching'",
-         "true or false")
+    need(fitted_with.get("enable_prefix_caching"), bool,
+         f"{path}: field 'step_model.fitted_with.enable_prefix_caching'", "true or false")
     if fitted_with.get("policy") not in VLLM_POLICIES:
         raise InputError(f"{path}: field 'step_model.fitted_with.policy': must be one of {', '.join(VLLM_POLICIES)}")
     fitted_on = need(model.get("fitted_on"), dict, f"{path}: field 'step_model.fitted_on'", "an object")
