@@ -14,7 +14,7 @@ A simulated run's manifest (no ``kind``) is checked whole:
   ``timeline`` one of full, counts, off; ``tick_ms`` and ``workload_tick_ms`` finite and > 0;
 - ``time_unit`` absent (ticks) or ``ms``: a step-model run (vllm-engine.md §6), which must be a
   vllm run with ``tick_ms`` 0.001 (its clock is µs) and a ``step_model`` whose coefficients are
-  finite, ``a`` in [0.001, 60000] ms, ``b`` and ``c`` in [0, 60000] ms per token, and whose
+  finite, ``a`` in [0.001, 60000] ms, ``b``, ``c`` and (when present) ``d`` in [0, 60000] ms per token, and whose
   provenance is one line of text per value.
 
 The JSON itself goes through :func:`sched.base.strict_json.strict_json` (a key written twice, NaN,
@@ -177,11 +177,14 @@ def _step_model_run(manifest: dict, path: str, engine: str) -> None:
                          f"got {_text(manifest.get('tick_ms'))}")
     model = need(manifest["step_model"], dict, f"{path}: field 'step_model'", "an object")
     step = need(model.get("step_ms"), dict, f"{path}: field 'step_model.step_ms'", "an object with a, b, c")
-    for key in ("a", "b", "c"):
+    for key in ("a", "b", "c", "d"):   # d (ms per KV token) is absent from a three-term model
         where = f"{path}: field 'step_model.step_ms.{key}'"
         value = number_or_none(step.get(key), where, MIN_STEP_MS if key == "a" else 0, MAX_COEFFICIENT_MS)
-        if value is None:
+        if value is None and (key != "d" or "d" in step):
             raise InputError(f"{where}: missing")
+    unknown = next((key for key in step if key not in ("a", "b", "c", "d")), None)
+    if unknown is not None:
+        raise InputError(f"{path}: field 'step_model.step_ms.{printable_text(unknown, path, 40)}': unknown coefficient")
     printable_text(model.get("formula"), f"{path}: field 'step_model.formula'", 200)
     fitted_with = need(model.get("fitted_with"), dict, f"{path}: field 'step_model.fitted_with'", "an object")
     for key, low in _SETTINGS_INT.items():

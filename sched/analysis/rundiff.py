@@ -265,7 +265,7 @@ def _config_lines(a: dict, b: dict) -> list[str]:
     if a.get("timeline", "full") != b.get("timeline", "full"):
         lines.append(f"timeline {a.get('timeline', 'full')} -> {b.get('timeline', 'full')}")
     model_a, model_b = a.get("step_model") or {}, b.get("step_model") or {}
-    for key in ("a", "b", "c"):
+    for key in ("a", "b", "c", "d"):
         x, y = (model.get("step_ms", {}).get(key) for model in (model_a, model_b))
         if x != y:
             lines.append(f"step model {key} {_show(x)} -> {_show(y)} ms")
