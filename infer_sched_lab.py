@@ -17,31 +17,45 @@ if os.path.abspath(sys.path[0] or os.curdir) != _HERE:
 
 
 class _Terminated(BaseException):
-    """SIGTERM before the program's own handler (sched.base.cmdline.interrupts_raise) is in place."""
+    """SIGTERM or SIGHUP before the program's own handler (sched.base.cmdline.interrupts_raise) is in place."""
 
 
-def _terminated(_signum, _frame):
-    raise _Terminated
+#: The signal -> its words and exit code (128 + the signal), as the program's own handler says them.
+_EARLY = {signal.SIGTERM: ("terminated (SIGTERM)", 143)}
+if hasattr(signal, "SIGHUP"):
+    _EARLY[signal.SIGHUP] = ("hung up (SIGHUP: the terminal closed)", 129)
 
 
-if __name__ == "__main__":  # SIGTERM while loading: one line, as Ctrl-C (the default would die silently)
-    signal.signal(signal.SIGTERM, _terminated)
+def _terminated(signum, _frame):
+    for other in _EARLY:   # a second signal cannot cut the one line short
+        signal.signal(other, signal.SIG_IGN)
+    raise _Terminated(signum)
+
+
+def _early_line(exc: _Terminated) -> int:
+    words, code = _EARLY[exc.args[0]]
+    sys.stderr.write(f"infer_sched_lab.py: error: {words}; nothing was written\n")
+    return code
+
+
+if __name__ == "__main__":  # SIGTERM or SIGHUP while loading: one line, as Ctrl-C (the default dies silently)
+    for _signum in _EARLY:
+        signal.signal(_signum, _terminated)
 
 try:  # Ctrl-C while the program is still loading: one line, as later (nothing was written yet)
     from sched.commands.main import main  # noqa: E402
 except KeyboardInterrupt:
     sys.stderr.write("infer_sched_lab.py: error: interrupted; nothing was written\n")
     sys.exit(130)
-except _Terminated:
-    sys.stderr.write("infer_sched_lab.py: error: terminated (SIGTERM); nothing was written\n")
-    sys.exit(143)
+except _Terminated as _exc:
+    sys.exit(_early_line(_exc))
 
 if __name__ == "__main__":
     try:  # main() replaces the handler while it runs and puts this one back when no signal came
         code = main()
-        if signal.getsignal(signal.SIGTERM) is _terminated:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    except _Terminated:  # the few microseconds between loading and main()'s handler, or after it
-        sys.stderr.write("infer_sched_lab.py: error: terminated (SIGTERM); nothing was written\n")
-        code = 143
+        for _signum in _EARLY:
+            if signal.getsignal(_signum) is _terminated:
+                signal.signal(_signum, signal.SIG_DFL)
+    except _Terminated as _exc:  # the few microseconds between loading and main()'s handler, or after it
+        code = _early_line(_exc)
     sys.exit(code)

@@ -122,7 +122,7 @@ class BreakerCasesTest(unittest.TestCase):
         yield ("compare: a list where a case name is expected (manifest.json)",
                lambda: b.compare_args(b.tampered("listcase", manifest_json=_json_edit(
                    lambda d: d["cases"][1].__setitem__("case", ["continuous"])))),
-               2, "no settings for case 'continuous'")
+               2, "field 'cases[1].case': must be a string")
         yield ("compare --out a device node --force",
                lambda: b.compare_args(BASELINE, "--force")[:-3] + ["--out", b.device("null-c"), "--force"],
                2, "exists and is not a regular file")
@@ -133,11 +133,11 @@ class BreakerCasesTest(unittest.TestCase):
         yield ("explain: a list where a case name is expected (manifest.json)",
                lambda: ["explain", "S7", "--artifacts", b.tampered("explist", manifest_json=_json_edit(
                    lambda d: d["cases"][0].__setitem__("case", ["static"])))],
-               2, "cases[0]: field 'case' must be a string")
+               2, "field 'cases[0].case': must be a string")
         yield ("check: a list where a kind is expected (manifest.json)",
                lambda: ["check", b.tampered("checklist", manifest_json=_json_edit(
                    lambda d: d.__setitem__("kind", ["real"]))), BASELINE],
-               2, "field 'kind': must be a string, got a list")
+               2, "field 'kind': must be a string, got [")
         yield ("explain: admitted_at 10**15 (was a MemoryError)",
                lambda: ["explain", "S7", "--artifacts", b.tampered("e15", requests_jsonl=_line_edit(
                    "continuous", "S7", admitted_at=10**15, first_token_at=10**15 + 2, done_at=10**15 + 20))],

@@ -378,21 +378,21 @@ class BadRunFilesTest(RunsMixin, unittest.TestCase):
                     self.assertEqual(len(err.strip().splitlines()), 1, err)
                     self.assertFalse(os.path.exists(os.path.join(self.base, "never.json")))
 
-    def test_nan_metric_is_missing_evidence_never_a_number(self):
-        """The candidate's P95 TTFT is NaN (written as the JSON constant NaN): it reads as missing,
-        the decision is tune and decision.json holds valid JSON with no NaN anywhere."""
+    def test_nan_metric_is_refused_as_diff_refuses_it(self):
+        """The candidate's P95 TTFT is NaN (written as the JSON constant NaN): the program writes
+        null for a metric it could not measure, so NaN means an edited file. compare refuses it in
+        one line naming the file and the field, as diff does (the same file, the same answer), and
+        writes no decision.json."""
         bad = self.copy_with("summary.json", self.json_edit(lambda d: d["cases"][1].__setitem__("p95_ttft", float("nan"))),
                              policy="priority")
         self.assertIn('"p95_ttft": NaN', read(os.path.join(bad, "summary.json")))
         out = os.path.join(self.base, "nan.json")
         code, _, err = self.compare_cli(self.pm("fcfs"), bad, "--case", "continuous", "--out", out)
-        self.assertEqual(code, 0, err)
-        text = read(out)
-        self.assertNotIn("NaN", text)
-        record = json.loads(text, parse_constant=lambda name: self.fail(f"{name} in decision.json"))
-        self.assertEqual(record["decision"], "tune")
-        self.assertIn("candidate: p95_ttft missing", record["missing_evidence"])
-        self.assertIsNone(record["deltas"]["p95_ttft"])
+        self.assertEqual(code, 2, err)
+        self.assertIn("summary.json: field 'cases[1].p95_ttft': must be a finite number, got NaN", err)
+        self.assertEqual(len(err.strip().splitlines()), 1, err)
+        self.assertFalse(os.path.exists(out))
+        self.assertEqual(run_cli(["diff", self.pm("fcfs"), bad])[0], 2)
 
 
 class ContractRecordTest(RunsMixin, unittest.TestCase):

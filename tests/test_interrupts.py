@@ -168,9 +168,12 @@ class SignalTest(unittest.TestCase):
 
     def test_ctrl_c_while_the_program_loads(self):
         """Ctrl-C or SIGTERM in the first fraction of a second, while `sched` is still being imported:
-        one line, exit 130 or 143 (Ctrl-C used to be a traceback; SIGTERM ended the process silently)."""
+        one line, exit 130, 143 or 129 (Ctrl-C used to be a traceback; SIGTERM, then SIGHUP, ended the
+        process silently)."""
         for signame, code_expected, line in (("SIGINT", 130, "interrupted; nothing was written"),
-                                             ("SIGTERM", 143, "terminated (SIGTERM); nothing was written")):
+                                             ("SIGTERM", 143, "terminated (SIGTERM); nothing was written"),
+                                             ("SIGHUP", 129, "hung up (SIGHUP: the terminal closed); "
+                                                             "nothing was written")):
             code = ("import builtins, os, runpy, signal, sys\n"
                     # as from a terminal, also where this suite itself was started with SIGINT ignored
                     # (a background job of a non-interactive shell): Python then leaves it ignored

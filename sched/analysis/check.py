@@ -22,6 +22,9 @@ import difflib
 import json
 import os
 
+from .run_manifest import read_manifest
+from ..base.cmdline import InputError
+from ..base.strict_json import strict_json
 from ..base.safe_write import ARTIFACT_FILES, directory_kind
 from ..base.files import read_regular_text
 
@@ -231,11 +234,19 @@ def compare_runs(run_dir: str, ref_dir: str) -> list[tuple[str, list[str]]]:
         path = os.path.join(directory, "manifest.json")
         if not os.path.isfile(path):
             raise CheckError(f"{path}: missing (is {directory} a run's --artifacts directory?)")
-        manifest = _json(path, _read(path))
+        if directory == ref_dir:   # the reference is told as "expected": every value checked, as explain and diff do
+            manifests.append(read_manifest(directory, CheckError))
+            continue
+        # The run's own values are told only as differences from the reference ("got 1, expected
+        # true"), so they are read strictly as JSON (a key twice, NaN: refused) and compared.
+        try:
+            manifest = strict_json(_read(path), path)
+        except InputError as exc:
+            raise CheckError(str(exc)) from None
         if not isinstance(manifest, dict):
             raise CheckError(f"{path}: not a manifest object")
         if not isinstance(manifest.get("kind"), (str, type(None))):
-            raise CheckError(f"{path}: field 'kind': must be a string, got {_kind_of(manifest['kind'])}")
+            raise CheckError(f"{path}: field 'kind': must be a string, got {json.dumps(manifest['kind'])[:40]}")
         manifests.append(manifest)
     got, expected = manifests
     kinds = [_RUN_KINDS.get(m.get("kind"), f"{m.get('kind')!r}") for m in manifests]

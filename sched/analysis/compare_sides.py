@@ -7,8 +7,9 @@ A *side* is one case of one run directory: a simulated run (``manifest.json``, `
 two sides is :mod:`sched.analysis.compare`.
 
 Every value read from a run directory is checked in :func:`load_side` (one
-:class:`~sched.base.cmdline.InputError` line naming the file, case or line and field); a metric that is
-NaN or infinite reads as missing. Impossible values (a negative latency, a rate outside [0, 1], a
+:class:`~sched.base.cmdline.InputError` line naming the file, case or line and field); the JSON is
+read strictly (NaN, Infinity, a key written twice are refused, as ``diff`` refuses them) and
+``manifest.json`` by :func:`sched.analysis.run_manifest.read_manifest`. Impossible values (a negative latency, a rate outside [0, 1], a
 fractional count) and a summary that its complete ``requests.jsonl`` contradicts are refused
 (:mod:`sched.analysis.trace`), and ``requests.jsonl`` is read as a stream, never held whole.
 """
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 
 from ..base.files import open_regular
 from ..base.cmdline import InputError, count_or_none, need, number_or_none, parse_json
+from ..base.strict_json import strict_json
+from .run_manifest import read_manifest
 from ..core.clock import RunClock
 from ..core.metrics import COMPARE_FIELDS
 from ..output.vllm_artifacts import async_scheduling_of
@@ -78,9 +81,11 @@ def _read_text(path: str, hint: str) -> str:
 
 
 def _read_json(path: str):
-    """A run file's JSON; NaN/Infinity decode as ``None`` (a metric that is not a number is missing evidence)."""
+    """A run file's JSON, read strictly (:func:`sched.base.strict_json.strict_json`): the program writes
+    ``null`` for a metric it could not measure, so a NaN, an Infinity or a key written twice means the
+    file was edited and is refused, as ``diff`` refuses it."""
     text = _read_text(path, "is this a run directory (--artifacts or import-results)?")
-    return parse_json(text, path, non_finite_as_none=True)
+    return strict_json(text, path)
 
 
 class _Request(tuple):
@@ -99,16 +104,16 @@ def load_side(directory: str, case: str | None = None) -> Side:
     """Read one case of a run directory (simulated or imported) as a :class:`Side`.
 
     ``case`` may be omitted when the run has a single case (an imported real run). Every value
-    the comparison uses is checked here; a metric that is NaN or infinite reads as ``None``
-    (missing evidence). Raises :class:`~sched.base.cmdline.InputError` naming the file, line or case
+    the comparison uses is checked here (a NaN metric is refused; ``null`` is missing evidence).
+    Raises :class:`~sched.base.cmdline.InputError` naming the file, line or case
     and the field for unusable input.
     """
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: not a run directory")
     manifest_path, summary_path = (os.path.join(directory, name) for name in ("manifest.json", "summary.json"))
-    manifest = need(_read_json(manifest_path), dict, manifest_path, "a JSON object")
-    if manifest.get("tool") != "infer-sched-lab":
-        raise InputError(f"{manifest_path}: field 'tool': not an infer-sched-lab manifest")
+    if not os.path.lexists(manifest_path):
+        raise InputError(f"{manifest_path}: missing; is this a run directory (--artifacts or import-results)?")
+    manifest = read_manifest(directory)
     summary = need(_read_json(summary_path), dict, summary_path, "a JSON object")
     cases = need(summary.get("cases"), list, f"{summary_path}: field 'cases'", "a list of case rows")
     for index, row in enumerate(cases):

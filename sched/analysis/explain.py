@@ -29,9 +29,10 @@ from ..core.clock import RunClock
 from ..output.vllm_artifacts import preemption_problem
 from .explain_error import ExplainError
 from .explain_input import (REQUEST_FIELDS, TICK_FIELDS, async_scheduling, case_makespans, check_times, lines_with,
-                            read_manifest, static_cases, step_formula, timeline_detail)
+                            read_manifest, static_cases, step_formula, tick_problem, timeline_detail)
 from .lab_explain import MAX_WAIT_LINES, lab_case_story
-from .vllm_explain import VLLM_STEP_FIELDS, check_step_times, check_tick_steps, vllm_case_story, vllm_costs
+from .vllm_explain import (VLLM_STEP_FIELDS, check_step_times, check_tick_steps, step_problem, vllm_case_story,
+                           vllm_costs)
 
 __all__ = ["ExplainError", "explain_request", "MAX_WAIT_LINES"]
 
@@ -89,7 +90,9 @@ def explain_request(name: str, directory: str, case: str | None = None) -> str:
     if detail == "full" and os.path.isfile(timeline_path):
         wanted = {row["case"] for row in rows}
         ticks = {c: {} for c in wanted}
-        for record in lines_with(timeline_path, quoted, VLLM_STEP_FIELDS if vllm else TICK_FIELDS):
+        budget = (manifest.get("config") or {}).get("max_num_batched_tokens" if vllm else "budget")
+        rule = (lambda r: step_problem(r, budget)) if vllm else (lambda r: tick_problem(r, budget))
+        for record in lines_with(timeline_path, quoted, VLLM_STEP_FIELDS if vllm else TICK_FIELDS, rule):
             if record.get("case") in wanted:
                 ticks[record["case"]][record["tick"]] = record
         for row in rows:

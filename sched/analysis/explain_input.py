@@ -15,14 +15,16 @@ from ..base.files import open_regular
 from ..core.records import TIMELINE_DETAILS
 from ..output.vllm_artifacts import async_scheduling_of
 from .explain_error import ExplainError
+from .run_manifest import read_manifest as checked_manifest
 
-__all__ = ["lines_with", "checked", "REQUEST_FIELDS", "TICK_FIELDS", "check_times", "step_formula", "case_makespans",
+__all__ = ["lines_with", "tick_problem", "checked", "REQUEST_FIELDS", "TICK_FIELDS", "check_times", "step_formula", "case_makespans",
            "read_manifest", "timeline_detail", "static_cases", "async_scheduling"]
 
 
-def lines_with(path: str, needle: str, fields: dict):
+def lines_with(path: str, needle: str, fields: dict, rule=None):
     """Parsed JSON objects of the lines of ``path`` containing ``needle`` (a cheap pre-filter),
-    each checked against ``fields`` (:func:`checked`)."""
+    each checked against ``fields`` (:func:`checked`) and, when given, ``rule(record)``: a
+    sentence saying what is impossible about the record (e.g. :func:`tick_problem`), or ``None``."""
     try:
         with open_regular(path) as handle:
             for number, line in enumerate(handle, 1):
@@ -31,11 +33,29 @@ def lines_with(path: str, needle: str, fields: dict):
                         record = json.loads(line)
                     except (ValueError, RecursionError):  # bad JSON, a huge integer, absurd nesting
                         raise ExplainError(f"{path}: line {number}: not valid JSON") from None
-                    yield checked(record, fields, f"{path}: line {number}")
+                    record = checked(record, fields, f"{path}: line {number}")
+                    problem = rule and rule(record)
+                    if problem:
+                        raise ExplainError(f"{path}: line {number} (case {record['case']!r}, tick {record['tick']}): "
+                                           f"{problem}")
+                    yield record
     except OSError as exc:
         raise ExplainError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise ExplainError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def tick_problem(record: dict, budget: int | None) -> str | None:
+    """What is impossible about a lab tick of ``timeline.jsonl`` (lab.md §3): more budget spent, or
+    more prefill tokens, than the run's budget per tick (``manifest.json``); ``None`` if nothing."""
+    if budget is None:
+        return None
+    if record["budget_used"] > budget:
+        return f"field 'budget_used': {record['budget_used']} is more than the run's budget {budget} per tick"
+    prefilled = sum(record["prefilled"].values())
+    if prefilled > budget:
+        return f"field 'prefilled': {prefilled} tokens in one tick, more than the run's budget {budget}"
+    return None
 
 
 def _is_int(value) -> bool:
@@ -168,14 +188,12 @@ def case_makespans(directory: str, ticks_per_unit: int = 1) -> dict:
 
 
 def read_manifest(directory: str) -> dict:
-    """``manifest.json`` of the run, or ``{}`` when it is absent or not a JSON object (the story
-    then leaves out the budget)."""
-    try:
-        with open_regular(os.path.join(directory, "manifest.json")) as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError, RecursionError):
+    """``manifest.json`` of the run checked by :func:`sched.analysis.run_manifest.read_manifest`
+    (every value the story tells: the budget, the KV size, the step model), or ``{}`` when it is
+    absent (the story then leaves out the budget). Raises :class:`ExplainError`."""
+    if not os.path.lexists(os.path.join(directory, "manifest.json")):
         return {}
-    return manifest if isinstance(manifest, dict) else {}
+    return checked_manifest(directory, ExplainError)
 
 
 def timeline_detail(manifest: dict, directory: str) -> str:

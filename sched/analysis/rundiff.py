@@ -30,6 +30,7 @@ from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json,
 from ..base.files import open_regular, read_regular_text
 from ..core.clock import RunClock
 from ..workload.file import canonical_columns
+from .run_manifest import read_manifest
 from .trace import check_summary_row
 from ..output.vllm_artifacts import async_scheduling_of, preemption_problem
 
@@ -115,10 +116,7 @@ def _object_list(data, path: str, field: str) -> list[dict]:
 def _manifest(directory: str) -> dict:
     if not os.path.isdir(directory):
         raise InputError(f"{directory}: no such run directory")
-    path = os.path.join(directory, "manifest.json")
-    manifest = _read_json(path)
-    if not isinstance(manifest, dict):
-        raise InputError(f"{path}: must be a JSON object")
+    manifest = read_manifest(directory)
     if manifest.get("kind") is not None:
         raise InputError(f"{directory}: is a {manifest['kind']!r} run, not a simulated one; diff compares two "
                          "simulated runs (ticks)")
@@ -261,7 +259,11 @@ def _workload_lines(a: dict, b: dict) -> list[str]:
 
 
 def _config_lines(a: dict, b: dict) -> list[str]:
+    """Every setting of manifest ``a`` that differs in ``b``: engine, policy, timeout, timeline, the
+    knobs, and of two step-model runs the step model (coefficients, provenance, overridden settings)."""
     lines = []
+    if a.get("engine", "lab") != b.get("engine", "lab"):
+        lines.append(f"engine {a.get('engine', 'lab')} -> {b.get('engine', 'lab')}")
     for field in ("policy", "timeout_ticks"):
         if a.get(field) != b.get(field):
             lines.append(f"{field} {_show(a.get(field))} -> {_show(b.get(field))}")
@@ -270,6 +272,16 @@ def _config_lines(a: dict, b: dict) -> list[str]:
     for field in [*config_a, *(f for f in config_b if f not in config_a)]:
         if config_a.get(field) != config_b.get(field):
             lines.append(f"{field} {_show(config_a.get(field))} -> {_show(config_b.get(field))}")
+    if a.get("timeline", "full") != b.get("timeline", "full"):
+        lines.append(f"timeline {a.get('timeline', 'full')} -> {b.get('timeline', 'full')}")
+    model_a, model_b = a.get("step_model") or {}, b.get("step_model") or {}
+    for key in ("a", "b", "c", "d"):
+        x, y = (model.get("step_ms", {}).get(key) for model in (model_a, model_b))
+        if x != y:
+            lines.append(f"step model {key} {_show(x)} -> {_show(y)} ms")
+    for key in ("fitted_on", "overridden"):
+        if model_a.get(key) != model_b.get(key):
+            lines.append(f"step model {key.replace('_', ' ')} differs")
     return lines
 
 

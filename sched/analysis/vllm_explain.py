@@ -21,7 +21,8 @@ from __future__ import annotations
 from ..core.clock import VLLM_STEPS, RunClock
 from .explain_error import ExplainError
 
-__all__ = ["VLLM_STEP_FIELDS", "check_step_times", "check_tick_steps", "vllm_case_story", "vllm_costs"]
+__all__ = ["VLLM_STEP_FIELDS", "check_step_times", "check_tick_steps", "step_problem", "vllm_case_story",
+           "vllm_costs"]
 
 #: Most prefill lines printed per request (the rest are summed in one line).
 MAX_PREFILL_LINES = 12
@@ -42,6 +43,28 @@ VLLM_STEP_FIELDS = {
                       "an object of name -> name", False),
     "duration": (lambda v: type(v) is int and v >= 0, "a duration in ticks (integer >= 0)", False),
 }
+
+
+def step_problem(record: dict, budget: int | None) -> str | None:
+    """What is impossible about one step of ``timeline.jsonl`` (vllm-engine.md §2), or ``None``:
+    more tokens scheduled than ``max_num_batched_tokens`` (``budget``, from ``manifest.json``), a
+    request scheduled for 0 tokens, a preemption named in ``preempted_for`` but not in ``preempted``,
+    or one made for a request that is neither scheduled nor preempted in that step (vLLM preempts
+    a running request only to make room for one it is scheduling, or for the victim itself)."""
+    scheduled, preempted = record["scheduled"], record["preempted"]
+    total = sum(scheduled.values())
+    if budget is not None and total > budget:
+        return f"field 'scheduled': {total} tokens in one step, more than max_num_batched_tokens {budget}"
+    idle = next((name for name, tokens in scheduled.items() if tokens < 1), None)
+    if idle is not None:
+        return f"field 'scheduled': {idle!r} is scheduled for 0 tokens"
+    for victim, needer in (record.get("preempted_for") or {}).items():
+        if victim not in preempted:
+            return f"field 'preempted_for': {victim!r} is not in this step's preempted list"
+        if needer != victim and needer not in scheduled and needer not in preempted:
+            return (f"field 'preempted_for': {victim!r} preempted for {needer!r}, a request this step neither "
+                    "schedules nor preempts")
+    return None
 
 
 def check_step_times(row: dict, steps: dict[int, dict], requests_path: str, timeline_path: str) -> None:

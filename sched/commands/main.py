@@ -11,6 +11,7 @@ The entry point only: the plain run lives in :mod:`sched.commands.run`, the smal
 from __future__ import annotations
 
 import difflib
+import gc
 import os
 import sys
 
@@ -119,14 +120,26 @@ def _dispatch(name: str, argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit code (0 ok, 2 bad input or usage, 3 internal error, 130 Ctrl-C,
-    143 SIGTERM)."""
+    143 SIGTERM, 129 SIGHUP).
+
+    Without ``argv`` (the process's own command line, as ``infer_sched_lab.py`` calls it) an
+    interrupted command ends the process right after its one line (``os._exit``, streams flushed):
+    every clean-up has run by then, and freeing the millions of objects of a large run would
+    delay the exit by seconds. With ``argv`` (a caller in the same process) it returns the code.
+    """
+    at_once = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     reset_written()
-    with interrupts_raise():  # SIGTERM cleans up like Ctrl-C; a second signal cannot interrupt that
-        return _main(argv)
+    collecting = gc.isenabled()
+    try:
+        with interrupts_raise():  # SIGTERM cleans up like Ctrl-C; a second signal cannot interrupt that
+            return _main(argv, at_once)
+    finally:
+        if collecting:   # a run leaves the collector paused when interrupted (sched.commands.run)
+            gc.enable()
 
 
-def _main(argv: list[str]) -> int:
+def _main(argv: list[str], at_once: bool = False) -> int:
     # A sub-command's own error lines name it, as its argparse usage errors and run_command do
     # ("infer_sched_lab.py check: error: ..."); signals and stdout trouble concern the process.
     prog = f"infer_sched_lab.py {argv[0]}" if argv and argv[0] in SUBCOMMANDS else "infer_sched_lab.py"
@@ -148,6 +161,8 @@ def _main(argv: list[str]) -> int:
         code = getattr(exc, "exit_code", EXIT_INTERRUPTED)  # sched.base.cmdline.Interrupted: 128 + signal
         done, what = written(), getattr(exc, "what", "interrupted")
         _report([f"{what} after writing {', '.join(done)} (complete)" if done else f"{what}; nothing was written"])
+        if at_once:   # the traceback still holds the run's objects: end before freeing them (main)
+            _end_now(code)
         return code
     except BrokenPipeError:
         # The reader of stdout went away (e.g. `| head -1`); files are written before anything is
@@ -159,6 +174,12 @@ def _main(argv: list[str]) -> int:
         done = written()
         _report([f"{exc}" + (f"; {', '.join(done)} was written completely" if done else "")])
         return EXIT_BAD_INPUT
+    except MemoryError:  # the environment (a memory or address-space limit such as ulimit -v), not a bug
+        done = written()
+        _report(["out of memory (the process reached its memory or address-space limit); "
+                 + (f"{', '.join(done)} was written completely" if done else "nothing was written")
+                 + "; try a smaller workload, --timeline counts or off, or a higher limit"], prog)
+        return EXIT_BAD_INPUT
     except SimulationError as exc:
         _report([f"internal error: {exc}"], prog)
         return EXIT_INTERNAL
@@ -169,6 +190,18 @@ def _main(argv: list[str]) -> int:
     except Exception as exc:  # a bug: still one line and exit code 3, never a traceback for a learner
         _report([f"internal error: {type(exc).__name__}: {exc}"], prog)
         return EXIT_INTERNAL
+
+
+def _end_now(code: int) -> None:
+    """End the process with ``code`` at once, after flushing stdout and stderr (nothing else is
+    pending: every write is atomic and every clean-up has run)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def _command_errors() -> tuple:

@@ -264,13 +264,22 @@ def _main_run(argv: list[str], commands: str = "") -> int:
     # simulate; pausing it for the whole run also spares the loading, checks, summaries and
     # artifacts its full passes over those objects (about 0.3 s of a 19,366-request trace). The
     # process ends soon after; a caller in the same process gets the collector back as it was.
+    # After Ctrl-C (or SIGTERM, SIGHUP) the collector stays paused: the process is ending, and a first
+    # pass over the millions of objects allocated while it was paused would delay the exit by seconds
+    # (sched.commands.main.main restores it for a caller in the same process).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _run_with_collector_paused(argv, commands)
-    finally:
+        code = _run_with_collector_paused(argv, commands)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
         if collecting:
             gc.enable()
+        raise
+    if collecting:
+        gc.enable()
+    return code
 
 
 def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:

@@ -16,8 +16,8 @@ import tempfile
 from dataclasses import dataclass
 
 from ..analysis.check import CheckError, compare_runs, first_line
-from ..base.cmdline import InputError, parse_json
-from ..base.files import read_regular_text
+from ..analysis.run_manifest import read_manifest
+from ..base.cmdline import InputError
 from ..core.config import ConfigError, EngineConfig, cases_for
 from ..core.records import TIMELINE_DETAILS
 from ..engines import check_cases
@@ -113,12 +113,7 @@ def run_inputs(run_dir: str):
     raises :class:`ResimulationError` with the workload's first problem.
     """
     path = os.path.join(run_dir, "manifest.json")
-    try:
-        manifest = parse_json(read_regular_text(path), path)
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResimulationError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    if not isinstance(manifest, dict):
-        raise ResimulationError(f"{path}: not a manifest object")
+    manifest = read_manifest(run_dir, ResimulationError)   # every value checked, as explain and diff read it
     if manifest.get("kind") is not None:
         raise ResimulationError(f"{path}: a run of kind {manifest.get('kind')!r} (not simulated by the lab)",
                                 not_checked=True)

@@ -8,7 +8,8 @@ worker needs Python and Dask, not a copy of the lab), and yields the client's
 pool: the same points, the same rows, in the same order.
 
 Errors are one readable line (:class:`sched.core.config.ConfigError`, exit code 2): an address that
-is not ``dask://HOST:PORT``, Dask not installed, no scheduler answering or no worker connected
+is not ``dask://HOST:PORT``, Dask not installed, no scheduler answering, something that is not
+Dask answering (its reply read as a huge message: ``MemoryError``), or no worker connected
 within :data:`CONNECT_TIMEOUT_S` seconds. A worker keeps the code it was sent until it restarts:
 restart the workers after changing the lab.
 """
@@ -80,6 +81,11 @@ def dask_executor(url: str):
         raise ConfigError(f"--executor {url}: no Dask scheduler answered at {address} within "
                           f"{CONNECT_TIMEOUT_S} s ({type(exc).__name__}); start one with: dask scheduler "
                           f"--port PORT") from None
+    except (MemoryError, ValueError, EOFError, TypeError, KeyError, AttributeError) as exc:
+        # Something answered that does not speak Dask's protocol (a web server, a database): its
+        # first bytes read as an absurd message length (MemoryError) or a message that is no dict.
+        raise ConfigError(f"--executor {url}: something answered at {address} but it is not a Dask scheduler "
+                          f"({type(exc).__name__} reading its reply); check the address and port") from None
     staging = None
     try:
         try:

@@ -124,22 +124,26 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
-                process = running.pop(receiver)
+                process = running[receiver]   # left in ``running`` until received: Ctrl-C meanwhile stops it too
                 try:
                     _receive(receiver, workload, config, cases, results, summaries)
                 except EOFError:
                     process.join()
                     raise _lost(process.exitcode) from None
-                finally:
-                    receiver.close()
+                del running[receiver]
+                receiver.close()
                 process.join()
             pending = [i for i in range(len(cases)) if results[i] is None]   # a worker's, not yet received
             if progress is not None and running and pending:
                 index = min(pending, key=lambda i: counters[2 * i + 1])
                 progress(cases[index].name, counters[2 * index], counters[2 * index + 1], len(workload))
     finally:
-        for receiver, process in running.items():   # an error or Ctrl-C: stop the others
-            process.terminate()
+        # An error or Ctrl-C: stop the others at once. SIGKILL, not SIGTERM: a worker's own handler
+        # runs only between bytecodes (a sort or a pickle of 10^6 items would delay it by seconds),
+        # and a worker has nothing to clean up (its rendered lines are in unlinked temporary files).
+        for process in running.values():
+            process.kill()
+        for receiver, process in running.items():
             process.join()
             receiver.close()
         _JOB.clear()

@@ -25,13 +25,14 @@ import statistics
 from dataclasses import dataclass, field
 
 from . import otel_run, realrun
-from ..base.cmdline import InputError, parse_json
+from ..base.cmdline import InputError
+from ..base.strict_json import strict_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, read_timeseries, settings_from)
-from ..workload.specs import RequestSpec
-from ..workload.validation import name_problem
+from ..workload.specs import RequestSpec, workload_to_json
+from ..workload.validation import WorkloadError, name_problem, parse_workload
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot"]
 
@@ -83,7 +84,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     if fmt == "request-jsonl":
         if not os.path.exists(meta_path):
             raise InputError(f"{path}: the engine settings are unknown: no meta.json beside the file (pass --meta)")
-        meta = parse_json(_read(meta_path, "meta.json"), meta_path, non_finite_as_none=True)
+        meta = strict_json(_read(meta_path, "meta.json"), meta_path, nan_as_null=True)   # a key twice: refused
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
         derived = None
         no_blocks = isinstance(meta, dict) and "num_gpu_blocks" not in flags and \
@@ -126,7 +127,8 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
                                  meta_path if fmt == "request-jsonl" else path)
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
-    return RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes)
+    return _checked_as_workload(
+        RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes), path)
 
 
 def _version(text) -> tuple:
@@ -350,6 +352,18 @@ def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
 
 
 # --- the run as a workload -----------------------------------------------------------------------
+
+def _checked_as_workload(run: RealRun, path: str) -> RealRun:
+    """``run`` if its requests make a ``workload.json`` the lab accepts (the same validator as every
+    run: a 0-token prompt, an arrival beyond :data:`sched.workload.validation.MAX_ARRIVAL` when one
+    request was queued far earlier than the rest are refused), so calibrate never writes a workload
+    its own "predict with" command cannot run. Raises :class:`InputError` naming the request."""
+    try:
+        parse_workload(workload_to_json(run_workload(run)), f"{path} (as calibrate's workload.json)")
+    except WorkloadError as exc:
+        raise InputError(str(exc).splitlines()[0]) from None
+    return run
+
 
 def run_workload(run: RealRun) -> list[RequestSpec]:
     """The run's requests as a workload, in arrival order: ``name`` = the run's request id,

@@ -14,7 +14,7 @@ import csv
 import io
 import os
 
-from ..base.cmdline import InputError, count_or_none
+from ..base.cmdline import MAX_COUNT, InputError, count_or_none, decimal, integer
 from ..base.files import read_regular_text
 from .stepmodel import SETTINGS
 
@@ -160,11 +160,53 @@ def identity_from_meta(meta: dict) -> dict:
 
 
 def read_timeseries(path: str) -> list | None:
-    """``(t, running, waiting)`` rows of LLMServingSim's ``timeseries.csv``, or None when absent or unusable."""
-    if not os.path.isfile(path):
+    """``(t in s, running, waiting)`` rows of LLMServingSim's ``timeseries.csv``, or None when there is
+    no such file beside the run.
+
+    A file that is there is input like any other: empty, without the ``t``, ``running`` and
+    ``waiting`` columns, not CSV (a quote never closed), or with a row whose ``t`` is not a finite
+    number of seconds >= 0 or whose counts are not whole numbers >= 0 (``NaN``, ``-3``, ``2.5``)
+    is refused with :class:`InputError` naming the file, the line and the column, never reported
+    as absent.
+    """
+    if not os.path.lexists(path):
         return None
     try:
-        rows = list(csv.DictReader(io.StringIO(read_regular_text(path))))
-        return [(float(row["t"]), int(row["running"]), int(row["waiting"])) for row in rows]
-    except (OSError, UnicodeDecodeError, KeyError, TypeError, ValueError):
-        return None
+        text = read_regular_text(path, encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    reader = csv.DictReader(io.StringIO(text), strict=True)
+    rows, end = [], 0
+    try:
+        missing = [name for name in ("t", "running", "waiting") if name not in (reader.fieldnames or ())]
+        if not text.strip() or missing:
+            raise InputError(f"{path}: line 1: " + ("empty" if not text.strip() else f"no column {missing[0]!r}")
+                             + "; expected a header with t,running,waiting and one row per sample "
+                               "(or no timeseries.csv beside the run)")
+        end = 1
+        for row in reader:
+            start, end = end + 1, reader.line_num
+            if None in row or any(value is None or "\n" in value for value in row.values()):
+                raise InputError(f"{path}: line {start}: " + ("a quote opened here is never closed"
+                                 if any(v and "\n" in v for v in row.values() if isinstance(v, str))
+                                 else "not as many cells as the header has columns"))
+            rows.append((_cell(row["t"], path, start, "t", float), _cell(row["running"], path, start, "running", int),
+                         _cell(row["waiting"], path, start, "waiting", int)))
+    except csv.Error as exc:
+        raise InputError(f"{path}: line {end + 1}: not CSV ({exc}; a quote opened there is never closed?)") from None
+    if not rows:
+        raise InputError(f"{path}: no rows after the header; expected one row per sample")
+    return rows
+
+
+def _cell(text: str, path: str, line: int, column: str, kind: type):
+    """One number of ``timeseries.csv``: seconds (finite, >= 0) or a count (ASCII digits, >= 0)."""
+    where = f"{path}: line {line}: column {column!r}"
+    try:
+        value = (decimal if kind is float else integer)(text)
+    except ValueError:
+        value = None
+    if value is None or value < 0 or (kind is int and value > MAX_COUNT) or (kind is float and value > 10**9):
+        what = "a number of seconds >= 0" if kind is float else "a whole count >= 0"
+        raise InputError(f"{where}: must be {what}, got {text[:30]!r}")
+    return value

@@ -36,11 +36,11 @@ anything a real run can resolve. Every time shown to a learner is in millisecond
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 
-from ..base.cmdline import InputError, need, number_or_none, parse_json, read_failure
+from ..base.cmdline import InputError, need, number_or_none, read_failure
 from ..base.files import read_regular_text
+from ..base.strict_json import check_provenance, strict_json, whole_number
 from ..workload.validation import closest_field
 
 __all__ = ["StepModel", "SETTINGS", "OPTIONAL_SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
@@ -181,8 +181,11 @@ def load_step_model(path: str) -> StepModel:
 def parse_step_model(text: str, source: str) -> StepModel:
     """A :class:`StepModel` from JSON ``text``: kind ``step-model``, engine ``vllm`` (a step model
     for another engine is refused), coefficients finite and in ``[0, MAX_COEFFICIENT_MS]``,
-    every setting present with its type."""
-    data = need(parse_json(text, source), dict, source, "a JSON object")  # NaN kept, to be named
+    every setting present with its type and written as one (``2588.0`` is no integer setting), and
+    every provenance value one line of printable text, a finite number, true/false/null or a list
+    of those. The text is read by :func:`sched.base.strict_json.strict_json` (a key written twice,
+    ``NaN`` or ``Infinity`` anywhere is refused)."""
+    data = need(strict_json(text, source), dict, source, "a JSON object")
     if data.get("kind") != STEP_MODEL_KIND:
         raise InputError(f"{source}: field 'kind': must be {STEP_MODEL_KIND!r} (a file written by calibrate), "
                          f"got {data.get('kind')!r}")
@@ -226,6 +229,7 @@ def parse_step_model(text: str, source: str) -> StepModel:
                              "one of them is wrong")
         if not value:
             unidentified.setdefault(key, "marked identified: false")
+    check_provenance(fitted_on, source, "fitted_on")   # printed in tables: one line of text per value
     a, b, c, d = coefficients
     return StepModel(a, b, c, checked, fitted_on, d, uncertainty, unidentified or None)
 
@@ -248,7 +252,4 @@ def _setting(value, key: str, kind: type, source: str):
             raise InputError(f"{where}: must be one of {', '.join(_POLICIES)}, got {value!r}")
         return value
     low = 0 if key == "long_prefill_token_threshold" else (2 if key == "num_gpu_blocks" else 1)
-    number = number_or_none(value, where, low, 10**9)
-    if number is None or number != math.floor(number):
-        raise InputError(f"{where}: must be a whole number >= {low}, got {value!r}")
-    return int(number)
+    return whole_number(value, where, low, 10**9)

@@ -66,6 +66,11 @@ class VllmKnobs:
         if self.async_scheduling and self.timeout_ticks is not None:
             raise ConfigError("--timeout-ticks with --async-scheduling: request deadlines are not modelled under async "
                               "scheduling; drop one of the two")
+        if self.max_num_batched_tokens < self.max_num_seqs:   # vLLM's SchedulerConfig refuses it too
+            raise ConfigError(f"--max-num-batched-tokens {self.max_num_batched_tokens} is below --max-num-seqs "
+                              f"{self.max_num_seqs}: vLLM refuses such settings (max_num_batched_tokens must be >= "
+                              f"max_num_seqs); raise --max-num-batched-tokens to at least {self.max_num_seqs} or "
+                              f"lower --max-num-seqs to at most {self.max_num_batched_tokens}")
         if self.policy not in VLLM_POLICIES:
             raise ConfigError(f"--policy {self.policy!r}: the vllm engine knows {' and '.join(VLLM_POLICIES)}")
 
