@@ -172,6 +172,21 @@ class Request:
         for stamp in times:
             self._append_run(stamp, 1)
 
+    def restamp(self, times: list, spaced: bool) -> None:
+        """Replace each token's stamp ``s`` by ``times[s]`` (``times`` increasing; the step-time
+        clock, µs); the same runs as setting :attr:`token_times` to those times. ``spaced``: any two
+        times of ``times`` differ by more than 1, so every token is a run of its own (built in one
+        slice, no per-token call)."""
+        if not spaced or self._open_from is not None:
+            self.token_times = [times[start + k] for start, count in self.token_runs for k in range(count)]
+            return
+        runs = self._runs
+        stamps = (times[runs[0]:runs[0] + runs[1]] if len(runs) == 2 else
+                  [t for i in range(0, len(runs), 2) for t in times[runs[i]:runs[i] + runs[i + 1]]])
+        flat = [1] * (2 * len(stamps))
+        flat[0::2] = stamps
+        self._runs, self._num_closed, self._open_from = flat, len(stamps), None
+
     def emit(self, first_stamp, count: int = 1) -> None:
         """Record ``count`` output tokens stamped ``first_stamp, first_stamp + 1, ...`` (the vLLM
         engine's way in; the lab engine uses open runs)."""

@@ -188,6 +188,39 @@ def _request_line(line) -> str:
     return json.dumps(record, ensure_ascii=False)
 
 
+class _MsTexts(dict):
+    """µs time -> the JSON text of its ms value (``_ms``), formatted once: every request sampling
+    in a step shares that step's end, so a run has far fewer distinct stamps than tokens."""
+
+    def __missing__(self, value) -> str:
+        text = self[value] = "null" if value is None else repr(_ms(value))   # json.dumps' float text
+        return text
+
+
+def _request_lines_ms(run: LabRun):
+    """Lines of ``requests.jsonl`` with the ms fields (``_request_line``'s text). A ``counts`` run's
+    lines are text: the ms fields are appended to it as ``json.dumps`` would write them (keys
+    added last, floats as ``repr``), the token times taken from the request's runs and each
+    stamp's text formatted once (:class:`_MsTexts`), not decoded and encoded again per token."""
+    texts = _MsTexts()
+    requests = (r for result in run.results for r in result.requests)
+    for line, r in zip(request_lines(run), requests):
+        if not isinstance(line, str) or r._open_from is not None:
+            yield _request_line(line)
+            continue
+        head = json.loads(line[:line.index(', "token_runs": ')] + "}")   # no string holds an unescaped quote
+        runs = r._runs
+        times = (runs[0::2] if runs[1::2].count(1) * 2 == len(runs) else
+                 [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])])
+        emitted, done, first = head["output_tokens_emitted"], head["done_at"], head["first_token_at"]
+        tpot = (repr(round((done - first) / 1000 / (emitted - 1), 3))
+                if head["status"] == "ok" and emitted > 1 else "null")
+        yield (f'{line[:-1]}, "arrival_ms": {texts[head["arrival"]]}, "admitted_ms": {texts[head["admitted_at"]]}, '
+               f'"first_token_ms": {texts[first]}, "done_ms": {texts[done]}, "ttft_ms": {texts[head["ttft"]]}, '
+               f'"queue_wait_ms": {texts[head["queue_wait"]]}, "e2e_ms": {texts[head["e2e"]]}, "tpot_ms": {tpot}, '
+               f'"token_times_ms": [{", ".join(map(texts.__getitem__, times))}]}}')
+
+
 def _timeline_lines_ms(run: LabRun):
     """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added."""
     records = [record for result in run.results for record in result.ticks]
@@ -280,7 +313,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
                                     "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
-        "requests.jsonl": "".join(_request_line(line) + "\n" for line in request_lines(run)),
+        "requests.jsonl": "".join(line + "\n" for line in _request_lines_ms(run)),
         "timeline.jsonl": "".join(_timeline_lines_ms(run)),
         "table.txt": table,
         "timeline.svg": svg,

@@ -38,6 +38,7 @@ from collections import deque
 from ..core.records import CaseResult, SimulationError, Status
 from .config import VllmKnobs
 from .engine import VllmSimulation
+from .kv_cache import PrefixCachingKV
 
 __all__ = ["AsyncVllmSimulation", "make_simulation", "simulate"]
 
@@ -100,6 +101,9 @@ class AsyncVllmSimulation(VllmSimulation):
         # Without prefix caching a block table is a count: the pass below does KVCache's arithmetic
         # in place (blocks_to_allocate, allocate), the same numbers without two calls per request.
         counts, bs = not kv.caching, kv.block_size
+        # With prefix caching, the engine's own pool: its allocate() for a request with room in its
+        # last block does nothing but enter newly full blocks, so such a request is settled inline.
+        cached_inline = type(kv) is PrefixCachingKV
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
@@ -115,8 +119,20 @@ class AsyncVllmSimulation(VllmSimulation):
             if n <= 0:
                 i += 1
                 continue
-            need = (-(-(seq.computed + n) // bs) - seq.blocks if counts
-                    else kv.blocks_to_allocate(seq, seq.computed + n))
+            target = seq.computed + n
+            if counts:
+                need = -(-target // bs) - seq.blocks
+            elif cached_inline:
+                need = -(-target // bs) - len(seq.blocks)
+                if need <= 0:   # no new block: allocate() would only enter newly full blocks
+                    if (target if target < seq.num_tokens else seq.num_tokens) // bs > seq.num_cached:
+                        kv.cache_full(seq, target if target < seq.num_tokens else seq.num_tokens)
+                    scheduled[seq] = n
+                    budget -= n
+                    i += 1
+                    continue
+            else:
+                need = kv.blocks_to_allocate(seq, target)
             while need > kv.num_free:
                 if self._priority:
                     victim = max(running, key=lambda s: s.key)
@@ -192,7 +208,7 @@ class AsyncVllmSimulation(VllmSimulation):
         end, the blocks they complete cached, finished requests freed. Returns whether any token
         arrived."""
         kv, finished = self.kv, []
-        stamp, caching = batch.step + 1, kv.caching
+        stamp, caching, bs = batch.step + 1, kv.caching, kv.block_size
         for seq in batch.samplers:
             running = seq.state == "running"
             if running:
@@ -202,8 +218,8 @@ class AsyncVllmSimulation(VllmSimulation):
             seq.generated += 1
             seq.num_tokens += 1
             seq.rec.emit(stamp)
-            if running and caching:
-                kv._cache_full(seq, seq.computed - seq.placeholders)
+            if running and caching and (seq.computed - seq.placeholders) // bs > seq.num_cached:
+                kv.cache_full(seq, seq.computed - seq.placeholders)
             if seq.generated == seq.output:
                 finished.append(seq)
         for seq in finished:
@@ -297,8 +313,10 @@ class AsyncVllmSimulation(VllmSimulation):
             if collecting:
                 gc.enable()
         if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
+            times = self.stamp_times
+            spaced = all(b - a > 1 for a, b in zip(times[1:], times[2:]))   # one entry per step
             for rec in self.requests:
-                rec.token_times = [self.stamp_times[start + k] for start, count in rec.token_runs for k in range(count)]
+                rec.restamp(times, spaced)
         return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
 
 

@@ -352,8 +352,10 @@ class VllmSimulation:
             if collecting:
                 gc.enable()
         if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
+            times = self.stamp_times
+            spaced = all(b - a > 1 for a, b in zip(times[1:], times[2:]))   # one entry per step
             for rec in self.requests:
-                rec.token_times = [self.stamp_times[start + k] for start, count in rec.token_runs for k in range(count)]
+                rec.restamp(times, spaced)
         return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
 
     # --- arrivals, deadlines, preemption ----------------------------------------------------------

@@ -343,9 +343,11 @@ class PrefixCachingKV(KVCache):
         elif need > 0:
             self._take_many(need, table)
         # Blocks enter the cache when allocated for a step, before they are computed.
-        self._cache_full(seq, min(num_tokens, seq.num_tokens))
+        self.cache_full(seq, min(num_tokens, seq.num_tokens))
 
-    def _cache_full(self, seq, num_tokens: int) -> None:
+    def cache_full(self, seq, num_tokens: int) -> None:
+        """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
+        ``seq.num_cached``); nothing when no new block is full (vllm-engine.md §3)."""
         full = num_tokens // self.block_size
         if full <= seq.num_cached:
             return
@@ -421,7 +423,7 @@ class PrefixCachingKV(KVCache):
         table, reserved = seq.blocks, self._reserved
         for _ in range(blocks_for(seq.computed, self.block_size) - len(table)):
             table.append(reserved.pop())
-        self._cache_full(seq, seq.computed)
+        self.cache_full(seq, seq.computed)
 
 def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool) -> KVCache:
     """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on."""

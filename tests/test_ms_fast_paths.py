@@ -1,0 +1,62 @@
+"""The millisecond run's per-token shortcuts give what the plain per-token paths give.
+
+- ``Request.restamp`` (step ordinals -> step ends) builds the same token runs as setting
+  ``token_times`` token by token; when two step ends are 1 µs apart their tokens merge into one run.
+- ``requests.jsonl`` of a step-model run written as text (ms fields appended, each stamp formatted
+  once) is, line for line, what decoding each line and encoding it again with the ms fields gives.
+"""
+
+import unittest
+
+from sched.core.records import Request, _Clock
+from sched.runs.bench import synthetic
+from sched.timing import msrun
+from sched.timing.replay import knobs_from_settings
+from sched.timing.stepmodel import StepModel
+from sched.workload.specs import RequestSpec
+
+SETTINGS = {"num_gpu_blocks": 400, "block_size": 16, "max_num_batched_tokens": 256, "max_num_seqs": 8,
+            "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs"}
+
+
+def _request(runs):
+    request = Request.fresh(RequestSpec("r", 0, None, 0, 10, 9), 0, _Clock())
+    for start, count in runs:
+        request.emit(start, count)
+    return request
+
+
+class RestampTest(unittest.TestCase):
+    def test_spaced_times_give_one_run_per_token(self):
+        times = [None, 100, 250, 400, 700, 1000, 1300]
+        fast, slow = _request([(1, 3), (5, 2)]), _request([(1, 3), (5, 2)])
+        fast.restamp(times, spaced=True)
+        slow.token_times = [times[s] for s in (1, 2, 3, 5, 6)]
+        self.assertEqual(fast.token_runs, [(100, 1), (250, 1), (400, 1), (1000, 1), (1300, 1)])
+        self.assertEqual(fast.token_runs, slow.token_runs)
+        self.assertEqual(fast.num_tokens, 5)
+
+    def test_ends_one_microsecond_apart_merge(self):
+        # Steps 2 and 3 end 1 µs apart: their two tokens are one run [50, 2].
+        times = [None, 10, 50, 51, 90]
+        request = _request([(1, 4)])
+        request.restamp(times, spaced=False)
+        self.assertEqual(request.token_runs, [(10, 1), (50, 2), (90, 1)])
+        self.assertEqual(request.num_tokens, 4)
+
+
+class MsRequestLinesTest(unittest.TestCase):
+    def test_text_lines_equal_decoded_and_encoded_lines(self):
+        workload = synthetic(60, seed=3)
+        for async_scheduling in (False, True):
+            with self.subTest(async_scheduling=async_scheduling):
+                knobs = knobs_from_settings(SETTINGS, async_scheduling=async_scheduling)
+                model = StepModel(5.0, 0.01, 0.3, dict(SETTINGS), {"model": "m"})
+                run = msrun.run_with_step_model(workload, knobs, model, "w.json", "counts")
+                slow = [msrun._request_line(line) for line in msrun.request_lines(run)]
+                self.assertEqual(list(msrun._request_lines_ms(run)), slow)
+                self.assertTrue(any('"tpot_ms": null' not in line for line in slow))
+
+
+if __name__ == "__main__":
+    unittest.main()
