@@ -27,7 +27,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter
 from fractions import Fraction
 from itertools import compress, repeat
-from operator import attrgetter, itemgetter, mul, truediv
+from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
 from .records import CaseResult, Request, Status
 
@@ -217,9 +217,8 @@ def _runs_gap_histogram(flat_runs: list, num_tokens: int) -> Counter:
     sample) number every token minus every run."""
     counts = Counter()
     for runs in flat_runs:
-        if len(runs) > 2:
-            for i in range(2, len(runs), 2):
-                counts[runs[i] - (runs[i - 2] + runs[i - 1] - 1)] += 1
+        if len(runs) > 2:   # start of each run − (start + count − 1 of the run before), mapped in C
+            counts.update(map(sub, runs[2::2], map(sub, map(add, runs[0:-2:2], runs[1:-2:2]), repeat(1))))
     ones = num_tokens - sum(map(len, flat_runs)) // 2
     if ones:
         counts[1] += ones

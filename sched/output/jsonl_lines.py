@@ -69,6 +69,7 @@ def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None):
 
 
 _OK = Status.DONE
+_PAIR = "[{}, {}]".format   # f"[{start}, {count}]", mapped over a request's runs in C
 
 
 def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
@@ -92,7 +93,7 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
             emitted = output_text if runs[1] == output else str(runs[1])
             pairs = f"[{first_text}, {emitted}]"
         else:
-            pairs = ", ".join([f"[{runs[i]}, {runs[i + 1]}]" for i in range(0, len(runs), 2)])
+            pairs = ", ".join(map(_PAIR, runs[0::2], runs[1::2]))
             emitted = sum(runs[1::2])
         line = (f'{{"case": {case}, {head}'
                 f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '

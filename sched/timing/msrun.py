@@ -34,7 +34,7 @@ from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_MS, VLLM_MS
 from ..core.config import ConfigError
 from ..engines import check_cases
-from ..core.metrics import SUMMARY_FIELDS, summarize
+from ..core.metrics import SUMMARY_FIELDS
 from ..output.ms_picture import render_ms_timeline_svg
 from ..output.report import render_report
 from ..core.bench_metrics import bench_units
@@ -149,8 +149,8 @@ def _ms(value):
 
 def _summary_ms(run: LabRun) -> list[dict]:
     rows = []
-    for result in run.results:
-        row = dict(summarize(result))
+    for result, summary in zip(run.results, run.summaries):   # summarized once (the table reads them too)
+        row = dict(summary)
         for key in _TIME_FIELDS:
             if row.get(key) is not None:
                 row[key] = Fraction(row[key]) / 1000

@@ -217,7 +217,13 @@ class AsyncVllmSimulation(VllmSimulation):
                 seq.stale -= 1
             seq.generated += 1
             seq.num_tokens += 1
-            seq.rec.emit(stamp)
+            # seq.rec.emit(stamp), inlined (Request._append_run of one token): once per token
+            runs = seq.rec._runs
+            if runs and runs[-2] + runs[-1] == stamp:
+                runs[-1] += 1
+            else:
+                runs += (stamp, 1)
+            seq.rec._num_closed += 1
             if running and caching and (seq.computed - seq.placeholders) // bs > seq.num_cached:
                 kv.cache_full(seq, seq.computed - seq.placeholders)
             if seq.generated == seq.output:

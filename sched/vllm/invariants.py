@@ -20,7 +20,8 @@ step that completes the prompt samples it), and a request may be preempted and a
 
 from __future__ import annotations
 
-from operator import attrgetter
+from itertools import repeat
+from operator import add, attrgetter, le, sub
 
 from ..core.records import CaseResult, Status
 from .records import StepRecord
@@ -109,7 +110,9 @@ def _check_request(result: CaseResult, r, fail) -> None:
     where = f"request {r.index} ({r.name})"
     deadline = None if knobs.timeout_ticks is None else spec.arrival + knobs.timeout_ticks
     runs = r.token_runs
-    num_tokens = sum(count for _, count in runs)
+    flat = r.flat_token_runs
+    starts, counts = flat[0::2], flat[1::2]
+    num_tokens = sum(counts)
     first, last = (runs[0][0], runs[-1][0] + runs[-1][1] - 1) if runs else (None, None)
     if not r.status.ended or r.done_at is None:
         fail(result, where, f"never ended (status {r.status.value})")
@@ -128,8 +131,8 @@ def _check_request(result: CaseResult, r, fail) -> None:
         fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
     if runs and (first <= r.admitted_at or last > r.done_at):
         fail(result, where, f"token times {first}..{last} outside admission {r.admitted_at} .. end {r.done_at}")
-    if any(count < 1 for _, count in runs) or any(
-            start <= previous + count - 1 for (previous, count), (start, _) in zip(runs, runs[1:])):
+    # Each run's start <= the last stamp (start + count − 1) of the run before it: mapped in C.
+    if (counts and min(counts) < 1) or any(map(le, starts[1:], map(sub, map(add, starts, counts), repeat(1)))):
         fail(result, where, f"token times do not strictly increase: runs {runs}")
     shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
     if r.hit_tokens % knobs.block_size or not 0 <= r.hit_tokens <= min(shared, spec.prompt_tokens - 1):
