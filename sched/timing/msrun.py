@@ -29,7 +29,7 @@ from dataclasses import replace
 from fractions import Fraction
 
 from ..output.artifacts import LabRun, render_table, _manifest
-from ..output.jsonl_lines import request_lines, timeline_lines
+from ..output.jsonl_lines import jsonl_chunks, request_lines, timeline_lines
 from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_MS, VLLM_MS
 from ..core.config import ConfigError
@@ -265,8 +265,10 @@ def _fitted_on_note(model: StepModel) -> str:
 
 
 def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
-                        bench: BenchSettings | None = None) -> dict[str, str]:
+                        bench: BenchSettings | None = None) -> dict:
     """Every artifact of a step-model run by file name (module docstring); same run, same bytes.
+    Each value is its text, except ``requests.jsonl`` and ``timeline.jsonl``: iterables of text
+    chunks, rendered as they are written (once; ``write_artifacts`` takes either form).
 
     ``bench``: ``--metric-percentiles`` and ``--goodput`` (default: vLLM's, no limits). Each case row of
     ``summary.json``/``summary.csv`` carries vLLM bench serve's keys after the lab's columns
@@ -313,8 +315,8 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
                                     "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
-        "requests.jsonl": "".join(line + "\n" for line in _request_lines_ms(run)),
-        "timeline.jsonl": "".join(_timeline_lines_ms(run)),
+        "requests.jsonl": jsonl_chunks(_request_lines_ms(run)),   # streamed: text chunks, written as they come
+        "timeline.jsonl": _timeline_lines_ms(run),
         "table.txt": table,
         "timeline.svg": svg,
         "report.html": report,
