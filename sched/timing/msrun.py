@@ -205,10 +205,11 @@ def _request_lines_ms(run: LabRun):
     texts = _MsTexts()
     requests = (r for result in run.results for r in result.requests)
     for line, r in zip(request_lines(run), requests):
-        if not isinstance(line, str) or r._open_from is not None:
+        cut = line.find(', "token_runs": ') if isinstance(line, str) else -1   # no string holds an unescaped quote
+        if cut < 0 or r._open_from is not None:
             yield _request_line(line)
             continue
-        head = json.loads(line[:line.index(', "token_runs": ')] + "}")   # no string holds an unescaped quote
+        head = json.loads(line[:cut] + "}")
         runs = r._runs
         times = (runs[0::2] if runs[1::2].count(1) * 2 == len(runs) else
                  [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])])
