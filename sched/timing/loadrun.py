@@ -98,6 +98,10 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         elif no_blocks and sizing.get("kv_bytes_per_token"):
             derived = _derive_from_meta(meta, meta_path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
+        if derived is None:
+            derived = _rescaled_blocks(meta, SETTINGS_FROM_META, flags, meta_path,
+                                       _at(meta, ("kv_cache", "num_kv_tokens")))
+            flags = flags if derived is None else dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(meta, meta_path, flags=flags)
         if derived is not None:   # said as derived, not as a flag
             notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
@@ -117,6 +121,9 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
                 "gpu_memory_utilization": run.get("gpu_memory_utilization"),
                 "block_size": _number(run.get("block_size"))}}, path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
+        if derived is None:
+            derived = _rescaled_blocks(run, FLAT_PLACES, flags, path)
+            flags = flags if derived is None else dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
         if derived is not None:   # said as derived, not as a flag
             notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
@@ -129,6 +136,40 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
     return _checked_as_workload(
         RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes), path)
+
+
+def _rescaled_blocks(document, places: dict, flags: dict, path: str, tokens=None) -> tuple[int, str] | None:
+    """A meta file's or benchmark's block count re-counted at ``--block-size`` (the KV capacity in
+    tokens the file states is kept: ``floor(tokens / block_size)``, tokens = the file's KV tokens or
+    blocks x its block size); ``None`` when no flag changes the block size or the file lacks either
+    number (the settings check then names what is missing)."""
+    if "block_size" not in flags or "num_gpu_blocks" in flags:
+        return None
+    blocks, size = (_whole_at(document, places[key]) for key in ("num_gpu_blocks", "block_size"))
+    if blocks is None or size is None or size == flags["block_size"] or blocks < 2 or size < 1:
+        return None
+    if not (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0):
+        tokens = blocks * size
+    block_size = flags["block_size"]
+    name = os.path.basename(path)
+    return tokens // block_size, (
+        f"num_gpu_blocks {tokens // block_size} = {name}'s KV capacity of {tokens} tokens (num_gpu_blocks {blocks} x "
+        f"block_size {size}) / --block-size {block_size}, floor: a --block-size flag keeps the KV capacity in "
+        "tokens the file states (give --num-gpu-blocks to set the count itself)")
+
+
+def _whole_at(document, places: tuple):
+    """The first of ``places`` present in ``document`` as a whole number (a benchmark's text "16"
+    counts), or ``None``."""
+    for place in places:
+        value = _at(document, place)
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if value is not None:
+            return None
+    return None
 
 
 def _version(text) -> tuple:
@@ -217,6 +258,9 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     if in_log["block_size"] is None and log["kv_tokens"] and log["num_gpu_blocks"]:
         if log["kv_tokens"] % log["num_gpu_blocks"] == 0:
             in_log["block_size"] = log["kv_tokens"] // log["num_gpu_blocks"]
+    if in_log["num_gpu_blocks"] is not None and "num_gpu_blocks" not in flags and "block_size" in flags:
+        in_log["num_gpu_blocks"], note = _blocks_at_flag_size(in_log, log, flags["block_size"], given)
+        notes += [note] if note else []
     if in_log["num_gpu_blocks"] is None and "num_gpu_blocks" not in flags:
         block_size = flags.get("block_size") or in_log["block_size"] or 16
         if log["kv_tokens"]:
@@ -291,6 +335,26 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
                      source_sha256=digest, num_requests=len(records))
     return RealRun(records, settings, fitted_on, None, notes, prefix)
+
+
+def _blocks_at_flag_size(in_log: dict, log: dict, block_size: int, given: dict) -> tuple[int, str | None]:
+    """The log's block count re-counted at ``--block-size`` so the KV capacity in tokens stays the
+    log's (vLLM counted its blocks at the log's block size): ``floor(tokens / block_size)``, tokens =
+    the logged ``GPU KV cache size`` (else blocks x the log's block size, vLLM's CUDA default 16
+    when the log names none). Returns ``(blocks, note)``; the note is ``None`` when the sizes agree."""
+    blocks, logged = in_log["num_gpu_blocks"], in_log["block_size"] or 16
+    if block_size == logged:
+        return blocks, None
+    overridden = given.get("num_gpu_blocks_override") is not None
+    tokens = log["kv_tokens"] if log["kv_tokens"] and not overridden else blocks * logged
+    if not isinstance(tokens, int) or isinstance(tokens, bool):
+        return blocks, None   # a non-number is refused, naming the log, by the settings check
+    counted = "num_gpu_blocks_override" if overridden else "num_gpu_blocks"
+    return tokens // block_size, (
+        f"num_gpu_blocks {tokens // block_size} = vllm.log's KV capacity of {tokens} tokens ({counted} {blocks} "
+        f"x block_size {logged}{'' if in_log['block_size'] else ' (vLLM default)'}) / --block-size {block_size}, "
+        "floor: a --block-size flag keeps the KV capacity in tokens the log states (give --num-gpu-blocks to "
+        "set the count itself)")
 
 
 def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[int, str]:
