@@ -55,5 +55,53 @@ class BlockSizeFlagKeepsTokensTest(unittest.TestCase):
         self.assertTrue(any(note.startswith("num_gpu_blocks 862 = ") for note in run.notes))
 
 
+def bench_file(test, **metadata):
+    """A three-request ``vllm bench serve --save-detailed`` file with ``metadata`` added."""
+    run = {"backend": "vllm", "model_id": "org/Some-7B", "num_prompts": 3, "input_lens": [100, 200, 50],
+           "output_lens": [5, 6, 7], "start_times": [10.0, 10.1, 10.3], "ttfts": [0.05, 0.06, 0.07],
+           "itls": [[0.03] * 4, [0.03] * 5, [0.03] * 6], "errors": ["", "", ""], "generated_texts": ["", "", ""],
+           "block_size": "16", "max_num_seqs": "8", "max_num_batched_tokens": "256", "num_gpu_blocks": "1000",
+           "enable_prefix_caching": "false", **metadata}
+    path = os.path.join(temp_dir(test), "bench.json")
+    with open(path, "w", encoding="utf-8") as out:
+        json.dump(run, out)
+    return path
+
+
+class AsyncDefaultOneRuleTest(unittest.TestCase):
+    """A run that does not say whether async scheduling was on is replayed with its vLLM version's
+    default (off before 0.14, on since; off when the version is unknown), whatever its format."""
+
+    def test_meta_json_of_a_newer_vllm(self):
+        def drop(meta):
+            del meta["resolved_config"]["scheduler_config"]["async_scheduling"]
+        run = load_real_run(copy_4090(self, drop))       # vLLM 0.19.0: on by default
+        self.assertIs(run.settings["async_scheduling"], True)
+        self.assertTrue(any("async_scheduling not in meta.json: on (vLLM 0.19.0's default" in note
+                            for note in run.notes))
+
+    def test_meta_json_saying_its_mode_wins(self):
+        self.assertIs(load_real_run(os.path.join(RUN_4090, "requests.jsonl")).settings["async_scheduling"], True)
+
+    def test_bench_files(self):
+        for version, expected in (("0.15.0", True), ("0.11.0", False), (None, False)):
+            with self.subTest(version=version):
+                extra = {} if version is None else {"vllm_version": version}
+                run = load_real_run(bench_file(self, **extra))
+                self.assertIs(run.settings["async_scheduling"], expected)
+                self.assertTrue(any(note.startswith(f"async_scheduling not in bench.json: "
+                                                    f"{'on' if expected else 'off'} (vLLM {version or '?'}'s default")
+                                    for note in run.notes))
+
+    def test_bench_file_saying_its_mode(self):
+        run = load_real_run(bench_file(self, vllm_version="0.15.0", async_scheduling="false"))
+        self.assertIs(run.settings["async_scheduling"], False)
+
+    def test_otel_run_the_same_rule(self):
+        newer = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "version 0.11.0", "version 0.15.1"))
+        self.assertIs(load_real_run(newer).settings["async_scheduling"], True)
+        self.assertIs(load_real_run(EXCERPT).settings["async_scheduling"], False)
+
+
 if __name__ == "__main__":
     unittest.main()

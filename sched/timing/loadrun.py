@@ -130,8 +130,9 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
     records = _checked(records, settings, path)
-    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags, os.path.basename(path),
-                                 meta_path if fmt == "request-jsonl" else path)
+    said_file = meta_path if fmt == "request-jsonl" else path
+    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags,
+                                 os.path.basename(said_file), said_file, identity.get("vllm_version"))
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
     return _checked_as_workload(
@@ -183,10 +184,17 @@ def _version(text) -> tuple:
     return tuple(parts)
 
 
+def default_async_scheduling(version) -> bool:
+    """vLLM's default ``async_scheduling`` for a version string: off before 0.14, on since; off
+    when the version is unknown (the one rule of every reader, said in the run's notes)."""
+    return _version(version) >= (0, 14)
+
+
 def _with_mode(settings: dict, notes: list, said, flags: dict, source: str,
-               path: str | None = None) -> tuple[dict, list]:
+               path: str | None = None, version=None) -> tuple[dict, list]:
     """``settings`` with ``async_scheduling``: the flag's (said when it differs), else what the run
-    says it ran (a string ``"true"`` of a benchmark's metadata counts), else off (said)."""
+    says it ran (a string ``"true"`` of a benchmark's metadata counts), else the default of the
+    run's vLLM ``version`` (:func:`default_async_scheduling`, said)."""
     if isinstance(said, str) and said.lower() in ("true", "false"):
         said = said.lower() == "true"
     if said is not None and not isinstance(said, bool):
@@ -199,10 +207,12 @@ def _with_mode(settings: dict, notes: list, said, flags: dict, source: str,
         elif bool(said) != mode:
             notes = notes + [f"async_scheduling {mode} from {shown}, which wins over {source}'s {said!r}"]
     else:
-        mode = bool(said)
+        mode = bool(said) if said is not None else default_async_scheduling(version)
         if said is None:
-            notes = notes + [f"async_scheduling not in {source}: off assumed (give --async-scheduling if the run "
-                             "used it)"]
+            shown = "--no-async-scheduling" if mode else "--async-scheduling"
+            notes = notes + [f"async_scheduling not in {source}: {'on' if mode else 'off'} (vLLM "
+                             f"{version or '?'}'s default{'' if _version(version) else ', the version unknown'}; "
+                             f"give {shown} if the run differed)"]
     return dict(settings, async_scheduling=mode), notes
 
 
@@ -305,7 +315,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
             raise InputError(f"{log_path}: line {log['line']}: field 'async_scheduling': must be True or False, "
                              f"got {str(async_scheduling)[:40]!r}")
     else:   # vLLM's default: off before 0.14, on since
-        async_scheduling = _version(log["vllm_version"]) >= (0, 14)
+        async_scheduling = default_async_scheduling(log["vllm_version"])
         if "async_scheduling" not in flags:
             notes.append(f"async_scheduling not among the server's non-default args: "
                          f"{'on' if async_scheduling else 'off'} (vLLM {log['vllm_version'] or '?'}'s default)")
