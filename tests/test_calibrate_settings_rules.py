@@ -13,7 +13,7 @@ import shutil
 import unittest
 
 from sched.timing.loadrun import load_real_run
-from tests.helpers import PROJECT, read, temp_dir
+from tests.helpers import PROJECT, assert_bad_input, read, temp_dir
 from tests.test_calibrate_otel import EXCERPT, copy_run, replace_in
 
 RUN_4090 = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
@@ -101,6 +101,48 @@ class AsyncDefaultOneRuleTest(unittest.TestCase):
         newer = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "version 0.11.0", "version 0.15.1"))
         self.assertIs(load_real_run(newer).settings["async_scheduling"], True)
         self.assertIs(load_real_run(EXCERPT).settings["async_scheduling"], False)
+
+
+class KvTooSmallNamesItsSourceTest(unittest.TestCase):
+    """A request that cannot fit the KV cache blames what set its size: the flag, vllm.log, or meta.json.
+    The excerpt's first span (cmpl-e8a164d6...-0) holds 2,027 prompt + output tokens: 127 blocks of 16."""
+
+    def bad(self, run, flags, mention):
+        out = os.path.join(temp_dir(self), "cal")
+        assert_bad_input(self, ["calibrate", run, "--train-first", "5", *flags, "--out", out], mention)
+        self.assertFalse(os.path.exists(out))
+
+    def test_the_flag(self):
+        self.bad(EXCERPT, ["--num-gpu-blocks", "10"], "10 KV blocks of 16 tokens: the KV size from --num-gpu-blocks "
+                                                      "10 contradicts the run")
+
+    def test_the_log(self):
+        def small(directory):
+            log = os.path.join(directory, "vllm.log")
+            replace_in(log, "num_gpu_blocks is: 7438", "num_gpu_blocks is: 20")
+            replace_in(log, "GPU KV cache size: 119,008 tokens", "GPU KV cache size: 320 tokens")
+        self.bad(copy_run(self, small), [], "20 KV blocks of 16 tokens: the KV size from vllm.log contradicts the run")
+
+    def test_the_log_with_a_block_size_flag(self):
+        def small(directory):
+            log = os.path.join(directory, "vllm.log")
+            replace_in(log, "num_gpu_blocks is: 7438", "num_gpu_blocks is: 20")
+            replace_in(log, "GPU KV cache size: 119,008 tokens", "GPU KV cache size: 320 tokens")
+        # 320 tokens / 32 = 10 blocks of 32: 9 usable hold 288 tokens, not 2,027.
+        self.bad(copy_run(self, small), ["--block-size", "32"],
+                 "10 KV blocks of 32 tokens: the KV size from vllm.log and --block-size 32 contradicts the run")
+
+    def test_a_block_size_leaving_fewer_than_two_blocks(self):
+        # 119,008 tokens / 60,000 = 1 block: below vLLM's two, said with both values (not as the log's fault).
+        self.bad(EXCERPT, ["--block-size", "60000"], "--block-size 60000: vllm.log's KV capacity of 119008 tokens "
+                                                     "holds 1 blocks")
+
+    def test_meta_json(self):
+        def small(meta):
+            for section in (meta["kv_cache"], meta["resolved_config"]["cache_config"]):
+                section["num_gpu_blocks"] = 3
+            meta["kv_cache"]["num_kv_tokens"] = 48
+        self.bad(copy_4090(self, small), [], "3 KV blocks of 16 tokens: the KV size from meta.json contradicts the run")
 
 
 if __name__ == "__main__":

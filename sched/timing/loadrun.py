@@ -69,7 +69,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     ``sizing``: ``{"gpu": GPU or None, "kv_bytes_per_token": int or None}`` to derive an unknown
     KV size as vLLM does (:mod:`sched.timing.kvsize`).
     """
-    flags = flags or {}
+    flags = given_flags = flags or {}
     sizing = sizing or {}
     if os.path.isdir(path):
         if not otel_run.is_otel_run(path):
@@ -129,7 +129,9 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
             notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
         identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
                     "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
-    records = _checked(records, settings, path)
+    memory = derived is not None and "derived as vLLM does" in derived[1]
+    records = _checked(records, settings, path, kv_source=kv_source(
+        given_flags, os.path.basename(meta_path if fmt == "request-jsonl" else path), memory))
     said_file = meta_path if fmt == "request-jsonl" else path
     settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags,
                                  os.path.basename(said_file), said_file, identity.get("vllm_version"))
@@ -153,10 +155,20 @@ def _rescaled_blocks(document, places: dict, flags: dict, path: str, tokens=None
         tokens = blocks * size
     block_size = flags["block_size"]
     name = os.path.basename(path)
+    _at_least_two(tokens, block_size, name)
     return tokens // block_size, (
         f"num_gpu_blocks {tokens // block_size} = {name}'s KV capacity of {tokens} tokens (num_gpu_blocks {blocks} x "
         f"block_size {size}) / --block-size {block_size}, floor: a --block-size flag keeps the KV capacity in "
         "tokens the file states (give --num-gpu-blocks to set the count itself)")
+
+
+def _at_least_two(tokens: int, block_size: int, file_name: str) -> None:
+    """vLLM needs two KV blocks (one is its null block): refuse a --block-size the file's KV
+    capacity of ``tokens`` tokens cannot hold twice, naming both."""
+    if tokens // block_size < 2:
+        raise InputError(f"--block-size {block_size}: {file_name}'s KV capacity of {tokens} tokens holds "
+                         f"{tokens // block_size} blocks of {block_size} tokens; vLLM needs at least 2 (give a smaller "
+                         "--block-size, or --num-gpu-blocks)")
 
 
 def _whole_at(document, places: tuple):
@@ -216,8 +228,21 @@ def _with_mode(settings: dict, notes: list, said, flags: dict, source: str,
     return dict(settings, async_scheduling=mode), notes
 
 
-def _checked(records: list, settings: dict, path: str, id_field: str = "request_id") -> list:
-    """``records`` in arrival order after the checks every format shares (names, finished, fits)."""
+def kv_source(flags: dict, file_name: str, derived_from_memory: bool = False) -> str:
+    """What set a run's KV size, for a request that cannot fit it: ``"the KV size from
+    --num-gpu-blocks 10"``, ``"... from vllm.log and --block-size 48"``, ``"... from meta.json"``,
+    or the derivation from the GPU's memory (``flags``: the settings given as flags by the user)."""
+    parts = [f"{FLAG_NAMES[key]} {flags[key]}" for key in ("num_gpu_blocks", "block_size") if key in flags]
+    if "num_gpu_blocks" not in flags:
+        parts.insert(0, f"the derivation from the GPU's memory ({file_name}'s figures)" if derived_from_memory
+                     else file_name)
+    return "the KV size from " + " and ".join(parts)
+
+
+def _checked(records: list, settings: dict, path: str, id_field: str = "request_id",
+             kv_source: str = "the meta file") -> list:
+    """``records`` in arrival order after the checks every format shares (names, finished, fits);
+    ``kv_source`` names what set the KV size when a request cannot fit it."""
     seen: dict = {}
     for index, record in enumerate(records):
         problem = name_problem(record["name"])
@@ -238,7 +263,7 @@ def _checked(records: list, settings: dict, path: str, id_field: str = "request_
         if not record["output_tokens_emitted"]:
             raise InputError(f"{where}: field 'output_toks': {record['output_tokens_emitted']!r}: a finished request "
                              "emits at least one output token (a workload request needs output_tokens >= 1)")
-        check_fits_cache(record, settings, where)
+        check_fits_cache(record, settings, where, kv_source)
     order = sorted(range(len(records)), key=lambda i: (records[i]["arrival"], i))
     return [records[i] for i in order]
 
@@ -271,6 +296,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     if in_log["num_gpu_blocks"] is not None and "num_gpu_blocks" not in flags and "block_size" in flags:
         in_log["num_gpu_blocks"], note = _blocks_at_flag_size(in_log, log, flags["block_size"], given)
         notes += [note] if note else []
+    memory = False   # the KV size derived from the GPU's memory
     if in_log["num_gpu_blocks"] is None and "num_gpu_blocks" not in flags:
         block_size = flags.get("block_size") or in_log["block_size"] or 16
         if log["kv_tokens"]:
@@ -279,6 +305,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
                          f"{log['kv_tokens']} tokens / block_size {block_size}")
         elif sizing.get("kv_bytes_per_token"):
             in_log["num_gpu_blocks"], note = _derive_from_log(log, given, config, block_size, sizing, log_path)
+            memory = True
             notes.append(note)
     settings = {}
     for key, value in in_log.items():
@@ -339,7 +366,8 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     identity = {"model": model, "device": None, "vllm_version": log["vllm_version"],
                 "async_scheduling": async_scheduling, "tensor_parallel_size": int(tp) if tp and tp.isdigit() else None,
                 "weights_gib": log["weights_gib"]}
-    records = _checked(records, settings, traces, id_field="gen_ai.request.id")
+    records = _checked(records, settings, traces, id_field="gen_ai.request.id",
+                       kv_source=kv_source(flags, "vllm.log", memory))
     settings, notes = _with_mode(settings, notes, async_scheduling, flags, "vllm.log")
     digest = hashlib.sha256(_read(traces, "traces file").encode("utf-8")).hexdigest()
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
@@ -360,6 +388,7 @@ def _blocks_at_flag_size(in_log: dict, log: dict, block_size: int, given: dict) 
     if not isinstance(tokens, int) or isinstance(tokens, bool):
         return blocks, None   # a non-number is refused, naming the log, by the settings check
     counted = "num_gpu_blocks_override" if overridden else "num_gpu_blocks"
+    _at_least_two(tokens, block_size, "vllm.log")
     return tokens // block_size, (
         f"num_gpu_blocks {tokens // block_size} = vllm.log's KV capacity of {tokens} tokens ({counted} {blocks} "
         f"x block_size {logged}{'' if in_log['block_size'] else ' (vLLM default)'}) / --block-size {block_size}, "

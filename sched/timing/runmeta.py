@@ -142,15 +142,16 @@ def check_meta_against_run(meta: dict, meta_path: str, records: list, path: str)
                              f"of {meta_path}")
 
 
-def check_fits_cache(record: dict, settings: dict, where: str) -> None:
-    """A request that could never fit the run's KV cache means the meta file is not this run's: a lone
+def check_fits_cache(record: dict, settings: dict, where: str, source: str = "the meta file") -> None:
+    """A request that could never fit the run's KV cache means the KV size is not this run's: a lone
     request holds prompt + output − 1 tokens (its last token is sampled, never computed) in at most
-    ``num_gpu_blocks − 1`` blocks (block 0 is vLLM's null block)."""
+    ``num_gpu_blocks − 1`` blocks (block 0 is vLLM's null block). ``source`` names what set the KV
+    size (a flag, vllm.log, the meta file); raises :class:`InputError`."""
     size, usable = settings["block_size"], settings["num_gpu_blocks"] - 1
     tokens = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0) - 1
     if -(-tokens // size) > usable:
         raise InputError(f"{where}: {tokens + 1} prompt + output tokens cannot fit {settings['num_gpu_blocks']} KV "
-                         f"blocks of {size} tokens: the meta file contradicts the run")
+                         f"blocks of {size} tokens: {source} contradicts the run")
 
 
 def identity_from_meta(meta: dict) -> dict:
