@@ -108,15 +108,44 @@ class ReadOtelRunTest(unittest.TestCase):
         self.assertIs(load_real_run(newer).settings["async_scheduling"], True)
 
     def test_declared_prefix_goes_into_the_workload(self):
+        """A prefix cannot be longer than the prompt minus one token: prompts of 1,024 tokens or fewer
+        get ``prompt - 1`` prefix tokens under a key of that length (one length per key, the
+        workload rule), and the workload calibrate writes passes the lab's own validator."""
+        from sched.workload.specs import workload_to_json
+        from sched.workload.validation import parse_workload
         base = copy_run(self, lambda d: replace_in(os.path.join(d, "profile.yaml"), "prefix_tokens: 0",
                                                    "prefix_tokens: 1024"))
         run = load_real_run(base)
         specs = run_workload(run)
-        for record, spec in zip(run.records, specs):
-            self.assertEqual(spec.prefix_key, "profile-prefix")
-            self.assertEqual(spec.prefix_tokens, min(1024, record["prompt_tokens"]))
-            self.assertEqual(spec.prompt_tokens, record["prompt_tokens"])
-        self.assertTrue(any("1024" in note for note in run.notes))
+        prompts = {a["gen_ai.request.id"]: int(a["gen_ai.usage.prompt_tokens"]) for _, a in raw_spans()}
+        short = [name for name, prompt in prompts.items() if prompt <= 1024]
+        self.assertTrue(0 < len(short) < len(prompts))       # the excerpt has both kinds
+        for spec in specs:
+            prompt = prompts[spec.name]
+            if prompt > 1024:
+                self.assertEqual((spec.prefix_key, spec.prefix_tokens), ("profile-prefix", 1024))
+            elif prompt > 1:
+                self.assertEqual((spec.prefix_key, spec.prefix_tokens), (f"profile-prefix-first-{prompt - 1}",
+                                                                         prompt - 1))
+            else:
+                self.assertEqual((spec.prefix_key, spec.prefix_tokens), (None, 0))
+            self.assertEqual(spec.prompt_tokens, prompt)
+        self.assertTrue(any(f"clipped to the prompt minus one token for {len(short)} of 61 requests" in note
+                            for note in run.notes))
+        parse_workload(workload_to_json(specs), "workload.json")     # the run's own validator accepts it
+
+    @unittest.skipUnless(os.environ.get("ISL_FULL"), "calibrate + the printed predict command: ISL_FULL=1")
+    def test_declared_prefix_predict_command_runs(self):
+        base = copy_run(self, lambda d: replace_in(os.path.join(d, "profile.yaml"), "prefix_tokens: 0",
+                                                   "prefix_tokens: 1024"))
+        out = os.path.join(temp_dir(self), "cal")
+        code, stdout, err = run_cli(["calibrate", base, "--train-first", "45", "--out", out])
+        self.assertEqual(code, 0, err)
+        self.assertIn("clipped to the prompt minus one token", stdout)
+        code, _, err = run_cli(["--engine", "vllm", "--workload", os.path.join(out, "workload.json"),
+                                "--step-model", os.path.join(out, "step-model.json"),
+                                "--artifacts", os.path.join(temp_dir(self), "run")])
+        self.assertEqual(code, 0, err)
 
 
 class CalibrateOtelCommandTest(unittest.TestCase):

@@ -372,7 +372,13 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     digest = hashlib.sha256(_read(traces, "traces file").encode("utf-8")).hexdigest()
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
                      source_sha256=digest, num_requests=len(records))
-    return RealRun(records, settings, fitted_on, None, notes, prefix)
+    clipped = sum(1 for record in records if record["prompt_tokens"] - 1 < prefix)
+    if clipped:
+        notes.append(f"profile.yaml's prefix of {prefix} tokens is clipped to the prompt minus one token for {clipped} "
+                     f"of {len(records)} requests whose prompt is not longer than it (a prompt keeps at least one own "
+                     f"token); each clipped length L has its own prefix_key '{otel_run.PROFILE_PREFIX_KEY}-first-L' (an "
+                     "exact shared prefix has one length), so those requests share no block with the full prefix")
+    return _checked_as_workload(RealRun(records, settings, fitted_on, None, notes, prefix), traces)
 
 
 def _blocks_at_flag_size(in_log: dict, log: dict, block_size: int, given: dict) -> tuple[int, str | None]:
@@ -472,14 +478,18 @@ def run_workload(run: RealRun) -> list[RequestSpec]:
     """The run's requests as a workload, in arrival order: ``name`` = the run's request id,
     ``arrival`` in whole ms of the run's own clock from its first request (``tick_ms`` 1), prompt
     and output lengths as measured; a declared shared prefix (``run.prefix_tokens``) becomes
-    ``prefix_key`` :data:`sched.timing.otel_run.PROFILE_PREFIX_KEY` over the first
-    ``min(prefix, prompt)`` tokens."""
+    ``prefix_key`` :data:`sched.timing.otel_run.PROFILE_PREFIX_KEY` over the first ``prefix``
+    tokens. A prefix cannot be longer than the prompt minus one token: a shorter prompt's prefix is
+    clipped to ``prompt - 1`` tokens, under the key ``PROFILE_PREFIX_KEY-first-L`` (L its length;
+    the lab's exact prefix has one length per key), none when L is 0."""
     specs = []
     for record in run.records:
         prompt = record["prompt_tokens"]
-        prefix = min(run.prefix_tokens, prompt)
+        prefix = max(0, min(run.prefix_tokens, prompt - 1))
+        key = None if not prefix else otel_run.PROFILE_PREFIX_KEY if prefix == run.prefix_tokens else \
+            f"{otel_run.PROFILE_PREFIX_KEY}-first-{prefix}"
         specs.append(RequestSpec(name=record["name"], arrival=round(record["arrival"]),
-                                 prefix_key=otel_run.PROFILE_PREFIX_KEY if prefix else None, prefix_tokens=prefix,
+                                 prefix_key=key, prefix_tokens=prefix,
                                  suffix_tokens=prompt - prefix, output_tokens=record["output_tokens_emitted"],
                                  tick_ms=1.0))
     return specs
