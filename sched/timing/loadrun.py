@@ -29,6 +29,7 @@ from ..base.cmdline import InputError
 from ..base.strict_json import strict_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
+from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_source, rescaled_blocks, with_mode
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec, workload_to_json
@@ -99,7 +100,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
             derived = _derive_from_meta(meta, meta_path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
         if derived is None:
-            derived = _rescaled_blocks(meta, SETTINGS_FROM_META, flags, meta_path,
+            derived = rescaled_blocks(meta, SETTINGS_FROM_META, flags, meta_path,
                                        _at(meta, ("kv_cache", "num_kv_tokens")))
             flags = flags if derived is None else dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(meta, meta_path, flags=flags)
@@ -122,7 +123,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
                 "block_size": _number(run.get("block_size"))}}, path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
         if derived is None:
-            derived = _rescaled_blocks(run, FLAT_PLACES, flags, path)
+            derived = rescaled_blocks(run, FLAT_PLACES, flags, path)
             flags = flags if derived is None else dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
         if derived is not None:   # said as derived, not as a flag
@@ -133,110 +134,12 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     records = _checked(records, settings, path, kv_source=kv_source(
         given_flags, os.path.basename(meta_path if fmt == "request-jsonl" else path), memory))
     said_file = meta_path if fmt == "request-jsonl" else path
-    settings, notes = _with_mode(settings, notes, identity.get("async_scheduling"), flags,
+    settings, notes = with_mode(settings, notes, identity.get("async_scheduling"), flags,
                                  os.path.basename(said_file), said_file, identity.get("vllm_version"))
     fitted_on = dict(identity, format=fmt, source=os.path.basename(path),
                      source_sha256=hashlib.sha256(text.encode("utf-8")).hexdigest(), num_requests=len(records))
     return _checked_as_workload(
         RealRun(records, settings, fitted_on, read_timeseries(os.path.join(directory, "timeseries.csv")), notes), path)
-
-
-def _rescaled_blocks(document, places: dict, flags: dict, path: str, tokens=None) -> tuple[int, str] | None:
-    """A meta file's or benchmark's block count re-counted at ``--block-size`` (the KV capacity in
-    tokens the file states is kept: ``floor(tokens / block_size)``, tokens = the file's KV tokens or
-    blocks x its block size); ``None`` when no flag changes the block size or the file lacks either
-    number (the settings check then names what is missing)."""
-    if "block_size" not in flags or "num_gpu_blocks" in flags:
-        return None
-    blocks, size = (_whole_at(document, places[key]) for key in ("num_gpu_blocks", "block_size"))
-    if blocks is None or size is None or size == flags["block_size"] or blocks < 2 or size < 1:
-        return None
-    if not (isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0):
-        tokens = blocks * size
-    block_size = flags["block_size"]
-    name = os.path.basename(path)
-    _at_least_two(tokens, block_size, name)
-    return tokens // block_size, (
-        f"num_gpu_blocks {tokens // block_size} = {name}'s KV capacity of {tokens} tokens (num_gpu_blocks {blocks} x "
-        f"block_size {size}) / --block-size {block_size}, floor: a --block-size flag keeps the KV capacity in "
-        "tokens the file states (give --num-gpu-blocks to set the count itself)")
-
-
-def _at_least_two(tokens: int, block_size: int, file_name: str) -> None:
-    """vLLM needs two KV blocks (one is its null block): refuse a --block-size the file's KV
-    capacity of ``tokens`` tokens cannot hold twice, naming both."""
-    if tokens // block_size < 2:
-        raise InputError(f"--block-size {block_size}: {file_name}'s KV capacity of {tokens} tokens holds "
-                         f"{tokens // block_size} blocks of {block_size} tokens; vLLM needs at least 2 (give a smaller "
-                         "--block-size, or --num-gpu-blocks)")
-
-
-def _whole_at(document, places: tuple):
-    """The first of ``places`` present in ``document`` as a whole number (a benchmark's text "16"
-    counts), or ``None``."""
-    for place in places:
-        value = _at(document, place)
-        if isinstance(value, str) and value.strip().isdigit():
-            value = int(value)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        if value is not None:
-            return None
-    return None
-
-
-def _version(text) -> tuple:
-    """``"0.11.0"`` -> ``(0, 11, 0)``; ``()`` when unknown (sorts before every version)."""
-    parts = []
-    for part in str(text or "").split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
-    return tuple(parts)
-
-
-def default_async_scheduling(version) -> bool:
-    """vLLM's default ``async_scheduling`` for a version string: off before 0.14, on since; off
-    when the version is unknown (the one rule of every reader, said in the run's notes)."""
-    return _version(version) >= (0, 14)
-
-
-def _with_mode(settings: dict, notes: list, said, flags: dict, source: str,
-               path: str | None = None, version=None) -> tuple[dict, list]:
-    """``settings`` with ``async_scheduling``: the flag's (said when it differs), else what the run
-    says it ran (a string ``"true"`` of a benchmark's metadata counts), else the default of the
-    run's vLLM ``version`` (:func:`default_async_scheduling`, said)."""
-    if isinstance(said, str) and said.lower() in ("true", "false"):
-        said = said.lower() == "true"
-    if said is not None and not isinstance(said, bool):
-        raise InputError(f"{path or source}: field 'async_scheduling': must be true or false, got {str(said)[:40]!r}")
-    if "async_scheduling" in flags:
-        mode = flags["async_scheduling"]
-        shown = "--async-scheduling" if mode else "--no-async-scheduling"
-        if said is None:
-            notes = notes + [f"async_scheduling {mode} from {shown} ({source} does not say)"]
-        elif bool(said) != mode:
-            notes = notes + [f"async_scheduling {mode} from {shown}, which wins over {source}'s {said!r}"]
-    else:
-        mode = bool(said) if said is not None else default_async_scheduling(version)
-        if said is None:
-            shown = "--no-async-scheduling" if mode else "--async-scheduling"
-            notes = notes + [f"async_scheduling not in {source}: {'on' if mode else 'off'} (vLLM "
-                             f"{version or '?'}'s default{'' if _version(version) else ', the version unknown'}; "
-                             f"give {shown} if the run differed)"]
-    return dict(settings, async_scheduling=mode), notes
-
-
-def kv_source(flags: dict, file_name: str, derived_from_memory: bool = False) -> str:
-    """What set a run's KV size, for a request that cannot fit it: ``"the KV size from
-    --num-gpu-blocks 10"``, ``"... from vllm.log and --block-size 48"``, ``"... from meta.json"``,
-    or the derivation from the GPU's memory (``flags``: the settings given as flags by the user)."""
-    parts = [f"{FLAG_NAMES[key]} {flags[key]}" for key in ("num_gpu_blocks", "block_size") if key in flags]
-    if "num_gpu_blocks" not in flags:
-        parts.insert(0, f"the derivation from the GPU's memory ({file_name}'s figures)" if derived_from_memory
-                     else file_name)
-    return "the KV size from " + " and ".join(parts)
 
 
 def _checked(records: list, settings: dict, path: str, id_field: str = "request_id",
@@ -294,7 +197,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
         if log["kv_tokens"] % log["num_gpu_blocks"] == 0:
             in_log["block_size"] = log["kv_tokens"] // log["num_gpu_blocks"]
     if in_log["num_gpu_blocks"] is not None and "num_gpu_blocks" not in flags and "block_size" in flags:
-        in_log["num_gpu_blocks"], note = _blocks_at_flag_size(in_log, log, flags["block_size"], given)
+        in_log["num_gpu_blocks"], note = blocks_at_flag_size(in_log, log, flags["block_size"], given)
         notes += [note] if note else []
     memory = False   # the KV size derived from the GPU's memory
     if in_log["num_gpu_blocks"] is None and "num_gpu_blocks" not in flags:
@@ -368,7 +271,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
                 "weights_gib": log["weights_gib"]}
     records = _checked(records, settings, traces, id_field="gen_ai.request.id",
                        kv_source=kv_source(flags, "vllm.log", memory))
-    settings, notes = _with_mode(settings, notes, async_scheduling, flags, "vllm.log")
+    settings, notes = with_mode(settings, notes, async_scheduling, flags, "vllm.log")
     digest = hashlib.sha256(_read(traces, "traces file").encode("utf-8")).hexdigest()
     fitted_on = dict(identity, format="vllm-otel", source=os.path.basename(os.path.normpath(directory)),
                      source_sha256=digest, num_requests=len(records))
@@ -379,27 +282,6 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
                      f"token); each clipped length L has its own prefix_key '{otel_run.PROFILE_PREFIX_KEY}-first-L' (an "
                      "exact shared prefix has one length), so those requests share no block with the full prefix")
     return _checked_as_workload(RealRun(records, settings, fitted_on, None, notes, prefix), traces)
-
-
-def _blocks_at_flag_size(in_log: dict, log: dict, block_size: int, given: dict) -> tuple[int, str | None]:
-    """The log's block count re-counted at ``--block-size`` so the KV capacity in tokens stays the
-    log's (vLLM counted its blocks at the log's block size): ``floor(tokens / block_size)``, tokens =
-    the logged ``GPU KV cache size`` (else blocks x the log's block size, vLLM's CUDA default 16
-    when the log names none). Returns ``(blocks, note)``; the note is ``None`` when the sizes agree."""
-    blocks, logged = in_log["num_gpu_blocks"], in_log["block_size"] or 16
-    if block_size == logged:
-        return blocks, None
-    overridden = given.get("num_gpu_blocks_override") is not None
-    tokens = log["kv_tokens"] if log["kv_tokens"] and not overridden else blocks * logged
-    if not isinstance(tokens, int) or isinstance(tokens, bool):
-        return blocks, None   # a non-number is refused, naming the log, by the settings check
-    counted = "num_gpu_blocks_override" if overridden else "num_gpu_blocks"
-    _at_least_two(tokens, block_size, "vllm.log")
-    return tokens // block_size, (
-        f"num_gpu_blocks {tokens // block_size} = vllm.log's KV capacity of {tokens} tokens ({counted} {blocks} "
-        f"x block_size {logged}{'' if in_log['block_size'] else ' (vLLM default)'}) / --block-size {block_size}, "
-        "floor: a --block-size flag keeps the KV capacity in tokens the log states (give --num-gpu-blocks to "
-        "set the count itself)")
 
 
 def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[int, str]:
