@@ -83,6 +83,19 @@ class RunFlagsTest(unittest.TestCase):
         self.assertAlmostEqual(summary["cases"][0]["duration"], 0.311, places=9)
         self.assertAlmostEqual(summary["cases"][0]["mean_ttft_ms"], 6.0, places=9)
 
+    def test_lowest_rate_still_reads_back(self):
+        """3 requests at 0.003/s: the last is sent at exactly 1,000 s = 10**9 µs, the most a workload
+        file holds; the run's workload.json runs again."""
+        target, again = os.path.join(self.base, "slow"), os.path.join(self.base, "again")
+        code, _, err = run_cli(["--engine", "vllm", "--workload", self.workload, "--step-model", self.model,
+                                "--request-rate", "0.003", "--artifacts", target])
+        self.assertEqual(code, 0, err)
+        arrivals = [r["arrival"] for r in json.loads(read(os.path.join(target, "workload.json")))["requests"]]
+        self.assertEqual(arrivals[-1], 10**9)
+        code, _, err = run_cli(["--engine", "vllm", "--workload", os.path.join(target, "workload.json"),
+                                "--step-model", self.model, "--artifacts", again])
+        self.assertEqual(code, 0, err)
+
     def test_bad_load_flags(self):
         base = ["--engine", "vllm", "--workload", self.workload, "--step-model", self.model]
         for argv, mention in ((base + ["--request-rate", "0"], "--request-rate"),
@@ -90,6 +103,9 @@ class RunFlagsTest(unittest.TestCase):
                               (base + ["--burstiness", "2"], "needs --request-rate"),
                               (base + ["--request-rate", "1", "--burstiness", "-1"], "--burstiness"),
                               (base + ["--request-rate", "1", "--seed", "-3"], "--seed"),
+                              # 3 requests at 0.002/s: the last sent at 1,500 s, past the 1,000 s
+                              # (10**9 µs) a workload.json's arrivals may span: it could not be read back
+                              (base + ["--request-rate", "0.002"], "use at least 0.003 req/s"),
                               (["--engine", "vllm", "--request-rate", "1"], "needs --step-model")):
             with self.subTest(argv=argv[len(base):]):
                 assert_bad_input(self, argv, mention)

@@ -48,6 +48,16 @@ class SearchTest(unittest.TestCase):
         result = self.find(lambda r: r <= 2.0 or 2.019 < r < 2.045)
         self.assertTrue(result["non_monotone"])
 
+    def test_no_probe_below_what_a_workload_file_holds(self):
+        """2,000 requests: a rate below 2 req/s would send the last one after 1,000 s, past the
+        arrivals a workload.json may hold (its reproducing command would be refused), so a setting
+        that never meets the SLO stops at 2 req/s, not at --min-rate 0.01."""
+        requests = [None] * 2000
+        with mock.patch.object(search, "evaluate", curve(lambda r: False)):
+            low = search.find_capacity(requests, None, None, {"ttft": 1}, 0.9, 0.01, 1.0, 0, 0.01, 1000.0)
+        self.assertEqual(low["bound"], "min_rate")
+        self.assertEqual(min(r for r, _ in low["points"] if r != "inf"), 2.0)
+
     def test_bounds(self):
         self.assertEqual(self.find(lambda r: True)["max_request_rate"], "inf")
         low = self.find(lambda r: False)
@@ -115,7 +125,8 @@ class PlanCommandTest(unittest.TestCase):
                                (["--goodput", "ttft:1", "--max-num-seqs", "64", "--max-num-batched-tokens", "32"],
                                 "below --max-num-seqs"),
                                (["--goodput", "ttft:1", "--max-num-seqs", "8,8"], "given twice"),
-                               (["--goodput", "ttft:1", "--policy", "fcfs,lifo"], "--policy")):
+                               (["--goodput", "ttft:1", "--policy", "fcfs,lifo"], "--policy"),
+                               (["--goodput", "ttft:1", "--max-rate", "inf"], "--max-rate")):
             with self.subTest(extra=extra):
                 assert_bad_input(self, base + extra, mention)
                 self.assertFalse(os.path.exists(out_dir))

@@ -118,6 +118,8 @@ def _main(argv: list[str]) -> int:
     from ..base.cmdline import InputError
     from ..workload.validation import load_workload
     args = _parser().parse_args(argv)
+    if math.isinf(args.max_rate):
+        raise ConfigError("--max-rate: must be a finite number of requests/s (rate inf is always tried first)")
     if args.min_rate >= args.max_rate or math.isinf(args.min_rate):
         raise ConfigError(f"--min-rate {args.min_rate:g} must be below --max-rate {args.max_rate:g} "
                           "(the rates contradict each other)")

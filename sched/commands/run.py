@@ -327,7 +327,11 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
                 config = replace(config, timeout_ticks=max(1, round(args.timeout_ms * 1000)))
         load = load_of_args(args)
         if load is not None:   # arrivals re-timed as vllm bench serve sends (whole µs, tick_ms 0.001)
-            from ..workload.bench_arrivals import retime
+            from ..workload.bench_arrivals import check_span, retime
+            try:
+                check_span(len(workload), load["request_rate"])
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
             workload = retime(workload, load["request_rate"], load["burstiness"], load["seed"])
         check_fits(workload, config, source)
     else:

@@ -25,7 +25,7 @@ import math
 from ..timing.bench_rows import BenchSettings, bench_row
 from ..timing.msrun import run_with_step_model
 from ..vllm.load_stats import load_summary
-from ..workload.bench_arrivals import retime
+from ..workload.bench_arrivals import lowest_rate, retime
 
 __all__ = ["evaluate", "find_capacity", "PLAN_PERCENTILES"]
 
@@ -58,6 +58,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
     ``[rate, attainment]`` in order), ``"bound"`` (``"min_rate"``/``"max_rate"`` when the search hit a
     bound, else ``None``)}``."""
     points: dict = {}
+    min_rate = max(min_rate, lowest_rate(len(workload)))   # a lower rate's workload.json could not be read back
 
     def run(rate):
         if rate not in points:

@@ -25,6 +25,8 @@ import math
 import random
 from dataclasses import replace
 
+from .rules import MAX_ARRIVAL
+
 __all__ = ["LegacyRandom", "bench_send_times", "retime", "check_rate", "check_burstiness", "RETIMED_TICK_MS"]
 
 
@@ -145,6 +147,23 @@ def bench_send_times(num_requests: int, rate: float, burstiness: float = 1.0, se
 
 #: ``tick_ms`` of a re-timed workload: its arrivals are whole microseconds.
 RETIMED_TICK_MS = 0.001
+
+
+def lowest_rate(num_requests: int) -> float:
+    """The lowest ``--request-rate`` (requests/s) whose re-timed arrivals a workload file can hold:
+    the last request is sent at ``num_requests / rate`` s, and an arrival is at most
+    :data:`sched.workload.rules.MAX_ARRIVAL` whole µs (1,000 s). Example: 1,000 requests -> 1.0 req/s."""
+    return num_requests * 1_000_000 / MAX_ARRIVAL
+
+
+def check_span(num_requests: int, rate: float) -> None:
+    """Refuse a ``--request-rate`` too low for the workload file's arrival limit (:func:`lowest_rate`):
+    its ``workload.json`` could not be read back. Raises ValueError with one line naming the flag."""
+    floor = lowest_rate(num_requests)
+    if rate < floor:
+        raise ValueError(f"--request-rate {rate:g}: {num_requests} requests would be sent over "
+                         f"{num_requests / rate:g} s, past the {MAX_ARRIVAL // 1_000_000:,} s a workload's "
+                         f"arrivals may span (whole µs up to {MAX_ARRIVAL}); use at least {floor:g} req/s")
 
 
 def retime(workload: list, rate: float, burstiness: float = 1.0, seed: int = 0) -> list:
