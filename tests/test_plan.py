@@ -55,7 +55,7 @@ class SearchTest(unittest.TestCase):
         requests = [None] * 2000
         with mock.patch.object(search, "evaluate", curve(lambda r: False)):
             low = search.find_capacity(requests, None, None, {"ttft": 1}, 0.9, 0.01, 1.0, 0, 0.01, 1000.0)
-        self.assertEqual(low["bound"], "min_rate")
+        self.assertEqual(low["bound"], "arrival_span")
         self.assertEqual(min(r for r, _ in low["points"] if r != "inf"), 2.0)
 
     def test_bounds(self):

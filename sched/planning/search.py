@@ -11,7 +11,8 @@ Search (:func:`find_capacity`), rates in requests per second:
 1. Rate ``inf`` (every request at once). If it meets the target, the answer is ``inf``.
 2. Otherwise its request throughput ``C`` is what the setting can carry; bracket from there:
    double ``lo = C/2`` down... halving until a rate meets the target (none down to ``min_rate``:
-   the answer is ``None``), doubling ``hi`` up from ``C`` until one does not (up to ``max_rate``).
+   the answer is ``None``; never below ``num_requests / 1000`` req/s, the lowest rate whose arrivals a
+   workload file holds, so every point's command reruns), doubling ``hi`` up from ``C`` until one does not (up to ``max_rate``).
 3. Bisect ``[lo, hi]`` until ``hi − lo <= resolution × lo``; the answer is ``lo`` (it met the target).
 4. Check monotonicity around it: also run ``lo × (1 + 2·resolution)``. The setting is
    **non-monotone** when that point meets the target, or when any rate tried above the answer met it
@@ -56,8 +57,10 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
     ``"inf"`` or ``None``), ``"metrics"`` (the point at the answer, or ``None``), ``"check"`` (the point
     at ``answer × (1 + 2·resolution)``), ``"non_monotone"`` (bool), ``"points"`` (every rate tried:
     ``[rate, attainment]`` in order), ``"bound"`` (``"min_rate"``/``"max_rate"`` when the search hit a
-    bound, else ``None``)}``."""
+    bound, ``"arrival_span"`` when it missed the SLO at the lowest rate whose arrivals a workload file
+    holds, :func:`sched.workload.bench_arrivals.lowest_rate`, above ``min_rate``; else ``None``)}``."""
     points: dict = {}
+    floor_bound = "min_rate" if min_rate >= lowest_rate(len(workload)) else "arrival_span"
     min_rate = max(min_rate, lowest_rate(len(workload)))   # a lower rate's workload.json could not be read back
 
     def run(rate):
@@ -90,7 +93,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
             else:
                 hi = rate
                 if rate <= min_rate:
-                    return _answer(points, None, None, False, "min_rate")
+                    return _answer(points, None, None, False, floor_bound)
     while hi - lo > resolution * lo:
         middle = (lo + hi) / 2
         if _meets(run(middle), target):
