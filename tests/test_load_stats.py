@@ -79,6 +79,22 @@ class LoadInArtifactsTest(unittest.TestCase):
         self.assertIn(code, (0, 1), err)
         self.assertIn("preemptions", out)
         self.assertIn("peak KV", out)
+        # a tampered load count or vLLM bench value read back by diff and compare: one line, exit 2
+        path = os.path.join(runs[1], "summary.json")
+        clean = read(path)
+        for key, value in (("num_preemptions", "x"), ("peak_kv_blocks_used", -1), ("num_preemptions", 1.5),
+                           ("request_throughput", "abc"), ("slo_attainment", 5), ("std_ttft_ms", -2.0)):
+            doc = json.loads(clean)
+            doc["cases"][0][key] = value
+            with open(path, "w", encoding="utf-8") as out_file:
+                json.dump(doc, out_file)
+            for argv in (["diff", *runs], ["compare", *runs, "--out", os.path.join(base, "decision")]):
+                with self.subTest(key=key, value=value, command=argv[0]):
+                    code, out, err = run_cli(argv)
+                    self.assertEqual(code, 2, err)
+                    self.assertEqual(len(err.strip().splitlines()), 1, err)
+                    self.assertIn(key, err)
+                    self.assertFalse(os.path.exists(os.path.join(base, "decision")))
 
     def test_lab_runs_keep_their_golden_columns(self):
         header = read(os.path.join(EXPECTED, "baseline", "summary.csv")).splitlines()[0]

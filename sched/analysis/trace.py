@@ -31,13 +31,17 @@ __all__ = ["Trace", "read_trace", "case_rows", "check_summary_row", "check_consi
 
 #: Summary fields that are fractions or shares in [0, 1].
 FRACTION_FIELDS = ("error_rate", "completion_rate", "fairness", "budget_utilization", "busy_fraction",
-                   "priority_first_token_order_score", "priority_order_score")
+                   "priority_first_token_order_score", "priority_order_score", "slo_attainment")
 #: Summary fields that are whole counts (requests or tokens); ``*_samples`` columns are too.
-_COUNT_FIELDS = ("output_tokens", "hit_tokens", "succeeded", "timed_out", "arrived", "failed", "latency_samples")
+_COUNT_FIELDS = ("output_tokens", "hit_tokens", "succeeded", "timed_out", "arrived", "failed", "latency_samples",
+                 # vLLM bench serve's counts (bench-metrics.md §3) and a vLLM run's load counts (sched.vllm.load_stats)
+                 "completed", "total_input_tokens", "total_output_tokens", "num_preemptions", "preempted_requests",
+                 "peak_kv_blocks_used", "peak_num_running", "peak_num_waiting")
 #: Other non-negative summary fields (rates per tick or second, the makespan); every percentile,
 #: mean or median column (``p95_ttft``, ``mean_queue_wait``, ...) is a non-negative latency too.
-_NON_NEGATIVE = ("throughput", "completed_output_tps", "makespan")
-_LATENCY = re.compile(r"(p\d+|mean|median)_")
+_NON_NEGATIVE = ("throughput", "completed_output_tps", "makespan", "duration", "request_throughput",
+                 "output_throughput", "total_token_throughput", "request_goodput")
+_LATENCY = re.compile(r"(p\d+(\.\d+)?|mean|median|std)_")
 #: Request-line fields whose nearest-rank percentiles the summary reports: field -> (column, percent).
 _PERCENTILES = {"ttft": (("p50_ttft", 50), ("p95_ttft", 95)), "e2e": (("p95_e2e", 95),),
                 "queue_wait": (("p95_queue_wait", 95),)}
