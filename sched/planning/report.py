@@ -100,7 +100,7 @@ def render_table(configs: list[dict], searched_fields: list[str], target: float,
     for number, c in enumerate(sorted(configs, key=sort_key), 1):
         m = c["metrics"] or {}
         note = "NON-MONOTONE" if c["non_monotone"] else {"min_rate": "SLO missed at --min-rate",
-                                                          "arrival_span": "SLO missed at N/1000 req/s (arrival limit)",
+                                                          "arrival_span": "SLO missed at lowest rate (1,000 s span)",
                                                           "max_rate": "SLO met at --max-rate"}.get(c["bound"], "")
         rows.append([str(number), c["gpu"], *(str(c["searched"].get(f, c["settings"].get(f))) for f in searched_fields), _cell(c["max_request_rate"], 3),
                      _cell(m.get("request_goodput"), 3), _cell(m.get("slo_attainment"), 3),
