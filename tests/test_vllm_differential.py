@@ -1,0 +1,214 @@
+"""Differential test of the vLLM engine's fast paths (vllm-engine.md §2–3): the same random workloads
+run as the engine runs and with every fast path off (``sched.vllm.engine.FAST_PATHS = False``: every
+step walked in running order, the admission gate's prefix lookup made at every step, every full block
+interned from its tokens), and every request record and every step record must be equal.
+
+The literal engine is the one the oracle corpus checks step by step against vLLM's scheduler
+(tests/test_vllm_oracle*.py); this test carries that check to workloads the corpus does not hold.
+The workloads mix what makes the fast paths delicate: prefix keys whose lengths nest (one key, odd
+and even lengths), workload block ids whose chains share, nest and diverge, whole prompts repeated
+(shared output blocks), own prompts, KV pools from one request's need to ample (eviction and
+preemption), chunked prefill, both policies, deadlines, async scheduling on and off, and three
+clocks (unit steps, a step time of the token counts, one that also reads the KV blocks held).
+
+Timeline ``full`` compares the records one by one. Timeline ``counts`` compares each record of the
+fast run with the literal run's per-step records over the same steps merged (a jump is one record
+without prefix caching; with it the records are the walk's, one per step, so spans are 1).
+``ISL_FULL=1`` runs 600 workloads instead of 60. Seed 34 is the third difference found (a jump of
+one step under a KV-reading float step time logged ``end − start`` for its duration, not the duration
+asked for); the other two have hand-made cases below.
+"""
+
+import os
+import random
+import unittest
+from contextlib import contextmanager
+from fractions import Fraction
+from unittest import mock
+
+from sched.vllm import engine as vllm_engine
+from sched.vllm.async_step import simulate
+from sched.vllm.config import VllmKnobs
+from sched.vllm.records import StepCounts
+from sched.workload.specs import RequestSpec
+
+CASES = 600 if os.environ.get("ISL_FULL") == "1" else 60
+
+
+def random_workload(rng: random.Random):
+    """Requests of many sharing shapes (module docstring); returns (specs, engine block size)."""
+    size = rng.choice([1, 2, 3, 4, 8, 16])
+    workload_block = rng.choice([size, 2 * size, 3, 4, 8])
+    style = rng.choice(["key", "blocks", "own", "key+own", "blocks+own", "repeat"])
+    key_lengths = {"A": rng.choice([[7, 16], [5, 11, 32], [13]]), "B": [rng.randint(1, 40)], "C": [2, 3]}
+    # A small tree of workload block chains: children share their parent's ids, then diverge.
+    chains = [(1,), (1, 2), (1, 2, 3), (1, 4), (5,), (1, 2, 3, 6, 7), ("1", 2)]
+    specs = []
+    for i in range(rng.randint(1, 30)):
+        arrival, output, priority = rng.randint(0, 40), rng.randint(1, 40), rng.choice([None, 0, 1, 2])
+        kind = style if "+" not in style else rng.choice(style.split("+"))
+        name = f"r{i}"
+        if kind == "repeat" and specs and rng.random() < 0.6:
+            base = rng.choice(specs)   # the same prompt again, another output
+            specs.append(RequestSpec(name, arrival, base.prefix_key, base.prefix_tokens,
+                                     base.suffix_tokens if base.prefix_key or base.prefix_blocks else 0,
+                                     output, priority, base.prefix_blocks, base.block_size))
+            if not specs[-1].prompt_tokens:
+                specs[-1] = RequestSpec(name, arrival, None, 0, rng.randint(1, 30), output, priority)
+        elif kind in ("key", "repeat"):
+            key = rng.choice("ABC")
+            specs.append(RequestSpec(name, arrival, key, rng.choice(key_lengths[key]),
+                                     rng.choice([0, 0, 1, 3, 9, 30]), output, priority))
+        elif kind == "blocks":
+            chain = rng.choice(chains)
+            prompt = len(chain) * workload_block - rng.choice([0, 0, 1, workload_block - 1]) + \
+                rng.choice([0, 0, 2, 11])
+            specs.append(RequestSpec(name, arrival, None, 0, max(1, prompt), output, priority,
+                                     prefix_blocks=chain, block_size=workload_block))
+        else:
+            specs.append(RequestSpec(name, arrival, None, 0, rng.randint(1, 60), output, priority))
+    return specs, size
+
+
+def random_knobs(rng: random.Random, specs, size: int, caching: bool) -> VllmKnobs:
+    need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in specs)
+    asynchronous = rng.random() < 0.3   # deadlines are not modelled under async scheduling
+    return VllmKnobs(rng.choice([4, 8, 16, 64, 512]), rng.choice([1, 2, 3, 8, 64]), rng.choice([0, 0, 3, 8]),
+                     caching, size, rng.choice([need + 1, need + 2, need + 5, 2 * need + 1, 4 * need, None]),
+                     rng.choice(["fcfs", "priority"]), None if asynchronous else rng.choice([None, None, None, 15, 40]),
+                     asynchronous)
+
+
+def random_step_time(rng: random.Random):
+    """None (unit steps), a pure function of the token counts, or one reading the KV blocks too."""
+    choice = rng.choice(["unit", "unit", "tokens", "kv"])
+    if choice == "unit":
+        return None
+    a, b, c = rng.choice([1, Fraction(1, 3), 2.5]), rng.choice([0, Fraction(1, 7)]), rng.choice([1, Fraction(1, 2)])
+    if choice == "tokens":
+        return lambda prompt, decode: a + b * prompt + c * decode
+    def with_kv(prompt, decode, kv_blocks):
+        return a + b * prompt + c * decode + Fraction(kv_blocks, 5)
+    with_kv.reads_kv_blocks = True
+    return with_kv
+
+
+def random_case(seed: int):
+    rng = random.Random(seed)
+    specs, size = random_workload(rng)
+    knobs = random_knobs(rng, specs, size, rng.random() < 0.8)
+    return specs, knobs, random_step_time(rng)
+
+
+@contextmanager
+def fast_paths(on: bool):
+    with mock.patch.object(vllm_engine, "FAST_PATHS", on):
+        yield
+
+
+def request_rows(result):
+    """Every field of every request record an artifact reads."""
+    return [(r.name, r.status, r.admitted_at, r.hit_tokens, r.prefilled_tokens, r.prefill_done_at, r.done_at,
+             r.num_preemptions, list(r.preempted_at or ()), r.token_times) for r in result.requests]
+
+
+def counts_over(records, first: int, num_steps: int):
+    """The per-step ``records`` of steps ``first .. first + num_steps − 1`` merged into one."""
+    span = [r for r in records if first <= r.step < first + num_steps]
+    if not span:
+        return None
+    merged = StepCounts(*(getattr(span[0], f) for f in StepCounts.__slots__))
+    for later in span[1:]:
+        merged.merge(later)
+    return merged
+
+
+def run(specs, knobs, step_time, timeline, fast):
+    with fast_paths(fast):
+        return simulate(specs, knobs, timeline=timeline, step_time=step_time)
+
+
+class Differences:
+    """Counts of what was compared (printed by the heavy run)."""
+    workloads = steps = requests = 0
+
+
+class DifferentialTest(unittest.TestCase):
+
+    def check(self, specs, knobs, step_time):
+        for timeline in ("full", "counts"):
+            fast = run(specs, knobs, step_time, timeline, True)
+            literal = run(specs, knobs, step_time, timeline, False)
+            self.assertEqual(request_rows(fast), request_rows(literal), timeline)
+            self.assertEqual((fast.budget_spent, fast.busy_ticks), (literal.budget_spent, literal.busy_ticks))
+            if timeline == "full":
+                self.assertEqual(fast.ticks, literal.ticks)
+                Differences.steps += len(literal.ticks)
+                continue
+            self.assertEqual(sum(r.num_steps for r in fast.ticks), len(literal.ticks))
+            for record in fast.ticks:
+                self.assertEqual(record, counts_over(literal.ticks, record.step, record.num_steps),
+                                 f"counts record of step {record.step}")
+        Differences.workloads += 1
+        Differences.requests += len(specs)
+
+    def test_fast_paths_equal_the_literal_engine_on_random_workloads(self):
+        for seed in range(CASES):
+            specs, knobs, step_time = random_case(seed)
+            with self.subTest(seed=seed, knobs=knobs):
+                self.check(specs, knobs, step_time)
+        if os.environ.get("ISL_FULL") == "1":
+            print(f"\ndifferential: {Differences.workloads} workloads, {Differences.requests} requests, "
+                  f"{Differences.steps} full step records compared")
+
+    def test_the_switch_turns_the_fast_paths_off(self):
+        """The reference really is literal: no decode jump (one counts record per step without
+        prefix caching) and a blocked head looked up at every step (the fast engine's memo is off)."""
+        specs = [RequestSpec("A", 0, None, 0, 4, 24), RequestSpec("B", 1, None, 0, 32, 2)]
+        plain = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, block_size=4, num_gpu_blocks=10)
+        self.assertLess(len(run(specs, plain, None, "counts", True).ticks), 26)   # jumps over A's decodes
+        self.assertEqual(len(run(specs, plain, None, "counts", False).ticks), 26)  # A: 24 steps, B: 2
+        cached = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, block_size=4, num_gpu_blocks=10,
+                           enable_prefix_caching=True)
+        from sched.vllm.kv_cache import PrefixCachingKV
+        for fast, expected in ((True, 3), (False, 1 + 23 + 1)):   # A once; B at ticks 1..23 and 24
+            lookups = []
+            find_hit = PrefixCachingKV.find_hit
+            with mock.patch.object(PrefixCachingKV, "find_hit",
+                                   lambda kv, seq: lookups.append(seq.spec.name) or find_hit(kv, seq)):
+                run(specs, cached, None, "counts", fast)
+            self.assertEqual(len(lookups), expected, (fast, lookups))
+
+
+class FoundByTheDifferentialTest(unittest.TestCase):
+    """The smallest cases of the differences the random workloads found, values by hand."""
+
+    def test_a_jump_over_steps_of_a_kv_reading_step_time_logs_each_steps_own_duration(self):
+        """Prefix caching, blocks of 2 tokens, step time 1 + KV blocks held. A (2 prompt + 8 output
+        tokens, its own prompt) runs alone: step k holds ceil((2 + k) / 2) blocks after allocation
+        (1, 2, 2, 3, 3, 4, 4, 5), so it lasts 2, 3, 3, 4, 4, 5, 5, 6 and starts at 0, 2, 5, 8, 12, 16,
+        21, 26. Steps 1-6 are one jump; its counts records gave each step the last one's duration (5)."""
+        def step_time(prompt, decode, kv_blocks):
+            return 1 + kv_blocks
+        step_time.reads_kv_blocks = True
+        knobs = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, block_size=2, num_gpu_blocks=10,
+                          enable_prefix_caching=True)
+        result = run([RequestSpec("A", 0, None, 0, 2, 8)], knobs, step_time, "counts", True)
+        self.assertEqual([(r.step, r.tick, r.duration, r.kv_blocks_used) for r in result.ticks],
+                         [(0, 0, 2, 1), (1, 2, 3, 2), (2, 5, 3, 2), (3, 8, 4, 3), (4, 12, 4, 3), (5, 16, 5, 4),
+                          (6, 21, 5, 4), (7, 26, 6, 5)])
+        self.assertEqual(result.requests[0].token_times, [2, 5, 8, 12, 16, 21, 26, 32])
+
+    def test_a_jump_record_counts_no_arrival_of_the_step_after_it(self):
+        """No prefix caching, one slot. A (4 + 10 tokens) decodes alone: its tokens at steps 0-9,
+        steps 1-8 one jump (step 9 samples its last token). B arrives at tick 9, the step after the
+        jump: the jump's steps saw an empty queue (num_waiting 0; it said 1), step 9 sees B."""
+        knobs = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=1, block_size=4, num_gpu_blocks=20)
+        result = run([RequestSpec("A", 0, None, 0, 4, 10), RequestSpec("B", 9, None, 0, 4, 1)], knobs, None,
+                     "counts", True)
+        self.assertEqual([(r.step, r.num_steps, r.num_waiting) for r in result.ticks],
+                         [(0, 1, 0), (1, 8, 0), (9, 1, 1), (10, 1, 0)])
+
+
+if __name__ == "__main__":
+    unittest.main()
