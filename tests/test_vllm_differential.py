@@ -6,7 +6,8 @@ interned from its tokens), and every request record and every step record must b
 The literal engine is the one the oracle corpus checks step by step against vLLM's scheduler
 (tests/test_vllm_oracle*.py); this test carries that check to workloads the corpus does not hold.
 The workloads mix what makes the fast paths delicate: prefix keys whose lengths nest (one key, odd
-and even lengths), workload block ids whose chains share, nest and diverge, whole prompts repeated
+and even lengths), workload block ids whose chains share, nest and diverge (sometimes of two
+workload block sizes), whole prompts repeated
 (shared output blocks), own prompts, KV pools from one request's need to ample (eviction and
 preemption), chunked prefill, both policies, deadlines, async scheduling on and off, and three
 clocks (unit steps, a step time of the token counts, one that also reads the KV blocks held).
@@ -43,6 +44,7 @@ def random_workload(rng: random.Random):
     key_lengths = {"A": rng.choice([[7, 16], [5, 11, 32], [13]]), "B": [rng.randint(1, 40)], "C": [2, 3]}
     # A small tree of workload block chains: children share their parent's ids, then diverge.
     chains = [(1,), (1, 2), (1, 2, 3), (1, 4), (5,), (1, 2, 3, 6, 7), ("1", 2)]
+    mixed = rng.random() < 0.2
     specs = []
     for i in range(rng.randint(1, 30)):
         arrival, output, priority = rng.randint(0, 40), rng.randint(1, 40), rng.choice([None, 0, 1, 2])
@@ -61,6 +63,8 @@ def random_workload(rng: random.Random):
                                      rng.choice([0, 0, 1, 3, 9, 30]), output, priority))
         elif kind == "blocks":
             chain = rng.choice(chains)
+            if mixed:   # (a workload built in Python may mix workload block sizes; a file cannot)
+                workload_block = rng.choice([size, 2 * size, 4])
             prompt = len(chain) * workload_block - rng.choice([0, 0, 1, workload_block - 1]) + \
                 rng.choice([0, 0, 2, 11])
             specs.append(RequestSpec(name, arrival, None, 0, max(1, prompt), output, priority,
@@ -208,6 +212,25 @@ class FoundByTheDifferentialTest(unittest.TestCase):
                      "counts", True)
         self.assertEqual([(r.step, r.num_steps, r.num_waiting) for r in result.ticks],
                          [(0, 1, 0), (1, 8, 0), (9, 1, 1), (10, 1, 0)])
+
+
+    def test_workload_blocks_of_two_sizes_are_the_same_tokens(self):
+        """Block size 2, 6 usable blocks. r0 and r1 both prompt the first 4 tokens of workload block
+        1 (r0's workload blocks hold 4 tokens, r1's 8: the same tokens), then decode the same output
+        token. r1 is preempted at step 10; at step 11 it has 4 + 3 = 7 tokens and hits
+        floor(6 / 2) = 3 blocks of r0's (its prompt and two output tokens), so it computes 1 token
+        and samples its 4th, stamped 12. The fast engine took the two prompts for different ones
+        (their output blocks private, no hit) and, with both sizes, interned block ids of one size
+        for the other's groups."""
+        knobs = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=8, block_size=2, num_gpu_blocks=7,
+                          enable_prefix_caching=True)
+        specs = [RequestSpec("r0", 6, None, 0, 4, 6, None, (1,), 4), RequestSpec("r1", 7, None, 0, 4, 4, None, (1,), 8)]
+        for timeline in ("full", "counts"):
+            result = run(specs, knobs, None, timeline, True)
+            r0, r1 = result.requests
+            self.assertEqual((r1.preempted_at, r1.token_times), ([10], [8, 9, 10, 12]))
+            if timeline == "full":
+                self.assertEqual(result.ticks[-1].scheduled, [("r0", 1), ("r1", 1)])
 
 
 if __name__ == "__main__":

@@ -402,6 +402,10 @@ class PrefixCachingKV(KVCache):
     def note_prompts(self, specs) -> None:
         """Learn which requests' prompts (wholly shared tokens) no other request of the run repeats:
         their output blocks are private too. Without this call none of them are."""
+        # Workload blocks are interned together only when the workload has one block size (a file
+        # has one header): an id's first tokens are the same tokens at any size, the groups not.
+        if len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) > 1:
+            self.GROUP_WORKLOAD_BLOCKS = False
         seen: dict = {}
         for spec in specs:
             if private_from(spec, spec.prompt_tokens, self.block_size) == _NEVER:
