@@ -106,6 +106,11 @@ def random_case(seed: int):
     return specs, knobs, random_step_time(rng)
 
 
+def _bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
 @contextmanager
 def fast_paths(on: bool):
     with mock.patch.object(vllm_engine, "FAST_PATHS", on):
@@ -196,6 +201,38 @@ class DifferentialTest(unittest.TestCase):
                                    lambda kv, seq: lookups.append(seq.spec.name) or find_hit(kv, seq)):
                 run(specs, cached, None, "counts", fast)
             self.assertEqual(len(lookups), expected, (fast, lookups))
+
+    def test_every_artifact_byte_is_the_same_with_prefix_caching(self):
+        """Through the command line: every file a prefix-cached run writes (timeline ``counts``,
+        whose records the fast path keeps per step, and ``full``) is the same with the fast paths off."""
+        from tests.helpers import run_cli, temp_dir
+        from tests.test_streamed_analysis import one_block_size, vllm_flags, write_workload
+        from sched.timing.stepmodel import StepModel, step_model_to_json
+        settings = {"num_gpu_blocks": 2588, "block_size": 16, "max_num_batched_tokens": 2048, "max_num_seqs": 256,
+                    "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs"}
+        model = os.path.join(temp_dir(self), "step-model.json")   # ms: 20 + 0.1 prompt + 0.05 decode + 0.01 KV
+        with open(model, "w", encoding="utf-8") as handle:        # token (d > 0: it reads the KV blocks)
+            handle.write(step_model_to_json(StepModel(20.0, 0.1, 0.05, settings, {"model": "m"}, d_ms=0.01)))
+        for seed in range(CASES // 10):
+            rng = random.Random(5000 + seed)
+            specs, size = one_block_size(rng)
+            flags = vllm_flags(random_knobs(rng, specs, size, True))
+            workload = write_workload(self, specs)
+            for timeline, more in (("counts", []), ("full", []), ("counts", ["--step-model", model])):   # (no deadlines in ms)
+                if more and ("--async-scheduling" in flags or "--timeout-ticks" in flags):
+                    continue
+                with self.subTest(seed=seed, timeline=timeline, more=more):
+                    files = []
+                    for fast in (True, False):
+                        directory = os.path.join(temp_dir(self), "run")
+                        with fast_paths(fast):
+                            code, _, err = run_cli(["--workload", workload, "--artifacts", directory,
+                                                    "--timeline", timeline, *flags, *more])
+                        self.assertEqual(code, 0, err)
+                        files.append({name: _bytes(os.path.join(directory, name))
+                                      for name in sorted(os.listdir(directory))})
+                    self.assertIn("requests.jsonl", files[0])
+                    self.assertEqual(files[0], files[1])
 
 
 class FoundByTheDifferentialTest(unittest.TestCase):
