@@ -10,7 +10,8 @@ and even lengths), workload block ids whose chains share, nest and diverge (some
 workload block sizes), whole prompts repeated
 (shared output blocks), own prompts, KV pools from one request's need to ample (eviction and
 preemption), chunked prefill, both policies, deadlines, async scheduling on and off, and three
-clocks (unit steps, a step time of the token counts, one that also reads the KV blocks held).
+clocks (unit steps, a step time of the token counts, one that also reads the KV blocks held), and
+sometimes a client's concurrency limit (``max_concurrency``: arrivals released as requests end).
 
 Timeline ``full`` compares the records one by one. Timeline ``counts`` compares each record of the
 fast run with the literal run's per-step records over the same steps merged (a jump is one record
@@ -134,9 +135,9 @@ def counts_over(records, first: int, num_steps: int):
     return merged
 
 
-def run(specs, knobs, step_time, timeline, fast):
+def run(specs, knobs, step_time, timeline, fast, max_concurrency=None):
     with fast_paths(fast):
-        return simulate(specs, knobs, timeline=timeline, step_time=step_time)
+        return simulate(specs, knobs, timeline=timeline, step_time=step_time, max_concurrency=max_concurrency)
 
 
 class Differences:
@@ -146,15 +147,15 @@ class Differences:
 
 class DifferentialTest(unittest.TestCase):
 
-    def check(self, specs, knobs, step_time):
+    def check(self, specs, knobs, step_time, gate=None):
         for timeline in ("full", "counts", "merged counts"):
             if timeline == "merged counts":   # the fast run's records merged as a long run's are
                 with mock.patch.object(vllm_records, "MAX_COUNTS_RECORDS", 8):
-                    fast = run(specs, knobs, step_time, "counts", True)
-                literal = run(specs, knobs, step_time, "counts", False)
+                    fast = run(specs, knobs, step_time, "counts", True, gate)
+                literal = run(specs, knobs, step_time, "counts", False, gate)
             else:
-                fast = run(specs, knobs, step_time, timeline, True)
-                literal = run(specs, knobs, step_time, timeline, False)
+                fast = run(specs, knobs, step_time, timeline, True, gate)
+                literal = run(specs, knobs, step_time, timeline, False, gate)
             self.assertEqual(request_rows(fast), request_rows(literal), timeline)
             self.assertEqual((fast.budget_spent, fast.busy_ticks), (literal.budget_spent, literal.busy_ticks))
             if timeline == "full":
@@ -178,8 +179,9 @@ class DifferentialTest(unittest.TestCase):
     def test_fast_paths_equal_the_literal_engine_on_random_workloads(self):
         for seed in range(CASES):
             specs, knobs, step_time = random_case(seed)
-            with self.subTest(seed=seed, knobs=knobs):
-                self.check(specs, knobs, step_time)
+            gate = random.Random(-1 - seed).choice([None, None, None, 1, 2, 5])   # a client's --max-concurrency
+            with self.subTest(seed=seed, knobs=knobs, max_concurrency=gate):
+                self.check(specs, knobs, step_time, gate)
         if os.environ.get("ISL_FULL") == "1":
             print(f"\ndifferential: {Differences.workloads} workloads, {Differences.requests} requests, "
                   f"{Differences.steps} full step records compared")
