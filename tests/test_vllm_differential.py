@@ -80,7 +80,8 @@ def random_workload(rng: random.Random):
 def random_knobs(rng: random.Random, specs, size: int, caching: bool) -> VllmKnobs:
     need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in specs)
     asynchronous = rng.random() < 0.3   # deadlines are not modelled under async scheduling
-    return VllmKnobs(rng.choice([4, 8, 16, 64, 512]), rng.choice([1, 2, 3, 8, 64]), rng.choice([0, 0, 3, 8]),
+    budget = rng.choice([4, 8, 16, 64, 512])   # vLLM refuses fewer batched tokens than sequences
+    return VllmKnobs(budget, min(budget, rng.choice([1, 2, 3, 8, 64])), rng.choice([0, 0, 3, 8]),
                      caching, size, rng.choice([need + 1, need + 2, need + 5, 2 * need + 1, 4 * need, None]),
                      rng.choice(["fcfs", "priority"]), None if asynchronous else rng.choice([None, None, None, 15, 40]),
                      asynchronous)
