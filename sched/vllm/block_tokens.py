@@ -37,10 +37,8 @@ def private_from(spec, prompt: int, block_size: int) -> int:
 
 def prompt_key(spec) -> tuple:
     """What a wholly shared prompt is made of (two requests with equal keys have equal tokens)."""
-    if spec.prefix_blocks is not None:
-        used = -(-spec.prompt_tokens // spec.block_size)
-        return ("b", spec.prompt_tokens, spec.block_size,
-                tuple((type(b).__name__, b) for b in spec.prefix_blocks[:used]))
+    if spec.prefix_blocks is not None:   # the tokens themselves: an id's first tokens are the same at any size
+        return ("b", tuple(block_tokens(spec, spec.prompt_tokens, 0, spec.prompt_tokens)))
     return ("k", spec.prompt_tokens, spec.prefix_key, spec.prefix_tokens)
 
 

@@ -46,7 +46,15 @@ from .queue import Arrivals, Seq, WaitingQueue
 from .client_gate import GatedArrivals
 from .records import StepCounts, StepLog, StepRecord
 
-__all__ = ["VllmSimulation", "StepRecord", "StepCounts", "simulate_vllm"]
+__all__ = ["VllmSimulation", "StepRecord", "StepCounts", "simulate_vllm", "FAST_PATHS"]
+
+#: The one switch of every fast path (read when a simulation is made). ``False`` gives the literal
+#: reference the differential tests compare against: every step walked in running order (no open
+#: runs, no jumps), the admission gate's prefix lookup made at every step (no memo of a blocked
+#: head), and with prefix caching every full block interned from its tokens (no private ids, no
+#: workload blocks interned together; :class:`sched.vllm.kv_cache.LiteralPrefixKV`). The results
+#: are the same either way; only the time taken differs.
+FAST_PATHS = True
 
 
 class VllmSimulation:
@@ -75,7 +83,9 @@ class VllmSimulation:
         self.knobs, self.case, self.timeline, self.step_time = knobs, knobs.case(), timeline, step_time
         # A step time marked ``reads_kv_blocks`` also receives the KV blocks held during the step.
         self.reads_kv = bool(getattr(step_time, "reads_kv_blocks", False))
-        self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching)
+        fast = FAST_PATHS
+        self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching,
+                                literal=not fast)
         self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
         # The scheduler's view of a request (Seq) lives from its arrival until it ends, held only by
         # the queues: memory follows what is running or waiting, not the whole workload. A benchmark
@@ -87,10 +97,12 @@ class VllmSimulation:
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)
         self.running: dict[Seq, None] = {}
-        walk_only = per_step or timeline == "full"
+        walk_only = per_step or timeline == "full" or not fast
         self.runs = None if walk_only else DecodeRuns(self)
         if self.kv.caching:
             self.kv.note_prompts(workload)   # which requests' output blocks nobody else can hit
+        if not fast:
+            self.blocked_head = _never_blocked   # the literal gate: a prefix lookup every time
         self.now = 0                              # start time of the next step
         self.num_steps = 0                        # steps simulated
         self.stamp_times: list | None = None if step_time is None else [None]   # step ordinal + 1 -> end
@@ -413,6 +425,11 @@ class VllmSimulation:
         self._num_ended += 1
         if self._gated:
             self.arrivals.release(at)
+
+
+def _never_blocked(seq) -> bool:
+    """The literal engine's answer to :meth:`VllmSimulation.blocked_head`: look the head up again."""
+    return False
 
 
 def simulate_vllm(workload, knobs: VllmKnobs, progress=None, **options) -> CaseResult:

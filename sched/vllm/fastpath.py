@@ -211,12 +211,13 @@ class DecodeRuns:
             if sim.reads_kv:   # step j holds the blocks taken up to it: asked once per step
                 if span < 2:
                     return
-                held = kv.num_used
+                held, durations = kv.num_used, []
                 while steps < span and (until is None or now < until):
                     held += due[(ordinal + steps) % bs]
                     duration = sim.step_time(0, num_open, held)
                     if not duration > 0:
                         raise ValueError(f"step_time(0, {num_open}, {held}) gave {duration!r}: a step must last > 0")
+                    durations.append(duration)
                     now += duration
                     ends.append(now)
                     steps += 1
@@ -243,14 +244,20 @@ class DecodeRuns:
         if kv.caching and sim.log.detail == "counts":
             # A prefix-cached run's counts timeline holds the walk's per-step records (its bytes
             # predate this fast path): one decode-only step record each, in step order.
+            # (A step time reading the KV blocks gives each step its own duration: the one asked for.)
             starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
-            step_duration = 1 if sim.step_time is None else duration
+            durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
             joined = sim.arrivals.count_due(starts)
             for j, start in enumerate(starts):
                 kv_used += due[(ordinal + j) % bs]
-                sim.log.add_step(ordinal + j, start, step_duration, (), 0, num_open, (), (), (), (), (), kv_used,
+                sim.log.add_step(ordinal + j, start, durations[j], (), 0, num_open, (), (), (), (), (), kv_used,
                                  num_open, waiting + joined[j])
             sim.arrive(sim.now)
             return
+        if sim.log.detail == "counts":   # the queue's length at the last jumped step (the largest seen)
+            last_start = t + span - 1 if sim.step_time is None else ends[-2] if span > 1 else t
+            waiting += sim.arrivals.count_due((last_start,))[0]
         sim.arrive(sim.now)
-        sim.log.add_jump(ordinal, t, span, sim.now - t, span * num_open, kv.num_used, num_open, sim.waiting.size)
+        # One step (a step time reading the KV blocks): its duration as asked, as the walk logs it.
+        duration = sim.now - t if span > 1 else durations[0] if sim.step_time is not None else 1
+        sim.log.add_jump(ordinal, t, span, duration, span * num_open, kv.num_used, num_open, waiting)

@@ -55,7 +55,7 @@ from collections import OrderedDict
 
 from .block_tokens import NEVER as _NEVER, block_tokens as _block_tokens, private_from, prompt_key as _prompt_key
 
-__all__ = ["KVCache", "PrefixCachingKV", "blocks_for", "make_kv_cache"]
+__all__ = ["KVCache", "PrefixCachingKV", "LiteralPrefixKV", "blocks_for", "make_kv_cache"]
 
 
 def blocks_for(tokens: int, block_size: int) -> int:
@@ -174,6 +174,8 @@ class PrefixCachingKV(KVCache):
     """
 
     caching = True
+    #: Whether the blocks wholly inside one workload block are interned together (module docstring).
+    GROUP_WORKLOAD_BLOCKS = True
 
     def __init__(self, num_gpu_blocks: int, block_size: int) -> None:
         super().__init__(num_gpu_blocks, block_size)
@@ -207,7 +209,8 @@ class PrefixCachingKV(KVCache):
         first = self._private_from(seq)
         stop = min(num_blocks, first)
         # Blocks wholly inside one workload block (its size a multiple of ours): ids in a row.
-        per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 else 0
+        per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 \
+            and self.GROUP_WORKLOAD_BLOCKS else 0
         aligned = min(seq.prompt, len(spec.prefix_blocks) * spec.block_size) // bs if per else 0
         ids = self._hash_ids
         while len(hashes) < stop:
@@ -399,6 +402,10 @@ class PrefixCachingKV(KVCache):
     def note_prompts(self, specs) -> None:
         """Learn which requests' prompts (wholly shared tokens) no other request of the run repeats:
         their output blocks are private too. Without this call none of them are."""
+        # Workload blocks are interned together only when the workload has one block size (a file
+        # has one header): an id's first tokens are the same tokens at any size, the groups not.
+        if len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) > 1:
+            self.GROUP_WORKLOAD_BLOCKS = False
         seen: dict = {}
         for spec in specs:
             if private_from(spec, spec.prompt_tokens, self.block_size) == _NEVER:
@@ -425,9 +432,25 @@ class PrefixCachingKV(KVCache):
             table.append(reserved.pop())
         self.cache_full(seq, seq.computed)
 
-def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool) -> KVCache:
-    """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on."""
-    return (PrefixCachingKV if prefix_caching else KVCache)(num_gpu_blocks, block_size)
+class LiteralPrefixKV(PrefixCachingKV):
+    """The prefix cache as vllm-engine.md §3 words it, for the differential tests' reference: every
+    full block interned from its tokens, one at a time, nothing private (so no request runs open)."""
+
+    GROUP_WORKLOAD_BLOCKS = False
+
+    def note_prompts(self, specs) -> None:
+        pass
+
+    def _private_from(self, seq) -> int:
+        return _NEVER
+
+
+def make_kv_cache(num_gpu_blocks: int, block_size: int, prefix_caching: bool, literal: bool = False) -> KVCache:
+    """The pool for one simulated run: :class:`PrefixCachingKV` when prefix caching is on
+    (:class:`LiteralPrefixKV` when ``literal``: the fast paths off, sched.vllm.engine.FAST_PATHS)."""
+    if not prefix_caching:
+        return KVCache(num_gpu_blocks, block_size)
+    return (LiteralPrefixKV if literal else PrefixCachingKV)(num_gpu_blocks, block_size)
 
 
 def _private(first_id: int, offset: int) -> int:
