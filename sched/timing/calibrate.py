@@ -338,7 +338,7 @@ def _calibrate(argv: list[str]) -> int:
     parser.add_argument("--train-first", type=_train_firsts, required=True, metavar="N",
                         help="fit on the first N requests by arrival (1 .. requests; 'all' = every request, nothing "
                              "held out); one value for every run, or one per run separated by commas")
-    parser.add_argument("--out", metavar="DIR", required=True, type=realrun._directory_arg,
+    parser.add_argument("--out", metavar="DIR", required=True, type=realrun.directory_arg,
                         help="directory to write (new or empty unless --force)")
     parser.add_argument("--force", action="store_true", help="replace the calibration's own files in DIR")
     parser.add_argument("--repeat", metavar="RUN",

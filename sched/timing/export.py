@@ -46,7 +46,7 @@ import random
 from .. import __version__
 from ..base.safe_write import write_artifacts
 from ..base.cmdline import EXIT_OK, InputError, LineParser, decimal, run_command
-from .realrun import _directory_arg, _json_text, _workload_arg  # imports flow one way: export -> realrun
+from .realrun import directory_arg, json_text, workload_arg  # imports flow one way: export -> realrun
 from ..workload.specs import SCENARIOS, RequestSpec, scenario, workload_sha256, workload_tick_ms, workload_to_json
 
 __all__ = ["export_rows", "render_export", "export_command", "DEFAULT_TICK_MS", "MAX_TICK_MS"]
@@ -141,9 +141,9 @@ def render_export(specs: list[RequestSpec], source: str, tick_ms: float | None =
                     "block_size (block workloads only)"],
     }
     return {
-        "requests.jsonl": (_json_text(row) for row in _iter_export_rows(specs, tick_ms)),
+        "requests.jsonl": (json_text(row) for row in _iter_export_rows(specs, tick_ms)),
         "workload.json": workload_to_json(specs, units=True),
-        "export.json": _json_text(meta, indent=2),
+        "export.json": json_text(meta, indent=2),
     }
 
 
@@ -178,7 +178,7 @@ def _export(argv: list[str]) -> int:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--scenario", choices=tuple(SCENARIOS), help="built-in workload (default baseline)")
     source.add_argument("--workload", metavar="FILE", help="a workload JSON file")
-    parser.add_argument("--out", metavar="DIR", required=True, type=_directory_arg,
+    parser.add_argument("--out", metavar="DIR", required=True, type=directory_arg,
                         help="directory to write (new or empty unless --force)")
     parser.add_argument("--tick-ms", type=_tick_ms, default=None, metavar="MS",
                         help=f"milliseconds per tick for send offsets, above 0 and at most {MAX_TICK_MS:g} "
@@ -186,7 +186,7 @@ def _export(argv: list[str]) -> int:
     parser.add_argument("--force", action="store_true", help="replace the export's own files in DIR")
     args = parser.parse_args(argv)
     if args.workload:
-        specs, _ = _workload_arg(args.workload)
+        specs, _ = workload_arg(args.workload)
         origin = f"workload:{os.path.basename(args.workload)}"
     else:
         name = args.scenario or "baseline"

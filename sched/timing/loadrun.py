@@ -24,7 +24,7 @@ import os
 import statistics
 from dataclasses import dataclass, field
 
-from . import otel_run, realrun
+from . import otel_run, read_vllm_bench, realrun
 from ..base.cmdline import InputError
 from ..base.strict_json import strict_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
@@ -77,7 +77,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
             raise InputError(f"{path}: a directory without traces.json: not a vLLM OpenTelemetry run directory")
         return _load_otel(path, flags, sizing)
     text = _read(path, "result file")
-    fmt = realrun._detect(text, path)
+    fmt = realrun.detect_format(text, path)
     directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
     if meta_path is not None and not os.path.lexists(meta_path):
         raise InputError(f"{meta_path}: no such meta file (--meta)")
@@ -110,8 +110,8 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         identity = identity_from_meta(meta)
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
-        run = realrun._vllm_runs(text, path)[0]
-        absent = [key for key in realrun._DETAILED if key not in run]
+        run = read_vllm_bench.vllm_runs(text, path)[0]
+        absent = [key for key in read_vllm_bench.DETAILED if key not in run]
         if absent:
             raise InputError(f"{path}: run 0: field {absent[0]!r}: missing: calibrate needs per-request times "
                              "(vllm bench serve --save-result --save-detailed writes them)")

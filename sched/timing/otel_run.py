@@ -30,7 +30,8 @@ import os
 import re
 
 from ..base.cmdline import InputError
-from .realrun import _record, read_result_text
+from .real_record import request_record
+from .realrun import read_result_text
 
 __all__ = ["is_otel_run", "read_spans", "read_vllm_log", "read_profile", "PROFILE_PREFIX_KEY"]
 
@@ -67,7 +68,7 @@ def _value(raw):
 
 
 def read_spans(path: str) -> list[dict]:
-    """Normalised request records (ms from the first arrival, :func:`sched.timing.realrun._record`'s
+    """Normalised request records (ms from the first arrival, :func:`sched.timing.real_record.request_record`'s
     keys, ``case`` ``real``) of the ``llm_request`` spans of ``path`` (``traces.json``), in file order."""
     text = read_result_text(path, "traces file")
     batches = []
@@ -151,7 +152,7 @@ def read_spans(path: str) -> list[dict]:
     for start, name, numbers in rows:
         arrival = (start - first) / 1e6
         queue = numbers.get("gen_ai.latency.time_in_queue")
-        records.append(_record("real", name, None, arrival, None if queue is None else arrival + 1000 * queue,
+        records.append(request_record("real", name, None, arrival, None if queue is None else arrival + 1000 * queue,
                                arrival + 1000 * numbers["gen_ai.latency.time_to_first_token"],
                                arrival + 1000 * numbers["gen_ai.latency.e2e"], "ok",
                                int(numbers["gen_ai.usage.prompt_tokens"]),
