@@ -98,9 +98,9 @@ class FreshRequestTest(unittest.TestCase):
     def test_fresh_equals_the_constructor(self):
         """Request.fresh (the engine's way to build its requests) sets every slot as
         Request(spec, index, _clock=clock) does."""
-        from sched.core.records import Request, _Clock
+        from sched.core.records import Request, CurrentTick
         from sched.workload.specs import scenario
-        clock, spec = _Clock(), scenario("baseline")[3]
+        clock, spec = CurrentTick(), scenario("baseline")[3]
         made, fresh = Request(spec, 3, _clock=clock), Request.fresh(spec, 3, clock)
         for slot in Request.__slots__:
             with self.subTest(slot=slot):

@@ -40,7 +40,8 @@ __all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", 
            "LONG_RUN_TICKS"]
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """A flag value (argparse type): ASCII digits, at least 1 (``+3`` and spaces accepted, ``1_0`` refused)."""
     digits = text.strip().lstrip("+")
     if not (digits.isascii() and digits.isdigit()):  # int() would also read "1_0" as ten
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
@@ -60,22 +61,22 @@ def _positive_ms(text: str) -> float:
     return value
 
 
-def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+def add_engine_flags(parser: argparse.ArgumentParser) -> None:
     """The engine's flags (deadline, profile, knobs, policy), shared by the run and ``sweep``."""
-    parser.add_argument("--timeout-ticks", type=_positive_int, metavar="N",
+    parser.add_argument("--timeout-ticks", type=positive_int, metavar="N",
                         help="deadline: a request not finished N ticks after its arrival times out")
     parser.add_argument("--profile", choices=tuple(PROFILES), default=None,
                         help="the lab engine's knob defaults: lab (64/8/4/32, lab.md §3) or vllm "
                              "(2048/1/256/512: vLLM-sized knobs under the lab's rules, not vLLM's "
                              "scheduling; for that use --engine vllm); explicit knob flags override it "
                              "(default lab)")
-    parser.add_argument("--budget", type=_positive_int, default=None, metavar="UNITS",
+    parser.add_argument("--budget", type=positive_int, default=None, metavar="UNITS",
                         help="budget units per tick (profile lab: 64)")
-    parser.add_argument("--decode-cost", type=_positive_int, default=None, metavar="UNITS",
+    parser.add_argument("--decode-cost", type=positive_int, default=None, metavar="UNITS",
                         help="budget units per decode token; a prefill token costs 1 (profile lab: 8)")
-    parser.add_argument("--max-active", type=_positive_int, default=None, metavar="N",
+    parser.add_argument("--max-active", type=positive_int, default=None, metavar="N",
                         help="most requests active (admitted, not ended) at once (profile lab: 4)")
-    parser.add_argument("--chunk-tokens", type=_positive_int, default=None, metavar="TOKENS",
+    parser.add_argument("--chunk-tokens", type=positive_int, default=None, metavar="TOKENS",
                         help="per-request prefill cap per tick in the chunked case (profile lab: 32)")
     parser.add_argument("--policy", "--scheduling-policy", dest="policy", choices=tuple(POLICIES),
                         default="fcfs", action=SpellingsAgree,
@@ -121,18 +122,18 @@ def _add_vllm_flags(parser: argparse.ArgumentParser) -> None:
                              "(vLLM 0.33.0's scheduler exactly, vllm-engine.md: one case, KV blocks, "
                              "recompute preemption, block-level prefix cache); default lab")
     vllm = parser.add_argument_group("vllm engine knobs (only with --engine vllm; vLLM's flag names)")
-    vllm.add_argument("--max-num-batched-tokens", type=_positive_int, metavar="TOKENS",
+    vllm.add_argument("--max-num-batched-tokens", type=positive_int, metavar="TOKENS",
                       help="tokens scheduled per step, prompt and output alike: the lab's --budget with a "
                            "decode costing 1 (default 2048)")
-    vllm.add_argument("--max-num-seqs", type=_positive_int, metavar="N",
+    vllm.add_argument("--max-num-seqs", type=positive_int, metavar="N",
                       help="most requests running at once: the lab's --max-active (default 256)")
     vllm.add_argument("--long-prefill-token-threshold", type=_non_negative_int, metavar="TOKENS",
                       help="most tokens one request gets per step, applied only while more than one request is "
                            "running or waiting: the lab's --chunk-tokens; 0 = none (default 0)")
     vllm.add_argument("--enable-prefix-caching", action="store_true", default=None,
                       help="block-level prefix cache (the lab's APC case, in blocks of --block-size)")
-    vllm.add_argument("--block-size", type=_positive_int, metavar="TOKENS", help="tokens per KV block (default 16)")
-    vllm.add_argument("--num-gpu-blocks", type=_positive_int, metavar="N",
+    vllm.add_argument("--block-size", type=positive_int, metavar="TOKENS", help="tokens per KV block (default 16)")
+    vllm.add_argument("--num-gpu-blocks", type=positive_int, metavar="N",
                       help="KV cache blocks, vLLM's null block included (N - 1 usable), at least 2; default: "
                            "enough that capacity never binds (the lab's KV cache is infinite)")
     vllm.add_argument("--async-scheduling", action=SwitchAgrees, default=None,
@@ -184,7 +185,7 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                         help="write the run's artifacts into DIR (must be new or empty unless --force)")
     parser.add_argument("--force", action="store_true",
                         help="replace the lab's own files in an existing non-empty DIR (others are kept)")
-    _add_engine_flags(parser)
+    add_engine_flags(parser)
     _add_vllm_flags(parser)
     parser.add_argument("--timeline", choices=TIMELINE_DETAILS, default=None,
                         help="timeline.jsonl detail: full (one record per tick), counts (counts per "

@@ -15,7 +15,7 @@ from .. import __version__
 from ..base.cmdline import EXIT_OK, LineParser
 from ..base.cmdline import decimal, integer
 from ..core.config import ConfigError
-from .run import _add_engine_flags, _positive_int, config_from_args
+from .run import add_engine_flags, positive_int, config_from_args
 from ..runs.scale import long_run_warning, scale_warnings
 from ..workload.specs import SCENARIOS, WorkloadError, scenario, workload_to_json
 from ..workload.validation import load_workload
@@ -35,7 +35,7 @@ def _import_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tick-ms", type=decimal, default=DEFAULT_TICK_MS, metavar="MS",
                         help=f"milliseconds one tick stands for (default {DEFAULT_TICK_MS:g}: one "
                              "vLLM-like engine step, see docs/handbook/real-traffic.md §14.3)")
-    parser.add_argument("--limit", type=_positive_int, metavar="N", help="keep at most N requests")
+    parser.add_argument("--limit", type=positive_int, metavar="N", help="keep at most N requests")
     parser.add_argument("--start", type=decimal, default=0.0, metavar="SECONDS",
                         help="window start, seconds after the first row (default 0)")
     parser.add_argument("--duration", type=decimal, metavar="SECONDS", help="window length in seconds")
@@ -74,11 +74,11 @@ def _sweep_parser() -> argparse.ArgumentParser:
                         help="load factors, comma-separated (default 0.5,1,2,4)")
     parser.add_argument("--out", metavar="DIR", help="write sweep.txt, sweep.csv and sweep.svg into DIR")
     parser.add_argument("--force", action="store_true", help="replace the sweep's files in an existing DIR")
-    parser.add_argument("--workers", type=_positive_int, metavar="N", help="processes (default: all cores)")
+    parser.add_argument("--workers", type=positive_int, metavar="N", help="processes (default: all cores)")
     parser.add_argument("--executor", metavar="dask://HOST:PORT",
                         help="run the points on an existing Dask cluster, given its scheduler's address "
                              "(needs the optional dask.distributed package; default: processes here)")
-    _add_engine_flags(parser)
+    add_engine_flags(parser)
     return parser
 
 

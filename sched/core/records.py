@@ -58,7 +58,7 @@ class Status(Enum):
         return self in (Status.DONE, Status.TIMEOUT)
 
 
-class _Clock:
+class CurrentTick:
     """The simulation's current tick, shared with its requests so open token runs can be read."""
 
     __slots__ = ("now",)
@@ -84,7 +84,7 @@ class Request:
     def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
                  admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
                  prefill_done_at: int | None = None, token_times=None, done_at: int | None = None,
-                 _clock: _Clock | None = None) -> None:
+                 _clock: CurrentTick | None = None) -> None:
         self.spec = spec
         self.index = index
         self.status = status
@@ -107,7 +107,7 @@ class Request:
             self._num_closed = 0
 
     @classmethod
-    def fresh(cls, spec: RequestSpec, index: int, clock: _Clock) -> "Request":
+    def fresh(cls, spec: RequestSpec, index: int, clock: CurrentTick) -> "Request":
         """``Request(spec, index, _clock=clock)``: a request not yet arrived, built without the
         keyword handling (a simulation builds one per request per case)."""
         request = cls.__new__(cls)

@@ -41,7 +41,7 @@ from ..core.config import Case, EngineConfig
 from .decoding import DecodingSide
 from .estimate import estimate_walked_ticks  # noqa: F401 (importable from here as before)
 from .policy import POLICIES
-from ..core.records import TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord, _Clock
+from ..core.records import TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord, CurrentTick
 from .steady import SteadyTicks
 from .waiting import WaitingSide
 from ..workload.specs import RequestSpec
@@ -73,7 +73,7 @@ class Simulation(WaitingSide, DecodingSide):
         self.case = case
         self.timeline = timeline
         self.per_tick = per_tick
-        self._clock = _Clock()
+        self._clock = CurrentTick()
         fresh, clock = Request.fresh, self._clock
         self.requests = [fresh(spec, index, clock) for index, spec in enumerate(workload)]
         self._key = POLICIES[policy]

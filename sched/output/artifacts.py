@@ -195,7 +195,8 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     return "\n".join([header, *lines, run.clock.units_note]) + "\n"
 
 
-def _manifest(run: LabRun) -> dict:
+def run_manifest(run: LabRun) -> dict:
+    """The ``manifest.json`` of a simulated run as a dict (formats.md): tool, engine, knobs, cases, units."""
     config = run.config
     # A reduced timeline changes what timeline.jsonl and requests.jsonl hold, so it is named; a
     # full one (every lab scenario) leaves the manifest as it always was.
@@ -223,6 +224,10 @@ def _manifest(run: LabRun) -> dict:
         **_tick_ms(run.workload),
         "units": run.clock.units_note,
     }
+
+
+#: The old name, still imported by the step-model run (sched.timing.msrun); new code uses run_manifest.
+_manifest = run_manifest
 
 
 def _tick_ms(workload) -> dict:
@@ -270,7 +275,7 @@ def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
     svg = render_timeline_svg(run.results, run.clock.units_note, raw_summaries, lane_view(run.clock))
     return {
-        "manifest.json": json.dumps(_manifest(run), indent=2, ensure_ascii=False) + "\n",
+        "manifest.json": json.dumps(run_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_text,
         "summary.json": json.dumps({"units": run.clock.units_note, "field_units": field_units,
                                     "percentiles": "nearest rank", "cases": summaries},

@@ -71,7 +71,7 @@ def end_of(request: Request) -> int:
     return max([request.spec.arrival, *request.token_times[-1:]])
 
 
-class _Lane:
+class LaneBuilder:
     """Builds segments, merging a run with the previous one when the (mapped) phase is the same."""
 
     def __init__(self, phases: dict[str, str]) -> None:
@@ -111,7 +111,7 @@ def lane_segments(request: Request, prefill_ticks: dict[int, int] | None,
 
 
 def _build(request: Request, prefill_ticks, chunk_tokens, phases: dict[str, str]) -> list[Segment]:
-    lane = _Lane(phases)
+    lane = LaneBuilder(phases)
     end = end_of(request)
     admitted = request.admitted_at
     lane.add("waiting", request.spec.arrival, end if admitted is None else admitted)

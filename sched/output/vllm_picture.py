@@ -24,7 +24,7 @@ recompute together) is one ``preempted`` segment.
 from __future__ import annotations
 
 from .colours import BLUE, GREY, ORANGE, PINK, PURPLE, SKY
-from .lanes import Segment, _Lane
+from .lanes import Segment, LaneBuilder
 
 __all__ = ["VLLM_PHASES", "VllmLaneView", "lane_view"]
 
@@ -69,7 +69,7 @@ class VllmLaneView:
         return {"scheduled": found, "cap": result.case.chunk_tokens}
 
     def segments(self, context, request) -> list[Segment]:
-        lane = _Lane({})
+        lane = LaneBuilder({})
         end = request.done_at if request.done_at is not None else request.spec.arrival
         admitted = request.admitted_at
         lane.add("waiting", request.spec.arrival, end if admitted is None else admitted)
@@ -106,7 +106,7 @@ class VllmLaneView:
         return lane.segments()
 
     @staticmethod
-    def _coarse(lane: _Lane, request, admitted, end, stamps) -> list[Segment]:
+    def _coarse(lane: LaneBuilder, request, admitted, end, stamps) -> list[Segment]:
         """Segments from the request record alone (no per-step records)."""
         first = stamps[0] if stamps else end
         early = [t for t in request.preempted_at if t < first]   # preempted before its first token

@@ -15,7 +15,7 @@ import os
 import signal
 from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, wait
 
-from ..runs.sweep import _mask, _stop_workers, _worker_signals
+from ..runs.worker_pool import mask_stop_signals, stop_workers, worker_signals
 from ..timing.msrun import settle_knobs
 from ..workload.specs import workload_sha256
 from .grid import setting_problem
@@ -101,10 +101,10 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
     the plan. ``progress(done, total)`` is called as each setting finishes.
     """
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=_worker_signals) if own else executor
+    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=worker_signals) if own else executor
     try:
         if own:
-            _mask(signal.SIG_BLOCK)
+            mask_stop_signals(signal.SIG_BLOCK)
         try:
             futures = [pool.submit(_search_task, spec.workload, knobs, spec.models[index][2], spec.goodput, spec.target,
                                    spec.resolution, spec.burstiness, spec.seed, spec.min_rate, spec.max_rate,
@@ -112,7 +112,7 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
                        for index, _, knobs in tasks]
         finally:
             if own:
-                _mask(signal.SIG_UNBLOCK)
+                mask_stop_signals(signal.SIG_UNBLOCK)
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -121,7 +121,7 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
         return [future.result() for future in futures]
     except BaseException:
         if own:
-            _stop_workers(pool)
+            stop_workers(pool)
         raise
     finally:
         if own:

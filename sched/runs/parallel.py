@@ -31,7 +31,7 @@ from ..base.cmdline import Interrupted
 from ..lab.engine import Simulation
 from ..engines import check_case
 from ..core.metrics import summarize
-from ..core.records import CaseResult, Request, SimulationError, Status, _Clock
+from ..core.records import CaseResult, Request, SimulationError, Status, CurrentTick
 
 __all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cases_in_workers"]
 
@@ -299,7 +299,7 @@ def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
     for k, name in enumerate(("status",) + _REQUEST_STATE):
         if name in ("admitted_at", "prefill_done_at", "done_at"):
             columns[k] = [same(v, v) for v in columns[k]]
-    clock = _Clock(now)
+    clock = CurrentTick(now)
     requests = []
     new = Request.__new__
     for index, (spec, status, *values) in enumerate(zip(workload, *columns)):

@@ -37,6 +37,7 @@ from ..core.config import EngineConfig, cases_for
 from ..lab.engine import simulate
 from ..core.metrics import summarize
 from ..workload.specs import RequestSpec, workload_sha256, workload_tick_ms
+from .worker_pool import mask_stop_signals, stop_workers, worker_signals
 
 __all__ = ["SWEEP_FIELDS", "MIN_LOAD", "MAX_LOAD", "parse_loads", "max_workers_allowed", "scale_arrivals",
            "run_sweep", "render_sweep_table", "render_sweep_csv", "render_sweep_svg", "render_sweep_manifest",
@@ -91,38 +92,6 @@ def _point(workload: list[RequestSpec], config: EngineConfig, case, policy: str)
     return summarize(simulate(workload, config, case, policy, timeline="off"))
 
 
-def _worker_signals() -> None:
-    """In each worker: Ctrl-C at the terminal reaches the whole process group, and the parent alone
-    answers it (one line); SIGTERM, which the parent sends its workers when it stops, ends a worker
-    at once and silently."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _mask(signal.SIG_UNBLOCK)  # blocked while the parent forked it
-
-
-#: Blocked while the pool forks its workers: a signal landing inside a fork's clean-up hooks would
-#: be swallowed by Python; blocked, it waits and is answered right after (workers unblock their own).
-_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
-
-
-def _mask(how) -> None:
-    if hasattr(signal, "pthread_sigmask"):  # POSIX; elsewhere there is no fork to guard
-        signal.pthread_sigmask(how, _STOP_SIGNALS)
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """End a process pool's workers now (a sweep interrupted by Ctrl-C or SIGTERM): pending points
-    are cancelled and every worker gets SIGTERM, so none outlives the sweep or holds its pipes."""
-    # The standard library offers no public way to end busy workers before Python 3.14.
-    processes = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        if process.is_alive():
-            process.terminate()
-    for process in processes:
-        process.join(timeout=5)
-
-
 def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: str = "fcfs",
               executor: Executor | None = None, max_workers: int | None = None) -> list[dict]:
     """Simulate every case of lab.md §4 at every load factor in ``loads`` (positive numbers or
@@ -140,19 +109,19 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
     if max_workers is not None and not 1 <= max_workers <= max_workers_allowed():
         raise ValueError(f"workers must be from 1 to {max_workers_allowed()}, got {max_workers}")
     own = executor is None
-    pool = (ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=_worker_signals)
+    pool = (ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=worker_signals)
             if own else executor)
     try:
         futures = []
         if own:  # the workers are forked during the first submits
-            _mask(signal.SIG_BLOCK)
+            mask_stop_signals(signal.SIG_BLOCK)
         try:
             for factor in factors:
                 scaled = scale_arrivals(workload, factor)
                 futures += [(factor, pool.submit(_point, scaled, config, case, policy)) for case in cases_for(config)]
         finally:
             if own:
-                _mask(signal.SIG_UNBLOCK)
+                mask_stop_signals(signal.SIG_UNBLOCK)
         rows = []
         for factor, future in futures:
             summary = future.result()
@@ -161,7 +130,7 @@ def run_sweep(workload: list[RequestSpec], config: EngineConfig, loads, policy: 
         return rows
     except BaseException:  # Ctrl-C, SIGTERM or a failed point: no worker may outlive the sweep
         if own:
-            _stop_workers(pool)
+            stop_workers(pool)
         raise
     finally:
         if own:

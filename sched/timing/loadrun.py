@@ -30,7 +30,7 @@ from ..base.strict_json import strict_json
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
 from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_source, rescaled_blocks, with_mode
-from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, _at, check_fits_cache, check_meta_against_run,
+from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, value_at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec, workload_to_json
 from ..workload.validation import WorkloadError, name_problem, parse_workload
@@ -89,9 +89,9 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         _, records, _ = realrun.import_request_jsonl(text, path, meta=meta, meta_source=meta_path)
         derived = None
         no_blocks = isinstance(meta, dict) and "num_gpu_blocks" not in flags and \
-            not any(_at(meta, place) is not None for place in SETTINGS_FROM_META["num_gpu_blocks"])
-        tokens, size = (_at(meta, ("kv_cache", "num_kv_tokens")), flags.get("block_size") or
-                        _at(meta, ("kv_cache", "block_size"))) if no_blocks else (None, None)
+            not any(value_at(meta, place) is not None for place in SETTINGS_FROM_META["num_gpu_blocks"])
+        tokens, size = (value_at(meta, ("kv_cache", "num_kv_tokens")), flags.get("block_size") or
+                        value_at(meta, ("kv_cache", "block_size"))) if no_blocks else (None, None)
         if no_blocks and isinstance(tokens, int) and isinstance(size, int) and size > 0 and tokens >= 2 * size:
             derived = (tokens // size, f"num_gpu_blocks {tokens // size} from kv_cache.num_kv_tokens {tokens} / "
                                        f"block_size {size} ({os.path.basename(meta_path)} names no block count)")
@@ -101,7 +101,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
             flags = dict(flags, num_gpu_blocks=derived[0])
         if derived is None:
             derived = rescaled_blocks(meta, SETTINGS_FROM_META, flags, meta_path,
-                                       _at(meta, ("kv_cache", "num_kv_tokens")))
+                                       value_at(meta, ("kv_cache", "num_kv_tokens")))
             flags = flags if derived is None else dict(flags, num_gpu_blocks=derived[0])
         settings, notes = settings_from(meta, meta_path, flags=flags)
         if derived is not None:   # said as derived, not as a flag
@@ -319,22 +319,22 @@ def _number(value):
 def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
     """KV blocks of a meta.json without them: its GPU memory and utilization minus the weights."""
     per_token = sizing["kv_bytes_per_token"]
-    total = _at(meta, ("hardware", "device_total_memory_bytes"))
+    total = value_at(meta, ("hardware", "device_total_memory_bytes"))
     gpu = sizing.get("gpu")
     if not isinstance(total, (int, float)) or isinstance(total, bool):
         if gpu is None:
             raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
                              "to derive the KV size (or give --num-gpu-blocks)")
         total = gpu.memory_gb * GIB
-    utilization = gpu_utilization(next((v for v in (_at(meta, ("kv_cache", "gpu_memory_utilization")),
-                                                    _at(meta, ("resolved_config", "cache_config",
+    utilization = gpu_utilization(next((v for v in (value_at(meta, ("kv_cache", "gpu_memory_utilization")),
+                                                    value_at(meta, ("resolved_config", "cache_config",
                                                                "gpu_memory_utilization"))) if v is not None), None),
                                   meta_path)
     weights = weights_from_name(meta.get("model"))
     if weights is None:
         raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
                          "weights; give --num-gpu-blocks")
-    block_size = int(flags.get("block_size") or _at(meta, ("kv_cache", "block_size")) or 16)
+    block_size = int(flags.get("block_size") or value_at(meta, ("kv_cache", "block_size")) or 16)
     blocks = derive_num_gpu_blocks(total, utilization, weights, per_token, block_size, meta_path)
     return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {total / GIB:.2f} GiB x "
                     f"gpu_memory_utilization {utilization:g} minus the parameters in {meta.get('model')!r} "

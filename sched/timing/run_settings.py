@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 
 from ..base.cmdline import InputError
-from .runmeta import FLAG_NAMES, _at
+from .runmeta import FLAG_NAMES, value_at
 
 __all__ = ["rescaled_blocks", "blocks_at_flag_size", "default_async_scheduling", "with_mode", "kv_source",
            "version_tuple"]
@@ -60,7 +60,7 @@ def _whole_at(document, places: tuple):
     """The first of ``places`` present in ``document`` as a whole number (a benchmark's text "16"
     counts), or ``None``."""
     for place in places:
-        value = _at(document, place)
+        value = value_at(document, place)
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if isinstance(value, int) and not isinstance(value, bool):

@@ -38,7 +38,8 @@ SETTINGS_FROM_META = {
 _DEFAULTS = {"long_prefill_token_threshold": 0, "policy": "fcfs"}
 
 
-def _at(document: dict, keys: tuple):
+def value_at(document: dict, keys: tuple):
+    """The value at the path ``keys`` in nested JSON objects, or None where the path breaks."""
     for key in keys:
         if not isinstance(document, dict):
             return None
@@ -58,7 +59,7 @@ def settings_from(meta, source: str, places=SETTINGS_FROM_META, flags=None) -> t
     settings, notes, named = {}, [], {}
     flags = flags or {}
     for key, kind in SETTINGS.items():
-        found = [(".".join(place), _at(meta, place)) for place in places[key]]
+        found = [(".".join(place), value_at(meta, place)) for place in places[key]]
         found = [(where, value) for where, value in found if value is not None]
         if key in flags:
             in_file = _unquoted(found[0][1], kind) if found else None
@@ -134,7 +135,7 @@ def check_meta_against_run(meta: dict, meta_path: str, records: list, path: str)
     if None not in (tokens, blocks, size) and tokens != blocks * size:
         raise InputError(f"{meta_path}: field 'kv_cache.num_kv_tokens': {tokens} is not num_gpu_blocks x block_size "
                          f"({blocks} x {size})")
-    limit = _at(meta, ("engine_kwargs", "max_model_len"))
+    limit = value_at(meta, ("engine_kwargs", "max_model_len"))
     for index, record in enumerate(records):
         total = record["prompt_tokens"] + (record["output_tokens_emitted"] or 0)
         if isinstance(limit, int) and total > limit:
@@ -155,9 +156,9 @@ def check_fits_cache(record: dict, settings: dict, where: str, source: str = "th
 
 
 def identity_from_meta(meta: dict) -> dict:
-    return {"model": meta.get("model"), "device": _at(meta, ("hardware", "device_name")),
+    return {"model": meta.get("model"), "device": value_at(meta, ("hardware", "device_name")),
             "vllm_version": meta.get("vllm_version"),
-            "async_scheduling": _at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))}
+            "async_scheduling": value_at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))}
 
 
 def read_timeseries(path: str) -> list | None:
