@@ -10,10 +10,13 @@ import json
 import unittest
 from fractions import Fraction
 
-from sched.core.clock import (LAB_TICKS, UNITS_NOTE, UNITS_NOTE_MS, UNITS_NOTE_VLLM, VLLM_MS, VLLM_STEPS,
-                              RunClock)
-from sched.core.config import EngineConfig
+from sched.core.clock import (LAB_TICKS, PICTURE_NOTE_MS, UNITS_NOTE, UNITS_NOTE_MS, UNITS_NOTE_VLLM, VLLM_MS,
+                              VLLM_STEPS, RunClock)
+from sched.core.config import EngineConfig, cases_for
+from sched.lab.engine import simulate
 from sched.output.artifacts import LabRun, render_artifacts
+from sched.output.ms_picture import render_ms_timeline_svg
+from sched.output.picture import render_timeline_svg
 from sched.vllm.config import VllmKnobs
 from sched.workload.specs import scenario
 
@@ -127,6 +130,27 @@ class RunCarriesItsClockTest(unittest.TestCase):
         self.assertIn("Latencies (ms)", files["report.html"])
         self.assertNotIn("Latencies (ticks)", files["report.html"])
 
+
+
+class PictureNoteTest(unittest.TestCase):
+    """The pictures take the run's clock: the note under the title comes from it (lab.md §7,
+    vllm-engine.md §6), the same text they were handed before."""
+
+    def test_each_clock_names_its_picture_note(self):
+        self.assertEqual(LAB_TICKS.picture_note, UNITS_NOTE)
+        self.assertEqual(VLLM_STEPS.picture_note, UNITS_NOTE_VLLM)
+        self.assertEqual(PICTURE_NOTE_MS, "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
+                                          "rules): a prediction, not a measurement.")
+        self.assertEqual(VLLM_MS.picture_note, PICTURE_NOTE_MS)
+
+    def test_the_pictures_print_their_clocks_note(self):
+        config = EngineConfig()
+        result = simulate(scenario("baseline"), config, cases_for(config)[0])
+        self.assertIn(f">{UNITS_NOTE}</text>", render_timeline_svg([result], LAB_TICKS))
+        summary = {"p95_ttft": 1.5, "makespan": 20.0, "succeeded": 4, "arrived": 4}
+        by_clock = render_ms_timeline_svg(result, VLLM_MS, summary)
+        self.assertIn(f">{PICTURE_NOTE_MS.replace(chr(39), '&#x27;')}</text>", by_clock)
+        self.assertEqual(by_clock, render_ms_timeline_svg(result, PICTURE_NOTE_MS, summary))   # the older call
 
 if __name__ == "__main__":
     unittest.main()

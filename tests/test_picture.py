@@ -10,6 +10,7 @@ import xml.etree.ElementTree as ET
 from sched.core.config import Batching, Case, EngineConfig
 from sched.lab.engine import simulate
 from sched.core.metrics import SUMMARY_FIELDS
+from sched.core.clock import LAB_TICKS
 from sched.output.picture import MAX_LANES, lane_segments, render_timeline_svg
 from sched.core.records import CaseResult
 from sched.workload.specs import RequestSpec
@@ -281,7 +282,7 @@ class BoundedPictureTest(unittest.TestCase):
         workload = [RequestSpec(f"R{i}", i, None, 0, 8, 2) for i in range(MAX_LANES + 7)]
         result = simulate(workload, EngineConfig(), self.CASE)
         self.assertEqual({r.first_token_at - r.spec.arrival for r in result.requests}, {2})
-        svg = render_timeline_svg([result], "note")
+        svg = render_timeline_svg([result], LAB_TICKS)
         lanes = parse_lanes(svg)
         self.assertEqual(len(lanes), MAX_LANES + 1)
         self.assertIn(("continuous", "R44"), lanes)
@@ -292,7 +293,7 @@ class BoundedPictureTest(unittest.TestCase):
         """A: 20-token prompt, budget 16: prefill ticks 0–1, decodes 2–3 (tokens at 3 and 4)."""
         result = simulate([RequestSpec("A", 0, None, 0, 20, 2)], EngineConfig(budget=16, decode_cost=4), self.CASE)
         bare = CaseResult(result.case, result.config, result.requests, ticks=[])
-        lane = parse_lanes(render_timeline_svg([bare], "note"))[("continuous", "A")]
+        lane = parse_lanes(render_timeline_svg([bare], LAB_TICKS))[("continuous", "A")]
         self.assertEqual(lane["segments"], [("prefill", 0, 2, ()), ("decode", 2, 4, ())])
         self.assertEqual(lane["marks"], {"admission": 0, "first-token": 3, "done": 4})
 
@@ -309,12 +310,12 @@ class BoundedPictureTest(unittest.TestCase):
             coarse = lane_segments(b, {0: 4}, None)
         self.assertEqual([(s.phase, s.start, s.end, s.emitted) for s in coarse],
                          [("prefill", 0, 1, 0), ("decode", 1, 6, 2)])
-        lane = parse_lanes(render_timeline_svg([result], "note"))[("continuous", "B")]
+        lane = parse_lanes(render_timeline_svg([result], LAB_TICKS))[("continuous", "B")]
         self.assertEqual(lane["marks"], {"admission": 0, "first-token": 5, "done": 6})
 
     def test_names_are_escaped(self):
         result = simulate([RequestSpec('<a&"b>', 0, None, 0, 4, 1)], EngineConfig(), self.CASE)
-        lanes = parse_lanes(render_timeline_svg([result], "<note>"))
+        lanes = parse_lanes(render_timeline_svg([result], LAB_TICKS))
         self.assertIn(("continuous", '<a&"b>'), lanes)
 
 

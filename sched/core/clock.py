@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 __all__ = ["RunClock", "LAB_TICKS", "VLLM_STEPS", "VLLM_MS", "ENGINES", "UNITS", "UNITS_NOTE",
-           "UNITS_NOTE_VLLM", "UNITS_NOTE_MS"]
+           "UNITS_NOTE_VLLM", "UNITS_NOTE_MS", "PICTURE_NOTE_MS"]
 
 #: The engine kinds a run names (``manifest.json`` ``engine``; a lab run's manifest leaves it out).
 ENGINES = ("lab", "vllm")
@@ -45,6 +45,11 @@ UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each; work is tokens. 
 UNITS_NOTE_MS = ("Times are milliseconds from a step model fitted to a real run (vLLM 0.33.0's scheduler rules, "
                  "step_ms = a + b*prompt + c*decode); the engine's own clock (the tick fields) is in microseconds. "
                  "A prediction, not a measurement.")
+
+#: The shorter note under the title of a ``--step-model`` run's ``timeline.svg`` (vllm-engine.md §6);
+#: the other runs' pictures carry their units note.
+PICTURE_NOTE_MS = ("Times in ms from a step model fitted to a real run (vLLM 0.33.0's rules): a prediction, "
+                   "not a measurement.")
 
 
 def _ms(ticks) -> str:
@@ -99,6 +104,12 @@ class RunClock:
     def units_note(self) -> str:
         """The run's units note: :data:`UNITS_NOTE`, :data:`UNITS_NOTE_VLLM` or :data:`UNITS_NOTE_MS`."""
         return UNITS_NOTE_MS if self.in_ms else UNITS_NOTE_VLLM if self.is_vllm else UNITS_NOTE
+
+    @property
+    def picture_note(self) -> str:
+        """The note under the title of the run's ``timeline.svg``: :data:`PICTURE_NOTE_MS` on a ms clock,
+        else the units note (lab.md §7)."""
+        return PICTURE_NOTE_MS if self.in_ms else self.units_note
 
     def in_unit(self, ticks: int) -> int | Fraction:
         """``ticks`` in the unit written, exactly: the ticks themselves, or ``Fraction(ticks, 1000)`` ms."""

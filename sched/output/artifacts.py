@@ -21,7 +21,6 @@ from ..core.metrics import SUMMARY_FIELDS, summarize
 from .picture import render_timeline_svg
 from ..core.records import CaseResult
 from .report import render_report
-from .vllm_picture import lane_view
 from .vllm_artifacts import manifest_config, table_header
 from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
 from ..workload.specs import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
@@ -273,7 +272,7 @@ def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     table = render_table(run, raw_summaries)  # summaries computed once for every file
     raw_summaries, fields, field_units = _with_load(run, raw_summaries)
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]
-    svg = render_timeline_svg(run.results, run.clock.units_note, raw_summaries, lane_view(run.clock))
+    svg = render_timeline_svg(run.results, run.clock, raw_summaries)
     return {
         "manifest.json": json.dumps(run_manifest(run), indent=2, ensure_ascii=False) + "\n",
         "workload.json": workload_text,

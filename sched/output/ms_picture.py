@@ -26,6 +26,7 @@ from __future__ import annotations
 from html import escape
 from xml.sax.saxutils import quoteattr
 
+from ..core.clock import RunClock
 from .colours import BLACK, GREEN, P95_FILL, P95_STROKE, PHASE_COLOURS, VERMILLION
 from .picture import MAX_LANES, axis_step, p95_ttft_request
 
@@ -69,12 +70,16 @@ def congested_window(requests, size: int = MAX_LANES) -> int:
     return start
 
 
-def render_ms_timeline_svg(result, note: str, summary: dict) -> str:
+def render_ms_timeline_svg(result, clock: RunClock | str, summary: dict) -> str:
     """The picture of one vLLM case whose clock is in µs, drawn in ms (module docstring).
 
-    ``result``: the :class:`sched.core.records.CaseResult`; ``note``: units note under the title;
-    ``summary``: its summary row in ms (P95 TTFT, makespan and successes are printed).
+    ``result``: the :class:`sched.core.records.CaseResult`; ``clock``: the run's
+    :class:`sched.core.clock.RunClock` (:data:`sched.core.clock.VLLM_MS`), whose
+    :attr:`~sched.core.clock.RunClock.picture_note` is printed under the title (a note string is still
+    accepted in its place, the older call); ``summary``: its summary row in ms (P95 TTFT, makespan and
+    successes are printed).
     """
+    note = clock if isinstance(clock, str) else clock.picture_note
     requests = result.requests
     start = congested_window(requests, MAX_LANES)
     lanes = requests[start:start + MAX_LANES]

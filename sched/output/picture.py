@@ -33,12 +33,14 @@ The segments are cut in :mod:`sched.output.lanes`, the SVG primitives are :mod:`
 
 from __future__ import annotations
 
+from ..core.clock import LAB_TICKS, RunClock
 from ..core.config import Batching
 from ..core.records import CaseResult, Request, Status
 from .lanes import (MAX_SEGMENTS, PHASES, WAIT_REASONS, Segment, end_of, lane_segments,  # noqa: F401 (names kept here)
                     p95_ttft_request, prefill_by_request, segment_title)
 from .svg import (BLACK, GREEN, ORANGE, P95_FILL, P95_STROKE, SKY, VERMILLION, Svg, axis_step, escape, quoteattr,
                   short_number)
+from .vllm_picture import lane_view
 
 __all__ = ["axis_step", "MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
            "render_timeline_svg"]
@@ -55,19 +57,20 @@ _HEAD_H, _AXIS_H, _CASE_GAP = 22, 18, 14
 _EXTRA_H = 20 + _LANE_H + _LANE_GAP + _AXIS_H   # the P95 request's own lane below the others
 
 
-def render_timeline_svg(results: list[CaseResult], note: str, summaries: list[dict] | None = None,
-                        view=None) -> str:
+def render_timeline_svg(results: list[CaseResult], clock: RunClock = LAB_TICKS,
+                        summaries: list[dict] | None = None) -> str:
     """The picture of every case of one run as SVG text (lab.md §7–8).
 
     ``results``: one :class:`CaseResult` per case, in table order, all on the same workload;
-    ``note``: the units note printed under the title; ``summaries``: optional, one
+    ``clock``: the run's :class:`sched.core.clock.RunClock`, which gives the note printed under the
+    title (:attr:`~sched.core.clock.RunClock.picture_note`) and how the engine cuts its lanes
+    (:func:`sched.output.vllm_picture.lane_view`: a :class:`~sched.output.vllm_picture.VllmLaneView`
+    for the vLLM engine, the lab's own phases otherwise); ``summaries``: optional, one
     :func:`sched.core.metrics.summarize` dict per case, whose P95 TTFT, makespan, hit tokens and
-    successes are printed beside each case's name; ``view``: how another engine cuts its lanes
-    (e.g. :class:`sched.output.vllm_picture.VllmLaneView`: ``phases``, ``marks_legend``,
-    ``case_context(result, names)``, ``segments(context, request)``, ``title(name, case, segment,
-    request)``, ``marks(request)``), ``None`` for the lab engine. Returns the whole
-    ``timeline.svg`` text; the same inputs give the same bytes.
+    successes are printed beside each case's name. Returns the whole ``timeline.svg`` text; the same
+    inputs give the same bytes.
     """
+    note, view = clock.picture_note, lane_view(clock)
     p95s = [p95_ttft_request(result) for result in results]
     shown = [result.requests[:MAX_LANES] for result in results]
     # A P95 request beyond the drawn lanes gets a lane of its own below them, on its own axis.
