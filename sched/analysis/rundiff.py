@@ -1,3 +1,4 @@
+# One piece for now (~460 lines): its readers (manifest, summary, requests.jsonl, workload) could move to a rundiff_input module as explain's did; its tests patch this module's open_regular.
 """``diff RUN_A RUN_B``: what changed between two simulated runs, request by request (README §12.5).
 
 Reads each run's ``manifest.json``, ``workload.json``, ``summary.json`` and ``requests.jsonl``

@@ -1,3 +1,4 @@
+# One piece (~420 lines): the small helpers every command shares (flag types, input errors, one-line failures, atomic writes); each is short and a split would only scatter them.
 """Small command-line helpers shared by the subcommand modules (``compare``, ``export``, ``realrun``).
 
 Kept apart from :mod:`sched.commands.main` so a library module can offer its own ``command(argv)`` handler

@@ -1,3 +1,4 @@
+# One piece (~410 lines): one group's result file read at the boundary (serving-bench.md §4), every field's check next to the schema it belongs to.
 """One group's result file of the chapter's real-engine experiment, read at the boundary (serving-bench.md §4).
 
 Two groups (FCFS baseline ``g0_fcfs``, priority candidate ``g1_priority``) ran the same frozen

@@ -1,3 +1,4 @@
+# One piece (~400 lines): one command, the fit on training runs and the judgement of held-out runs it prints (vllm-engine.md §6); the readers are in loadrun, the fit in fit, identify and replay, the tables in calibration_report.
 """Calibrating the vLLM engine's step time on real runs and predicting what they never saw (vllm-engine.md §6).
 
 ``calibrate RUN [RUN ...] [--meta META.json] --train-first N --out DIR``:

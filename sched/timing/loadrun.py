@@ -1,3 +1,4 @@
+# One piece (~410 lines): the three real-run formats become one RealRun here, with the settings each format states and those derived (vllm-engine.md §6); the format readers themselves are elsewhere.
 """Reading a real run for ``calibrate`` (vllm-engine.md §6; issue 18, item 1): three formats, one shape.
 
 ``load_real_run(RUN, meta, flags)`` accepts
