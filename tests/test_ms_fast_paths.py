@@ -8,7 +8,7 @@
 
 import unittest
 
-from sched.core.records import Request, _Clock
+from sched.core.records import Request, CurrentTick
 from sched.runs.bench import synthetic
 from sched.timing import msrun
 from sched.timing.replay import knobs_from_settings
@@ -20,7 +20,7 @@ SETTINGS = {"num_gpu_blocks": 400, "block_size": 16, "max_num_batched_tokens": 2
 
 
 def _request(runs):
-    request = Request.fresh(RequestSpec("r", 0, None, 0, 10, 9), 0, _Clock())
+    request = Request.fresh(RequestSpec("r", 0, None, 0, 10, 9), 0, CurrentTick())
     for start, count in runs:
         request.emit(start, count)
     return request
