@@ -185,7 +185,7 @@ class BoundedDiffTest(unittest.TestCase):
     rows and the same report as keeping every change; each requests.jsonl is read once."""
 
     def test_top_keeps_the_largest_and_counts_the_rest(self):
-        from sched.analysis import rundiff
+        from sched.analysis import rundiff, rundiff_input
         other = os.path.join(EXPECTED, "deadline30")
         full = diff_runs(BASELINE, other)
         self.assertGreater(sum(map(len, full.requests.values())), 3)
@@ -197,10 +197,10 @@ class BoundedDiffTest(unittest.TestCase):
                     self.assertEqual(len(rows[:top]) + kept.more.get(case, 0), len(rows))
                 self.assertEqual(rundiff.format_diff(kept, top), rundiff.format_diff(full, top))
         opened = []
-        real = rundiff.open_regular
+        real = rundiff_input.open_regular
         try:
-            rundiff.open_regular = lambda path, *a, **k: opened.append(os.path.basename(path)) or real(path, *a, **k)
+            rundiff_input.open_regular = lambda path, *a, **k: opened.append(os.path.basename(path)) or real(path, *a, **k)
             diff_runs(BASELINE, other, top=2)
         finally:
-            rundiff.open_regular = real
+            rundiff_input.open_regular = real
         self.assertEqual(opened, ["requests.jsonl", "requests.jsonl"])

@@ -1,5 +1,5 @@
 """Tools that read a run's artifacts: ``explain`` (reading and checking its files in ``explain_input``,
-the stories in ``lab_explain`` and ``vllm_explain``), ``check``, ``diff`` (``rundiff``), and ``compare``
+the stories in ``lab_explain`` and ``vllm_explain``), ``check``, ``diff`` (``rundiff``, its reading in ``rundiff_input``), and ``compare``
 (``trace`` and ``compare_sides`` read a run as a side; ``run_manifest`` is the one reader of a
 run's ``manifest.json`` they share).
 

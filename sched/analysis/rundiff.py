@@ -1,4 +1,3 @@
-# One piece for now (~460 lines): its readers (manifest, summary, requests.jsonl, workload) could move to a rundiff_input module as explain's did; its tests patch this module's open_regular.
 """``diff RUN_A RUN_B``: what changed between two simulated runs, request by request (README §12.5).
 
 Reads each run's ``manifest.json``, ``workload.json``, ``summary.json`` and ``requests.jsonl``
@@ -18,7 +17,8 @@ Every delta is B − A in ticks (tokens for hits): ``+`` means later or slower i
 throughout: the request times come from the ``*_ms`` fields of ``requests.jsonl`` (its tick fields
 are µs), like their summaries; a step-model run and a tick run are refused (two clocks). Exit code of
 the command: 0 when nothing differs, 1 when something does, 2 for unusable input (one line naming
-the file, the line, the request and the field).
+the file, the line, the request and the field). What it reads of each run, and the checks, are in
+:mod:`sched.analysis.rundiff_input`.
 """
 
 from __future__ import annotations
@@ -27,24 +27,17 @@ import heapq
 import json
 import os
 
-from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, parse_json, run_command
-from ..base.files import open_regular, read_regular_text
+from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from ..core.clock import RunClock
 from ..workload.file import canonical_columns
-from .run_manifest import read_manifest
-from .trace import check_summary_row
-from ..output.vllm_artifacts import async_scheduling_of, preemption_problem
+from ..output.vllm_artifacts import async_scheduling_of
+from .rundiff_input import (MS_REQUEST_FIELDS, REQUEST_FIELDS, diff_manifest, missing_line_error, read_text,
+                            request_lines, request_values, second_line_error, summary_rows, workload_by_name)
 
-__all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MAX_ROWS"]
+__all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MS_REQUEST_FIELDS", "MAX_ROWS"]
 
 EXIT_DIFFERENT = 1
 
-#: Per-request fields compared: requests.jsonl field -> label in the report (ticks, tokens for hits).
-REQUEST_FIELDS = {"admitted_at": "admission", "first_token_at": "first token", "done_at": "end",
-                  "ttft": "TTFT", "e2e": "E2E", "queue_wait": "queue wait", "hit_tokens": "hits"}
-#: The ms fields of a step-model run's request line, by tick field (sched.timing.msrun).
-MS_REQUEST_FIELDS = {"admitted_at": "admitted_ms", "first_token_at": "first_token_ms", "done_at": "done_ms",
-                     "ttft": "ttft_ms", "e2e": "e2e_ms", "queue_wait": "queue_wait_ms", "hit_tokens": "hit_tokens"}
 #: Summary columns shown side by side (summary.json field -> header), as in table.txt (lab.md §6).
 SUMMARY_COLUMNS = {"p95_ttft": "P95 TTFT", "p95_itl": "P95 ITL", "p95_tpot": "P95 TPOT",
                    "throughput": "output/tick", "hit_tokens": "hit tokens", "succeeded": "ok",
@@ -94,146 +87,16 @@ def _row_changed(a: dict, b: dict) -> bool:
     return any(a.get(f) != b.get(f) for f in _columns(a, b))
 
 
-def _read_text(path: str) -> str:
-    try:
-        return read_regular_text(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing (is {os.path.dirname(path) or '.'} a run's --artifacts directory?)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-
-
-def _read_json(path: str):
-    return parse_json(_read_text(path), path)
-
-
-def _object_list(data, path: str, field: str) -> list[dict]:
-    if not isinstance(data, dict) or not isinstance(data.get(field), list) or \
-            not all(isinstance(item, dict) for item in data[field]):
-        raise InputError(f"{path}: field '{field}' must be a list of objects")
-    return data[field]
-
-
-def _manifest(directory: str) -> dict:
-    if not os.path.isdir(directory):
-        raise InputError(f"{directory}: no such run directory")
-    manifest = read_manifest(directory)
-    if manifest.get("kind") is not None:
-        raise InputError(f"{directory}: is a {manifest['kind']!r} run, not a simulated one; diff compares two "
-                         "simulated runs (ticks)")
-    return manifest
-
-
-def _is_count(value) -> bool:
-    return value is None or (type(value) is int and value >= 0)
-
-
-def _is_ms(value) -> bool:
-    return value is None or (type(value) in (int, float) and value >= 0)
-
-
-def _summary_rows(directory: str) -> dict[str, dict]:
-    """case -> row of ``summary.json``, each row checked by the validator ``compare`` uses
-    (:func:`sched.analysis.trace.check_summary_row`): a string ``"56"`` or a negative P95 is refused here."""
-    path = os.path.join(directory, "summary.json")
-    rows = {}
-    for row in _object_list(_read_json(path), path, "cases"):
-        case = row.get("case")
-        if not isinstance(case, str) or case in rows:
-            raise InputError(f"{path}: field 'case': must be a distinct string, got {json.dumps(case)}")
-        check_summary_row(row, f"{path}: case {case!r}")
-        rows[case] = row
-    return rows
-
-
-def _request_lines(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
-                   async_scheduling: bool = False):
-    """Yield ``((case, name), (status, *the REQUEST_FIELDS values))`` for each line of
-    ``requests.jsonl`` (a tuple, not the parsed line: a large run holds millions of lines), each
-    line checked; with ``unit`` ``"ms"`` the times are the line's ``*_ms`` fields
-    (:data:`MS_REQUEST_FIELDS`). Lines of another case or request (``cases``: summary.json's,
-    ``names``: workload.json's) are refused; so are impossible preemption fields of a ``vllm`` run
-    (:func:`sched.output.vllm_artifacts.preemption_problem`; ``async_scheduling``: the run's manifest
-    says it ran so). The caller refuses a second or a missing line (:func:`_requests`, :func:`diff_runs`)."""
-    path = os.path.join(directory, "requests.jsonl")
-    keys = list(MS_REQUEST_FIELDS.values()) if unit == "ms" else list(REQUEST_FIELDS)
-    try:
-        with open_regular(path) as handle:
-            for number, line in enumerate(handle, 1):
-                where = f"{path}: line {number}"
-                record = parse_json(line, where)
-                if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
-                        or not isinstance(record.get("name"), str):
-                    raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
-                where = f"{where} (request {record['name']!r})"
-                if record["case"] not in cases:
-                    raise InputError(f"{where}: field 'case': {record['case']!r} is not a case of summary.json")
-                if record["name"] not in names:
-                    raise InputError(f"{where}: field 'name': not a request of workload.json")
-                for field in keys:
-                    if unit == "ms" and field not in record:
-                        raise InputError(f"{where}: field '{field}' is missing "
-                                         "(manifest.json says the run's times are ms)")
-                    if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
-                        what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
-                        raise InputError(f"{where}: field '{field}' must be "
-                                         f"{what} or null, got {json.dumps(record.get(field))}")
-                problem = vllm and preemption_problem(record, async_scheduling=async_scheduling)
-                if problem:
-                    raise InputError(f"{where}: {problem}")
-                yield (record["case"], record["name"]), (str(record.get("status")), *(record.get(f) for f in keys)), \
-                    where
-    except FileNotFoundError:
-        raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not UTF-8 text") from None
-
-
-def _second_line(where: str, case: str) -> InputError:
-    return InputError(f"{where}: field 'name': a second line for this request in case {case!r}")
-
-
-def _missing_line(directory: str, cases, names, seen) -> InputError:
-    case, name = next((c, n) for c in cases for n in names if not seen((c, n)))
-    return InputError(f"{os.path.join(directory, 'requests.jsonl')}: case {case!r} (request {name!r}): no line for "
-                      "this request of workload.json")
-
-
-def _requests(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
-              async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
-    """(case, name) -> ``(status, *the REQUEST_FIELDS values, place)`` of each line of
-    ``requests.jsonl`` (:func:`_request_lines`; ``place``: the line's rank among its case's lines,
-    from 0). A simulated run has exactly one line per request of ``names`` (workload.json) and case
-    of ``cases`` (summary.json): a second line or a missing one is refused."""
-    rows = {}
-    places = dict.fromkeys(cases, 0)
-    for key, row, where in _request_lines(directory, cases, names, unit, vllm, async_scheduling):
-        if key in rows:
-            raise _second_line(where, key[0])
-        rows[key] = (*row, places[key[0]])
-        places[key[0]] += 1
-    if len(rows) != len(cases) * len(names):
-        raise _missing_line(directory, cases, names, rows.__contains__)
-    return rows
-
-
-def _workload(directory: str, text: str | None = None) -> dict[str, dict]:
-    """name -> request of ``workload.json`` (``text``: the file's text, when already read)."""
-    path = os.path.join(directory, "workload.json")
-    data = _read_json(path) if text is None else parse_json(text, path)
-    return {str(r.get("name")): r for r in _object_list(data, path, "requests")}
-
-
 def _workloads(dir_a: str, dir_b: str) -> tuple[dict, dict, list[str]]:
     """The requests of both runs by name and the workload lines of the report. Two runs of the same
     workload file (the common case) differ in nothing: the names are read once, column by column
     when the file has the canonical layout, without keeping an object per request."""
-    texts = [_read_text(os.path.join(d, "workload.json")) for d in (dir_a, dir_b)]
+    texts = [read_text(os.path.join(d, "workload.json")) for d in (dir_a, dir_b)]
     if texts[0] == texts[1]:
         found = canonical_columns(texts[0])
-        names = dict.fromkeys(found[1][0]) if found is not None else _workload(dir_a, texts[0])
+        names = dict.fromkeys(found[1][0]) if found is not None else workload_by_name(dir_a, texts[0])
         return names, names, []
-    a, b = _workload(dir_a, texts[0]), _workload(dir_b, texts[1])
+    a, b = workload_by_name(dir_a, texts[0]), workload_by_name(dir_b, texts[1])
     return a, b, _workload_lines(a, b)
 
 
@@ -242,7 +105,7 @@ def _show(value) -> str:
 
 
 def _workload_lines(a: dict, b: dict) -> list[str]:
-    """Requests only in one run (``a``, ``b``: :func:`_workload`), then every differing field of
+    """Requests only in one run (``a``, ``b``: :func:`~sched.analysis.rundiff_input.workload_by_name`), then every differing field of
     requests with the same name."""
     lines = []
     only_a, only_b = [n for n in a if n not in b], [n for n in b if n not in a]
@@ -301,7 +164,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
     Raises :class:`InputError` for unusable input, or a ``case`` that is not in both runs (the
     message lists the cases they share).
     """
-    manifests = [_manifest(d) for d in (dir_a, dir_b)]
+    manifests = [diff_manifest(d) for d in (dir_a, dir_b)]
     clocks = [RunClock.from_manifest(m) for m in manifests]   # each run's engine and clock, read once
     units = [c.unit for c in clocks]
     if units[0] != units[1]:
@@ -309,7 +172,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
         raise InputError(f"{ms_dir}: is a --step-model run (times in ms) but {tick_dir} is a tick run (times in "
                          "engine steps); diff compares two runs on the same clock")
     *workloads, workload_lines = _workloads(dir_a, dir_b)
-    sum_a, sum_b = [_summary_rows(d) for d in (dir_a, dir_b)]
+    sum_a, sum_b = [summary_rows(d) for d in (dir_a, dir_b)]
     result = RunDiff(dir_a, dir_b)
     result.unit = units[0]
     result.workload = workload_lines
@@ -323,16 +186,16 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
     # A's lines are kept as a few values each; B's are streamed past them, each compared at once and
     # its A row replaced by a mark (a second B line for it is refused, a missing one named).
-    rows_a = _requests(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
+    rows_a = request_values(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
                        async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json")))
     shown = {c for c, _, _ in result.summaries}
     changed: dict[str, list] = {c: [] for c in shown}
     only_b, count_b = set(), 0
-    for key, b, where in _request_lines(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
+    for key, b, where in request_lines(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
                                         async_scheduling_of(manifests[1], os.path.join(dir_b, "manifest.json"))):
         a = rows_a.get(key, _ABSENT)
         if a is _SEEN or key in only_b:
-            raise _second_line(where, key[0])
+            raise second_line_error(where, key[0])
         count_b += 1
         if a is _ABSENT:
             only_b.add(key)
@@ -348,7 +211,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
             if top is not None and len(found) >= 2 * top + 64:   # keep the largest, count the rest
                 _keep_largest(found, top, result, key[0])
     if count_b != len(sum_b) * len(workloads[1]):
-        raise _missing_line(dir_b, sum_b, workloads[1], lambda k: rows_a.get(k) is _SEEN or k in only_b)
+        raise missing_line_error(dir_b, sum_b, workloads[1], lambda k: rows_a.get(k) is _SEEN or k in only_b)
     for case, _, _ in result.summaries:
         found = changed[case]
         if top is not None:
