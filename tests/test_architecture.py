@@ -61,10 +61,7 @@ def import_edges(modules=None):
 
 
 #: Private names one module still imports from another, each with its reason (none may be added).
-PRIVATE_IMPORTS_LEFT = {
-    # artifacts.run_manifest is the public name; the step-model run's module is being edited elsewhere.
-    ("sched.timing.msrun", "_manifest"),
-}
+PRIVATE_IMPORTS_LEFT = set()
 
 
 def private_imports(text: str) -> list[str]:

@@ -225,8 +225,6 @@ def run_manifest(run: LabRun) -> dict:
     }
 
 
-#: The old name, still imported by the step-model run (sched.timing.msrun); new code uses run_manifest.
-_manifest = run_manifest
 
 
 def _tick_ms(workload) -> dict:

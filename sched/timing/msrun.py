@@ -28,7 +28,7 @@ import sys
 from dataclasses import replace
 from fractions import Fraction
 
-from ..output.artifacts import LabRun, render_table, _manifest
+from ..output.artifacts import LabRun, render_table, run_manifest
 from ..output.jsonl_lines import jsonl_chunks, request_lines, timeline_lines
 from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_MS, VLLM_MS
@@ -281,7 +281,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
     bench_rows = [{**load_summary(result), **bench_row(result, bench)} for result in run.results]
     fields = (*SUMMARY_FIELDS, *LOAD_FIELDS, *bench.fields())
-    manifest = _manifest(run)
+    manifest = run_manifest(run)
     manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
                     units=run.clock.units_note, arrivals=_arrivals_note(run.workload), step_model={
         "step_ms": {"a": model.a_ms, "b": model.b_ms, "c": model.c_ms} | ({"d": model.d_ms} if model.d_ms else {}),
@@ -303,8 +303,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
     table = _table(run, rows, overridden, model)
     if given:
         table += _bench_line(bench_rows[0], bench)
-    svg = render_ms_timeline_svg(run.results[0], "Times in ms from a step model fitted to a real run (vLLM 0.33.0's "
-                                 "rules): a prediction, not a measurement.", summaries[0])
+    svg = render_ms_timeline_svg(run.results[0], run.clock, summaries[0])
     units = {**{f: MS_FIELDS.get(f, "") for f in SUMMARY_FIELDS if f in MS_FIELDS}, **LOAD_UNITS}
     report = render_report(table, summaries, (*SUMMARY_FIELDS, *LOAD_FIELDS), svg, units, time_unit=run.clock.unit)
     return {
