@@ -1,5 +1,5 @@
 """The lab core's literal per-tick engine (lab.md §3), kept as the reference the fast engine is
-proven against (tests/test_event_engine.py). Every tick is walked and every token appended, exactly
+proven against (tests/test_lab_event_engine.py). Every tick is walked and every token appended, exactly
 as the spec reads; it is slow on purpose and never used by the lab itself.
 """
 

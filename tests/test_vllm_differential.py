@@ -209,7 +209,7 @@ class DifferentialTest(unittest.TestCase):
         """Through the command line: every file a prefix-cached run writes (timeline ``counts``,
         whose records the fast path keeps per step, and ``full``) is the same with the fast paths off."""
         from tests.helpers import run_cli, temp_dir
-        from tests.test_streamed_analysis import one_block_size, vllm_flags, write_workload
+        from tests.test_analysis_streamed import one_block_size, vllm_flags, write_workload
         from sched.timing.stepmodel import StepModel, step_model_to_json
         settings = {"num_gpu_blocks": 2588, "block_size": 16, "max_num_batched_tokens": 2048, "max_num_seqs": 256,
                     "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs"}

@@ -6,5 +6,5 @@ run's ``manifest.json`` they share).
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.output``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "output")

@@ -5,5 +5,5 @@ checks and signals for commands (``cmdline``), the strict JSON reader of files r
 May import: nothing of ``sched``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ()

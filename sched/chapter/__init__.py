@@ -5,5 +5,5 @@ May import: ``sched.base``, ``sched.workload``, ``sched.core``, and for the GPU-
 (``stand_in``) ``sched.vllm``, ``sched.timing`` (the step model) and ``sched.engines`` (invariants).
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "vllm", "timing", "engines")

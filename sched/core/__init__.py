@@ -5,5 +5,5 @@ run keeps (``clock``) and the error an invariant check raises (``invariants``).
 May import: ``sched.base``, ``sched.workload``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload")

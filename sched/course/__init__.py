@@ -6,5 +6,5 @@ May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.lab``, `
 ``sched.output``, ``sched.engines``, ``sched.analysis``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "lab", "vllm", "output", "engines", "analysis")

@@ -6,5 +6,5 @@ with ``svg``), report.html, case sections. Each renderer asks the run's clock
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "vllm")

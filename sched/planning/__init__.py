@@ -6,5 +6,5 @@ May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``, 
 ``sched.engines``, ``sched.timing``, ``sched.runs``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "vllm", "output", "engines", "timing", "runs")

@@ -5,5 +5,5 @@ sweeps (``sweep``, on Dask with ``cluster``; ``worker_pool``: the workers and st
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.lab``, ``sched.vllm``, ``sched.output``, ``sched.engines``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "lab", "vllm", "output", "engines")

@@ -7,5 +7,5 @@ the settings rules every reader shares), public GPU figures
 May import: ``sched.base``, ``sched.workload``, ``sched.core``, ``sched.vllm``, ``sched.output``, ``sched.engines``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core", "vllm", "output", "engines")

@@ -5,5 +5,5 @@ scheduling (the batch-queue loop of ``--async-scheduling``), its invariants.
 May import: ``sched.base``, ``sched.workload``, ``sched.core``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base", "workload", "core")

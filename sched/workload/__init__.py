@@ -5,5 +5,5 @@ into workloads (``importers``).
 May import: ``sched.base``.
 """
 
-#: The packages of ``sched`` this one may import (checked by tests/test_architecture.py).
+#: The packages of ``sched`` this one may import (checked by tests/test_project_architecture.py).
 MAY_IMPORT = ("base",)

@@ -3,7 +3,7 @@
     python3 tests/data/serving-bench/make_samples.py
 
 Nothing here was measured. The numbers are chosen so that every value the lab derives from them
-can be checked by hand (see README.md beside this file and tests/test_serving_decide.py):
+can be checked by hand (see README.md beside this file and tests/test_chapter_serving_decide.py):
 per repeat k (0..4), the low-priority class's E2E (ms) is [1000, 1100, 1200, 1300] + 10k for the
 FCFS baseline and [1200, 1400, 1600, 1800] + 10k for the priority candidate. As in the chapter's
 runner, the top-level ``metrics.successful_requests`` is the workload's count (8), and the two

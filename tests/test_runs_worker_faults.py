@@ -15,7 +15,7 @@ from sched.runs import parallel
 from sched.base.cmdline import Interrupted
 from sched.core.records import SimulationError
 from tests.helpers import PROJECT, full_only, temp_dir
-from tests.test_interrupts import LIMIT, _alive, _children, signal_while_writing
+from tests.test_base_interrupts import LIMIT, _alive, _children, signal_while_writing
 
 FORK_AND_PROC = hasattr(os, "fork") and os.path.isdir("/proc/self/task")
 

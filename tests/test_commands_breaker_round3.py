@@ -5,8 +5,8 @@ and vLLM's rule that ``--max-num-batched-tokens`` may not be below ``--max-num-s
 One table, one row per case found: what it prepares, the command, and what is promised instead
 (exit code 2, one stderr line naming the file, the request and the field, no traceback, nothing
 written). The cause number of each row is the breaker's. SIGHUP while the program loads (cause 12)
-needs a real process and is a row of :mod:`tests.test_interrupts`; NaN in a compared summary
-(cause 6) is also pinned in :mod:`tests.test_compare`.
+needs a real process and is a row of :mod:`tests.test_base_interrupts`; NaN in a compared summary
+(cause 6) is also pinned in :mod:`tests.test_analysis_compare`.
 """
 
 import json

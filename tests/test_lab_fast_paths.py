@@ -11,7 +11,7 @@ from sched.commands.run import run_lab
 from sched.core.config import EngineConfig
 from sched.workload.specs import (SCENARIOS, RequestSpec, WorkloadError, scenario, workload_json_and_sha256, workload_sha256,
                             workload_to_json)
-from tests.test_parallel import seeded_workload
+from tests.test_runs_parallel import seeded_workload
 
 
 class CompactRequestLinesTest(unittest.TestCase):

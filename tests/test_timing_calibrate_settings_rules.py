@@ -14,7 +14,7 @@ import unittest
 
 from sched.timing.loadrun import load_real_run
 from tests.helpers import PROJECT, assert_bad_input, read, temp_dir
-from tests.test_calibrate_otel import EXCERPT, copy_run, replace_in
+from tests.test_timing_calibrate_otel import EXCERPT, copy_run, replace_in
 
 RUN_4090 = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")
 

@@ -14,7 +14,7 @@ from sched.engines import check_cases
 from sched.runs.parallel import worth_workers
 from sched.commands.run import run_lab
 from sched.workload.specs import RequestSpec
-from tests.test_parallel import FORK
+from tests.test_runs_parallel import FORK
 
 
 def _workload(num_requests: int, seed: int = 11) -> list[RequestSpec]:

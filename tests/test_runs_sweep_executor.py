@@ -1,6 +1,6 @@
 """``sweep --executor``: the address and the missing-Dask path, without Dask (sched/runs/cluster.py).
 
-The sweep on a real Dask cluster is tests/test_sweep_dask.py (run where Dask is installed).
+The sweep on a real Dask cluster is tests/test_runs_sweep_dask.py (run where Dask is installed).
 """
 
 import os

@@ -3,7 +3,7 @@
 Each row is one case the breaker found handled badly: what it prepares, the command, and what the
 README §13 promises instead (exit code, words on stderr). A refused case must print exactly one
 stderr line, no traceback, and leave no staging directory (``.*.tmp``) behind. The cases that need
-a real process and a real signal are in :mod:`tests.test_interrupts`.
+a real process and a real signal are in :mod:`tests.test_base_interrupts`.
 """
 
 import contextlib

@@ -93,7 +93,7 @@ class DaskSweepTest(unittest.TestCase):
         """plan --executor: the settings searched on the cluster give plan.json, plan.txt and pareto.svg
         equal to the local process pool's, byte for byte (one code path: the sweep's executor)."""
         import json
-        from tests.test_plan import STEP_MODEL
+        from tests.test_planning_plan import STEP_MODEL
         base = temp_dir(self)
         workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
         with open(workload, "w", encoding="utf-8") as out:

@@ -12,7 +12,7 @@ import unittest
 
 from sched.commands.main import main
 from tests.helpers import EXPECTED, PROJECT, temp_dir
-from tests.test_calibrate import small_run
+from tests.test_timing_calibrate import small_run
 
 DATA = os.path.join(PROJECT, "tests", "data")
 REAL_RUN = os.path.join(DATA, "llmservingsim-vllm-rtx4090-run", "requests.jsonl")

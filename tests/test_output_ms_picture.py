@@ -13,7 +13,7 @@ from sched.output.ms_picture import congested_window
 from sched.output.picture import PHASES
 from sched.output.vllm_picture import VLLM_PHASES
 from tests.helpers import EXPECTED, read, run_cli, temp_dir
-from tests.test_step_model_tools import STEP_MODEL, TIGHT
+from tests.test_timing_step_model_tools import STEP_MODEL, TIGHT
 
 
 class _Request:

@@ -13,7 +13,7 @@ import unittest
 from sched.workload.bench_arrivals import LegacyRandom, bench_send_times, retime
 from sched.workload.specs import RequestSpec
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
-from tests.test_bench_metrics import ONE_REQUEST, STEP_MODEL
+from tests.test_core_bench_metrics import ONE_REQUEST, STEP_MODEL
 
 
 class SendTimesTest(unittest.TestCase):

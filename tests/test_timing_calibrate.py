@@ -16,7 +16,7 @@ import os
 import shutil
 import unittest
 
-from tests.test_unidentified import assert_said_as_unidentified
+from tests.test_timing_unidentified import assert_said_as_unidentified
 from tests.helpers import PROJECT, assert_bad_input, full_only, read, run_cli, temp_dir
 
 RUN_DIR = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run")

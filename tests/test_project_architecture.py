@@ -169,6 +169,18 @@ class ArchitectureTest(unittest.TestCase):
         text = "from .sweep import _mask, run_sweep\nfrom .a import fail as _fail\nfrom .. import __version__\n"
         self.assertEqual(private_imports(text), ["_mask"])
 
+    def test_test_files_mirror_the_packages(self):
+        """Every test file is named after the package it tests (``test_<package>_...``), or
+        ``test_project_...`` for what spans the whole project (README, CI, this map)."""
+        rooms = set(allowed_rooms()) - {"sched"} | {"project"}
+        tests_dir = os.path.join(PROJECT, "tests")
+        for name in sorted(os.listdir(tests_dir)):
+            if name.startswith("test_") and name.endswith(".py"):
+                with self.subTest(file=name):
+                    stem = name[len("test_"):-len(".py")]
+                    self.assertTrue(any(stem == room or stem.startswith(room + "_") for room in rooms),
+                                    f"tests/{name}: name it test_<package>_... for one of {sorted(rooms)}")
+
     def test_the_chapter_name_the_course_imports_still_works(self):
         """``sched.serving_bench`` keeps the chapter's functions (serving-bench.md)."""
         from sched import serving_bench

@@ -15,7 +15,7 @@ import unittest
 
 from sched.base.cmdline import InputError
 from sched.timing.loadrun import load_real_run, run_workload
-from tests.test_unidentified import assert_said_as_unidentified
+from tests.test_timing_unidentified import assert_said_as_unidentified
 from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
 
 EXCERPT = os.path.join(PROJECT, "tests", "data", "blis-llama2-7b-excerpt")

@@ -13,7 +13,7 @@ import os
 import unittest
 
 from tests.helpers import PROJECT, read, run_cli, temp_dir
-from tests.test_realrun import vllm_run
+from tests.test_timing_realrun import vllm_run
 
 SAMPLE_WORKLOAD = os.path.join(PROJECT, "tests", "data", "serving-bench", "workload.json")
 

@@ -6,7 +6,7 @@ import os
 import unittest
 
 from tests.helpers import PROJECT, read, run_cli, temp_dir
-from tests.test_realrun import vllm_run
+from tests.test_timing_realrun import vllm_run
 
 REQUESTS = os.path.join(PROJECT, "tests", "data", "serving-bench", "requests.json")
 CALIBRATION_RUN = os.path.join(PROJECT, "tests", "data", "llmservingsim-vllm-rtx4090-run", "requests.jsonl")

@@ -54,7 +54,7 @@ class LabZipTest(unittest.TestCase):
         inside = {name[len(TOP_FOLDER) + 1:] for name in names if name.startswith(f"{TOP_FOLDER}/")}
         for required in ("infer_sched_lab.py", "infer_sched_lab_bench.py", "sched/commands/main.py", "sched/lab/engine.py", "workloads/baseline.json",
                          "expected/baseline/requests.jsonl", "expected/baseline/timeline.svg", "tests/helpers.py",
-                         "tests/test_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
+                         "tests/test_runs_labzip.py", "prediction.md", "diagnosis.md", "README.md", "docs/spec/lab.md", "pyproject.toml",
                          ".ci/run"):
             self.assertIn(required, inside)
         allowed_tops = {"infer_sched_lab.py", "infer_sched_lab_bench.py", "sched", "bench", "workloads", "expected", "tests", "prediction.md",

@@ -16,7 +16,7 @@ from sched.base.cmdline import InputError
 from sched.timing.gpus import find_gpu
 from sched.timing.loadrun import load_real_run
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
-from tests.test_calibrate_otel import copy_run, replace_in
+from tests.test_timing_calibrate_otel import copy_run, replace_in
 
 #: The fourth span of the excerpt's traces.json (line 3), its TTFT and its queue time as written there.
 SPAN = "cmpl-54cf0446b2554a909834df810f502055-0"
