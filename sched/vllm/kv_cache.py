@@ -88,35 +88,6 @@ class KVCache:
     def held(self, seq) -> int:
         return seq.blocks
 
-    def _take_many(self, count: int, table: list) -> None:
-        """:meth:`_take` ``count`` times, appending to ``table`` (the same blocks, in the same order)."""
-        front, back, cached = self._front, self._back, self._cached
-        self.num_free -= count
-        while count and front:
-            _, block = front.popitem(last=False)
-            block.ref_cnt = 1           # a block in the front queue caches nothing
-            table.append(block)
-            count -= 1
-        fresh = min(count, self.capacity + 1 - self._next_new)
-        if fresh > 0:
-            first = self._next_new
-            table.extend(_new_block(block_id) for block_id in range(first, first + fresh))
-            self._next_new += fresh
-            count -= fresh
-        for _ in range(count):
-            _, block = back.popitem(last=False)
-            block_hash = block.block_hash
-            if block_hash is not None:
-                same = cached[block_hash]
-                del same[block.block_id]
-                if not same:
-                    del cached[block_hash]
-                else:
-                    self.epoch += 1   # as in _take
-                block.block_hash = None
-            block.ref_cnt = 1
-            table.append(block)
-
     def find_hit(self, seq) -> list:
         """Leading cached full blocks of ``seq`` (none without prefix caching)."""
         return []
