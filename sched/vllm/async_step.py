@@ -38,9 +38,14 @@ from collections import deque
 from ..core.records import CaseResult, SimulationError, Status
 from .config import VllmKnobs
 from .engine import VllmSimulation
-from .kv_cache import PrefixCachingKV
+from .async_jump import jump as decode_jump
+from .kv_cache import KVCache, PrefixCachingKV
 
 __all__ = ["AsyncVllmSimulation", "make_simulation", "simulate"]
+
+#: Whether runs without prefix caching jump over runs of decode-only batches
+#: (:meth:`AsyncVllmSimulation.jump`); off, every batch is walked (the tests compare both).
+DECODE_JUMPS = True
 
 #: Batches in flight at most: vLLM's ``max_concurrent_batches`` with async scheduling and no
 #: pipeline parallelism.
@@ -70,7 +75,8 @@ class Batch:
 class AsyncVllmSimulation(VllmSimulation):
     """One run under vLLM's async scheduling (module docstring), same interface as
     :class:`VllmSimulation` (``workload``, ``knobs`` with ``async_scheduling``, ``timeline``,
-    ``step_time``); always walks step by step (no decode jumps). Request deadlines are refused by
+    ``step_time``); without prefix caching, runs of decode-only batches are jumped over
+    (:mod:`sched.vllm.async_jump`, same records as the walk). Request deadlines are refused by
     :class:`VllmKnobs`. A run that can make no progress raises :class:`SimulationError`."""
 
     ASYNC = True
@@ -264,6 +270,13 @@ class AsyncVllmSimulation(VllmSimulation):
                           batch.preempted, batch.admitted, batch.hits, finished, [], batch.kv_used,
                           batch.num_running, batch.num_waiting)
 
+    # --- decode jumps ----------------------------------------------------------------------------
+
+    def jump(self, now):
+        """The loop turns from ``now`` in which nothing but decoding can happen, run at once
+        (:func:`sched.vllm.async_jump.jump`); returns the time after them, or ``None``."""
+        return decode_jump(self, now)
+
     # --- the engine loop -----------------------------------------------------------------------
 
     def step(self):
@@ -279,12 +292,20 @@ class AsyncVllmSimulation(VllmSimulation):
         gc.disable()
         total, arrivals, batches = self.num_requests, self.arrivals, self.batches
         now = self.now
+        jumps = DECODE_JUMPS and type(self.kv) is KVCache and self._held is None
         try:
             while self._num_ended < total:
                 if not self._has_requests() and not batches:
                     now = max(now, arrivals.upcoming)   # idle: nothing happens before the next arrival
                 if arrivals.upcoming is not None and arrivals.upcoming <= now:
                     self.arrive(now)
+                if jumps and len(batches) == 1:
+                    jumped = self.jump(now)
+                    if jumped is not None:
+                        self.now = now = jumped
+                        if progress is not None:
+                            progress(self.case.name, now, self._num_ended, total)
+                        continue
                 progressed = False
                 take_oldest = bool(batches)
                 if self._has_requests():

@@ -1,0 +1,126 @@
+"""Decode jumps of the async vLLM engine (``--async-scheduling`` without prefix caching).
+
+In a stretch where every running request decodes, each turn of the async engine loop
+(:mod:`sched.vllm.async_step`) schedules the same batch (one token for each running request) and
+processes the batch before it; only the block count, the clock and the token stamps move, all
+known ahead. :func:`jump` takes such turns at once and stops before any turn where something else
+could happen: a request's last token in flight, a preemption, an admission, an arrival. Its
+results equal the walk's, record for record (``tests/test_async_jumps.py``, against the walk that
+the async oracle corpus pins). With prefix caching the engine walks: which block a decode takes
+and which full block gets cached matter there.
+"""
+
+from __future__ import annotations
+
+__all__ = ["jump"]
+
+
+def jump(sim, now):
+    """Run, at once, the loop turns in which nothing but decoding can happen (no prefix caching).
+
+    ``sim``: an :class:`sched.vllm.async_step.AsyncVllmSimulation` whose pool has no prefix caching;
+    called at the top of a loop turn at time ``now`` (arrivals due already joined) with one
+    batch ``B`` in flight. Applies when every running request sampled in ``B`` and decodes
+    (one placeholder, nothing stale, ``computed == num_tokens``, a block table of exactly its
+    computed tokens): then each turn schedules one token for each of the N running requests
+    (a batch of 0 prompt and N decode tokens) and processes the batch before it. Turns are
+    taken while no request's last token would be in flight (``output − generated − 1`` turns
+    at most: no skip, no finish), the blocks a turn's decodes need fit in the free blocks (no
+    preemption), the head of the waiting queue stays out (vLLM's admission gate, which only
+    free blocks can open here), and no arrival is due at a turn's start. Each batch is logged
+    as the walk logs it (every timeline detail) and each token stamped as the walk stamps it.
+    Returns the time after the last turn taken, or ``None`` (state untouched) when no turn
+    qualifies. The step time is asked once per turn taken when it reads the KV blocks, else once
+    per jump (as the sync engine's jumps do). Raises ``ValueError`` for a step time that is not > 0, as the walk does.
+    """
+    batch0 = sim.batches[0]
+    if batch0.end is None or sim._held is not None:
+        return None
+    running, knobs, kv = sim.running, sim.knobs, sim.kv
+    n_run, bs = len(running), kv.block_size
+    if not n_run or len(batch0.samplers) != n_run or n_run > knobs.max_num_batched_tokens:
+        return None
+    horizon = None
+    due = [0] * bs   # due[r]: requests taking a new block in turns j ≡ r (mod block size)
+    for seq in batch0.samplers:
+        if seq.state != "running" or seq.placeholders != 1 or seq.stale or seq.computed != seq.num_tokens \
+                or seq.num_tokens != seq.prompt + seq.generated or seq.blocks != -(-seq.computed // bs):
+            return None
+        left = seq.output - seq.generated - 1
+        if horizon is None or left < horizon:
+            horizon = left
+        due[(1 - seq.computed) % bs] += 1
+    if horizon < 1:
+        return None
+    upcoming = sim.arrivals.upcoming
+    waiting = sim.waiting.size
+    head_need = None
+    if waiting and knobs.max_num_batched_tokens > n_run and n_run < knobs.max_num_seqs:
+        head = sim.waiting.peek()
+        head_need = kv.blocks_to_allocate(head, head.num_tokens)
+    step_time, reads_kv, unit = sim.step_time, sim.reads_kv, sim.stamp_times is None
+    free, gpu_free, ordinal = kv.num_free, batch0.end, None if unit else len(sim.stamp_times) - 1
+    starts, ends, used = [], [], []
+    duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
+    j = 1
+    while j <= horizon:
+        if j > 1 and upcoming is not None and upcoming <= now:
+            break                            # an arrival joins at this turn's start
+        need = due[j % bs]
+        if need > free or (head_need is not None and head_need <= free - need):
+            break                            # a preemption, or an admission
+        free -= need
+        start = now if now > gpu_free else gpu_free
+        if unit:
+            d = 1
+        elif reads_kv:
+            d = step_time(0, n_run, kv.capacity - free)
+        else:
+            if duration is None:
+                duration = step_time(0, n_run)
+            d = duration
+        if not d > 0:
+            raise ValueError(f"step_time(0, {n_run}) gave {d!r}: a step must last > 0")
+        end = start + d
+        starts.append(start)
+        ends.append(end)
+        used.append(kv.capacity - free)
+        if gpu_free > now:                   # processing the batch before waits for its end
+            now = gpu_free
+        gpu_free = end
+        j += 1
+    turns = len(starts)
+    if not turns:   # a step time is asked only for turns taken (a replay counts its calls)
+        return None
+    # Turn 1 processes the batch in flight (it finishes no one); then batches 1 .. turns - 1.
+    sim.batches.pop()
+    sim.process(batch0)
+    pairs = [(seq, 1) for seq in running]
+    samplers = list(running)
+    first_step = starts[0] if unit else ordinal
+    for seq in samplers:
+        seq.computed += turns
+        seq.blocks = -(-seq.computed // bs)
+        seq.generated += turns - 1
+        seq.num_tokens += turns - 1
+        seq.placeholders = 1
+        if turns > 1:
+            seq.rec.emit(first_step + 1, turns - 1)
+    kv.num_free = free
+    sim.gpu_free = gpu_free
+    if not unit:
+        sim.stamp_times.extend(ends)
+    sim.budget_spent += turns * n_run
+    sim.busy_steps += turns
+    sim.num_steps += turns
+    sim._reported_finish = False
+    add = sim.log.add_step
+    for k in range(turns - 1):
+        add(starts[k] if unit else ordinal + k, starts[k], ends[k] - starts[k], pairs, 0, n_run, (), (), (), (),
+            [], used[k], n_run, waiting)
+    last = turns - 1
+    sim.batches.appendleft(type(batch0)(
+        step=starts[last] if unit else ordinal + last, start=starts[last], end=ends[last], scheduled=pairs,
+        samplers=samplers, num_prompt=0, num_decode=n_run, preempted=[], admitted=[], hits=[],
+        kv_used=used[last], num_running=n_run, num_waiting=waiting))
+    return now

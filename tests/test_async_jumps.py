@@ -1,0 +1,106 @@
+"""Decode jumps of the async vLLM engine (``sched.vllm.async_step.AsyncVllmSimulation.jump``):
+a run with jumps gives exactly the records of the same run walked batch by batch
+(``DECODE_JUMPS`` off), every request record and every step record, in all three timeline details.
+
+The reference is the walk itself, which the 30 async oracle cases pin to vLLM 0.33.0
+(``tests/test_vllm_oracle_async.py``); the workloads here are random, drawn so that runs have long
+decode stretches (jumps happen) as well as preemption (tiny KV), chunked prefill, priority, prefix
+caching (no jumps there: the walk both times) and step models with and without the KV term.
+"""
+
+from __future__ import annotations
+
+import random
+import unittest
+from unittest import mock
+
+from sched.vllm import async_step
+from sched.vllm.async_step import simulate
+from sched.vllm.config import VllmKnobs
+from sched.workload.specs import RequestSpec
+from tests.helpers import FULL
+
+
+def random_case(seed: int):
+    """A random workload (1-40 requests, outputs up to 200 tokens, bursts of arrivals) and async
+    knobs: 4 or 16 tokens a block, tiny to ample KV, fcfs or priority, chunk caps, prefix caching
+    on or off, and one of four clocks (unit steps, a step time, a step time reading the KV blocks)."""
+    rng = random.Random(f"async-jump/{seed}")
+    workload = []
+    for i in range(rng.randint(1, 40)):
+        key = rng.choice([None, None, "a", "b"])
+        prefix = rng.randint(1, 40) if key else 0
+        workload.append(RequestSpec(f"r{i}", rng.choice([0, rng.randint(0, 60), rng.randint(0, 400)]), key, prefix,
+                                    rng.randint(1, 80), rng.randint(1, 200), rng.choice([None, 0, 1])))
+    size = rng.choice([4, 16])
+    need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in workload)
+    tokens = rng.choice([8, 32, 128, 2048])
+    knobs = VllmKnobs(tokens, rng.randint(1, min(12, tokens)), rng.choice([0, 8]), rng.random() < 0.3,
+                      size, rng.choice([None, need + 1, need + 3, 2 * need + 1, 4 * need]),
+                      rng.choice(["fcfs", "priority"]), async_scheduling=True)
+    clock = rng.choice(["unit", "ms", "ms-kv", "float"])
+    if clock == "unit":
+        step_time = None
+    elif clock == "ms":
+        def step_time(p, d):
+            return 20 + p // 3 + d
+    elif clock == "float":
+        def step_time(p, d):
+            return 24.65 + 0.08477 * p + 0.013 * d
+    else:
+        def step_time(p, d, kv):
+            return 10 + p + 2 * d + kv // 4
+        step_time.reads_kv_blocks = True
+    return workload, knobs, step_time
+
+
+def requests_of(result):
+    return [(r.spec.name, r.admitted_at, r.token_times, r.done_at, r.status, r.num_preemptions,
+             list(r.preempted_at), r.hit_tokens) for r in result.requests]
+
+
+def run(workload, knobs, step_time, timeline, jumps):
+    with mock.patch.object(async_step, "DECODE_JUMPS", jumps):
+        return simulate(workload, knobs, timeline=timeline, step_time=step_time)
+
+
+class AsyncDecodeJumpTest(unittest.TestCase):
+    def assert_same_run(self, workload, knobs, step_time):
+        for timeline in ("full", "counts", "off"):
+            walked = run(workload, knobs, step_time, timeline, False)
+            jumped = run(workload, knobs, step_time, timeline, True)
+            with self.subTest(timeline=timeline):
+                self.assertEqual(requests_of(walked), requests_of(jumped))
+                self.assertEqual(walked.ticks, jumped.ticks)
+                self.assertEqual((walked.budget_spent, walked.busy_ticks), (jumped.budget_spent, jumped.busy_ticks))
+
+    def test_random_workloads_jumped_equal_walked(self):
+        for seed in range(300 if FULL else 12):
+            workload, knobs, step_time = random_case(seed)
+            with self.subTest(seed=seed, knobs=knobs):
+                self.assert_same_run(workload, knobs, step_time)
+
+    def test_a_long_decode_is_jumped(self):
+        """Two requests decoding 500 tokens each with ample KV: the jump takes the stretch (fewer
+        loop turns than batches), and the records stay the walk's (hand check: the last token of
+        each is stamped at tick 500 with unit steps: the prefill batch runs in tick 0 and samples the
+        first token, stamped 1, then one decode batch a tick samples tokens 2..500)."""
+        workload = [RequestSpec("a", 0, None, 0, 10, 500), RequestSpec("b", 0, None, 0, 10, 500)]
+        knobs = VllmKnobs(2048, 4, 0, False, 16, None, async_scheduling=True)
+        calls = []
+        original = async_step.AsyncVllmSimulation.jump
+
+        def counting(sim, now):
+            result = original(sim, now)
+            calls.append(result is not None)
+            return result
+        with mock.patch.object(async_step.AsyncVllmSimulation, "jump", counting):
+            jumped = run(workload, knobs, None, "full", True)
+        self.assertTrue(any(calls))
+        self.assertEqual([r.token_times[-1] for r in jumped.requests], [500, 500])
+        self.assertEqual(requests_of(jumped), requests_of(run(workload, knobs, None, "full", False)))
+        self.assertEqual(jumped.ticks, run(workload, knobs, None, "full", False).ticks)
+
+
+if __name__ == "__main__":
+    unittest.main()
