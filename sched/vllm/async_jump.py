@@ -27,11 +27,14 @@ def jump(sim, now):
     taken while no request's last token would be in flight (``output − generated − 1`` turns
     at most: no skip, no finish), the blocks a turn's decodes need fit in the free blocks (no
     preemption), the head of the waiting queue stays out (vLLM's admission gate, which only
-    free blocks can open here), and no arrival is due at a turn's start. Each batch is logged
-    as the walk logs it (every timeline detail) and each token stamped as the walk stamps it.
-    Returns the time after the last turn taken, or ``None`` (state untouched) when no turn
-    qualifies. The step time is asked once per turn taken when it reads the KV blocks, else once
-    per jump (as the sync engine's jumps do). Raises ``ValueError`` for a step time that is not > 0, as the walk does.
+    free blocks can open here), and no arrival that could matter is due at a turn's start (one
+    that joins behind a head the gate holds, or while every slot is taken, only adds to the
+    batches' waiting counts; it joins the queue at the loop's next turn, in the same order).
+    Each batch is logged as the walk logs it (every timeline detail) and each token stamped as
+    the walk stamps it. Returns the time after the last turn taken, or ``None`` (state untouched)
+    when no turn qualifies. The step time is asked once per turn taken when it reads the KV
+    blocks, else once per jump (as the sync engine's jumps do). Raises ``ValueError`` for a step
+    time that is not > 0, as the walk does.
     """
     batch0 = sim.batches[0]
     if batch0.end is None or sim._held is not None:
@@ -52,20 +55,22 @@ def jump(sim, now):
         due[(1 - seq.computed) % bs] += 1
     if horizon < 1:
         return None
-    upcoming = sim.arrivals.upcoming
     waiting = sim.waiting.size
+    # An arrival can matter only when it could be admitted at once or reorder the queue (priority):
+    # behind a head the gate holds, or with every slot taken, it only joins the waiting count.
+    until = sim.arrivals.jump_limit(knobs.policy == "priority", bool(waiting) or n_run >= knobs.max_num_seqs)
     head_need = None
     if waiting and knobs.max_num_batched_tokens > n_run and n_run < knobs.max_num_seqs:
         head = sim.waiting.peek()
         head_need = kv.blocks_to_allocate(head, head.num_tokens)
     step_time, reads_kv, unit = sim.step_time, sim.reads_kv, sim.stamp_times is None
     free, gpu_free, ordinal = kv.num_free, batch0.end, None if unit else len(sim.stamp_times) - 1
-    starts, ends, used = [], [], []
+    tops, starts, ends, used = [], [], [], []
     duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
     j = 1
     while j <= horizon:
-        if j > 1 and upcoming is not None and upcoming <= now:
-            break                            # an arrival joins at this turn's start
+        if j > 1 and until is not None and until <= now:
+            break                            # an arrival that can matter joins at this turn's start
         need = due[j % bs]
         if need > free or (head_need is not None and head_need <= free - need):
             break                            # a preemption, or an admission
@@ -82,6 +87,7 @@ def jump(sim, now):
         if not d > 0:
             raise ValueError(f"step_time(0, {n_run}) gave {d!r}: a step must last > 0")
         end = start + d
+        tops.append(now)
         starts.append(start)
         ends.append(end)
         used.append(kv.capacity - free)
@@ -114,13 +120,14 @@ def jump(sim, now):
     sim.busy_steps += turns
     sim.num_steps += turns
     sim._reported_finish = False
+    joined = sim.arrivals.count_due(tops)   # arrivals joining the queue at each turn's start
     add = sim.log.add_step
     for k in range(turns - 1):
         add(starts[k] if unit else ordinal + k, starts[k], ends[k] - starts[k], pairs, 0, n_run, (), (), (), (),
-            [], used[k], n_run, waiting)
+            [], used[k], n_run, waiting + joined[k])
     last = turns - 1
     sim.batches.appendleft(type(batch0)(
         step=starts[last] if unit else ordinal + last, start=starts[last], end=ends[last], scheduled=pairs,
         samplers=samplers, num_prompt=0, num_decode=n_run, preempted=[], admitted=[], hits=[],
-        kv_used=used[last], num_running=n_run, num_waiting=waiting))
+        kv_used=used[last], num_running=n_run, num_waiting=waiting + joined[last]))
     return now
