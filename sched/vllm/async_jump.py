@@ -5,7 +5,7 @@ In a stretch where every running request decodes, each turn of the async engine 
 processes the batch before it; only the block count, the clock and the token stamps move, all
 known ahead. :func:`jump` takes such turns at once and stops before any turn where something else
 could happen: a request's last token in flight, a preemption, an admission, an arrival. Its
-results equal the walk's, record for record (``tests/test_async_jumps.py``, against the walk that
+results equal the walk's, record for record (``tests/test_vllm_async_jumps.py``, against the walk that
 the async oracle corpus pins). With prefix caching the engine walks: which block a decode takes
 and which full block gets cached matter there.
 """
