@@ -339,12 +339,7 @@ class AsyncVllmSimulation(VllmSimulation):
         finally:
             if collecting:
                 gc.enable()
-        if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
-            times = self.stamp_times
-            spaced = all(b - a > 1 for a, b in zip(times[1:], times[2:]))   # one entry per step
-            for rec in self.requests:
-                rec.restamp(times, spaced)
-        return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
+        return self._result()
 
 
 def make_simulation(workload, knobs: VllmKnobs, **options) -> VllmSimulation:

@@ -363,7 +363,12 @@ class VllmSimulation:
         finally:
             if collecting:
                 gc.enable()
-        if self.stamp_times is not None:   # token stamps are step ordinal + 1: turn them into times
+        return self._result()
+
+    def _result(self) -> CaseResult:
+        """The finished case: token stamps (step ordinal + 1) turned into times when ``step_time``
+        was given, then the :class:`~sched.core.records.CaseResult` (shared by the async engine)."""
+        if self.stamp_times is not None:
             times = self.stamp_times
             spaced = all(b - a > 1 for a, b in zip(times[1:], times[2:]))   # one entry per step
             for rec in self.requests:
