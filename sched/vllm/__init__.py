@@ -1,5 +1,6 @@
 """The vLLM engine (vllm-engine.md): knobs under vLLM's names, KV blocks and the block-level prefix
-cache, the waiting queue, per-step records, the fast path, vLLM's scheduler step, its async
+cache, the waiting queue, per-step records, the fast path, vLLM's scheduler step (``engine``, its waiting side in
+``waiting_side``), its async
 scheduling (the batch-queue loop of ``--async-scheduling``), its invariants.
 
 May import: ``sched.base``, ``sched.workload``, ``sched.core``.

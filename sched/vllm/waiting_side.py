@@ -1,0 +1,140 @@
+"""The waiting side of the vLLM engine (vllm-engine.md §2 steps 1, 2 and 4, §4): arrivals join the
+waiting queue, deadlines abort requests, the admission gate admits from the head of the queue,
+recompute preemption sends a request back, and a request ends.
+
+:class:`WaitingSide` holds no state of its own: :class:`sched.vllm.engine.VllmSimulation` (and the
+async engine) inherit it, and every attribute it reads (``knobs``, ``kv``, ``waiting``, ``running``,
+``arrivals``, ``runs``, ``_blocked``, ``_num_ended``, ``_gated``) is the simulation's.
+"""
+
+from __future__ import annotations
+
+from ..core.records import Status
+from .queue import Seq
+
+__all__ = ["WaitingSide", "never_blocked"]
+
+
+class WaitingSide:
+    """Arrivals, deadlines, admission, preemption and endings of one vLLM-engine simulation."""
+
+    def admit(self, t, cap, budget, scheduled) -> tuple[list, list]:
+        """Step 4: admit from the head of the waiting queue while budget, a slot and KV room for
+        the whole sequence (minus its hit) remain; adds them to ``scheduled``. Returns (first
+        admissions, those of them with a cache hit)."""
+        knobs, kv, waiting = self.knobs, self.kv, self.waiting
+        admitted, hits = [], []
+        while waiting.size and budget > 0 and len(self.running) < knobs.max_num_seqs:
+            seq = waiting.peek()
+            if kv.caching:
+                if self.blocked_head(seq):
+                    break
+                hit = kv.find_hit(seq)
+            else:
+                hit = []
+            computed = len(hit) * knobs.block_size
+            n = min(seq.num_tokens - computed, cap or budget, budget)
+            if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
+                if kv.caching:   # remember what the gate saw (blocked_head)
+                    self._blocked = (seq, kv.num_free, kv.epoch)
+                break     # admission gate: a waiting request never preempts
+            waiting.pop()
+            kv.allocate(seq, computed + n, hit)
+            seq.computed = computed
+            seq.state = "running"
+            rec = seq.rec
+            if rec.admitted_at is None:   # first scheduling: admission and hit are recorded
+                rec.admitted_at = t
+                rec.hit_tokens = computed
+                admitted.append(seq)
+                if computed:
+                    hits.append(seq)
+            self.running[seq] = None
+            scheduled[seq] = n
+            budget -= n
+        return admitted, hits
+
+    def head_admissible(self, seq) -> bool:
+        """With prefix caching: whether ``seq``, the head of the queue, passes the admission gate now
+        (its memo kept when it does not; see :meth:`blocked_head`)."""
+        kv = self.kv
+        if self.blocked_head(seq):
+            return False
+        if kv.blocks_to_allocate(seq, seq.num_tokens, kv.find_hit(seq)) > kv.num_free:
+            self._blocked = (seq, kv.num_free, kv.epoch)
+            return False
+        return True
+
+    def blocked_head(self, seq) -> bool:
+        """With prefix caching: whether ``seq``, the head of the queue, is known to fail the admission
+        gate without looking its prefix up again. It failed with ``free`` free blocks at cache epoch
+        ``epoch``; its need (blocks of the whole sequence − hit blocks + idle hit blocks) can only
+        shrink when a block enters the cache or an idle hit block is touched (both bump the epoch),
+        and evictions, takes and frees only grow it or grow the free count — so at the same epoch
+        and no more free blocks it fails again (a finished request frees blocks: looked up again)."""
+        blocked = self._blocked
+        if blocked is None:
+            return False
+        if blocked[0] is seq and blocked[2] == self.kv.epoch and self.kv.num_free <= blocked[1]:
+            return True
+        self._blocked = None
+        return False
+
+    def arrive(self, t) -> None:
+        """Requests with ``arrival <= t`` join the waiting queue (in arrival, then workload order)."""
+        for seq in self.arrivals.due(t):
+            seq.state = "waiting"
+            self.waiting.push(seq)
+
+    def _preempt(self, seq: Seq, t, ordinal) -> None:
+        """Recompute preemption in the step ``ordinal`` starting at ``t``: free the blocks, forget
+        the computed tokens, back to the queue (fcfs: its front; priority: its place by key)."""
+        if seq.open_from is not None:
+            self.runs.close(seq, ordinal)
+        self.kv.free(seq)
+        seq.computed = 0
+        seq.state = "waiting"
+        rec = seq.rec
+        rec.num_preemptions += 1
+        if not rec.preempted_at:
+            rec.preempted_at = []
+        rec.preempted_at.append(t)
+        self.waiting.push_preempted(seq)
+
+    def _expire(self, t, ordinal) -> list:
+        """Abort every request whose deadline has come, blocks freed at once. It ends at ``t``, the start
+        of the first step at or after its deadline: with unit steps that is the deadline itself; with a
+        step time a step in flight is never interrupted, so a deadline inside it ends the request when
+        that step ends (after any token the step gave it)."""
+        expired = []
+        for seq in self.arrivals.expired(t):
+            if seq.state == "ended":
+                continue
+            if seq.state == "waiting":
+                self.waiting.discard(seq)
+            else:
+                if seq.open_from is not None:
+                    self.runs.close(seq, ordinal)
+                del self.running[seq]
+                if self.runs is not None:
+                    self.runs.others.pop(seq, None)
+                self.kv.free(seq)
+            self.end(seq, Status.TIMEOUT, t)
+            expired.append(seq)
+        return expired
+
+    def end(self, seq: Seq, status: Status, at) -> None:
+        """``seq`` ends now with ``status`` at time ``at``."""
+        seq.state = "ended"
+        if seq.hashes:
+            seq.hashes = []   # an ended request is never looked up again
+        seq.rec.status = status
+        seq.rec.done_at = at
+        self._num_ended += 1
+        if self._gated:
+            self.arrivals.release(at)
+
+
+def never_blocked(seq) -> bool:
+    """The literal engine's answer to :meth:`VllmSimulation.blocked_head`: look the head up again."""
+    return False
