@@ -17,10 +17,10 @@ import time
 import unittest
 
 from sched.base.safe_write import write_artifacts
-from sched.commands.run import long_run_warning
+from sched.runs.scale import long_run_warning
 from sched.base.cmdline import one_line
 from sched.core.config import EngineConfig
-from sched.lab.engine import estimate_walked_ticks
+from sched.lab.estimate import estimate_walked_ticks
 from sched.base.files import exclusive_lock
 from sched.workload.specs import RequestSpec, scenario
 from tests.helpers import PROJECT, full_only, read, temp_dir

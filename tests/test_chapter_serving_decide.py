@@ -16,7 +16,8 @@ import json
 import os
 import unittest
 
-from sched.chapter.decide import decide_pair, p95_linear, read_group
+from sched.chapter.decide import decide_pair
+from sched.chapter.groups import p95_linear, read_group
 from tests.helpers import PROJECT, read, run_cli, temp_dir
 
 DATA = os.path.join(PROJECT, "tests", "data", "serving-bench")

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from sched.workload import plain as plain_module, rules as rules_module, validation as validation_module
 from sched.output.artifacts import LabRun, render_artifacts
-from sched.commands.run import run_lab
+from sched.runs.build import run_lab
 from sched.core.config import EngineConfig
 from sched.workload.specs import (SCENARIOS, RequestSpec, WorkloadError, scenario, workload_json_and_sha256, workload_sha256,
                             workload_to_json)

@@ -22,7 +22,7 @@ import unittest
 from unittest import mock
 
 from sched.output.artifacts import render_artifacts
-from sched.commands.run import run_lab
+from sched.runs.build import run_lab
 from sched.core.config import EngineConfig
 from sched.lab.policy import POLICIES
 from sched.workload.specs import RequestSpec, WorkloadError

@@ -13,7 +13,7 @@ from unittest import mock
 
 from sched.lab import invariants
 from sched.vllm import invariants as vllm_invariants
-from sched.commands.run import run_lab
+from sched.runs.build import run_lab
 from sched.core.config import EngineConfig, cases_for
 from sched.lab.engine import Simulation
 from sched.engines import InvariantError, check_case

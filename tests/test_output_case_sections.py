@@ -12,7 +12,7 @@ from sched.core.config import EngineConfig, cases_for
 from sched.lab.engine import run_cases
 from sched.engines import check_cases
 from sched.runs.parallel import worth_workers
-from sched.commands.run import run_lab
+from sched.runs.build import run_lab
 from sched.workload.specs import RequestSpec
 from tests.test_runs_parallel import FORK
 

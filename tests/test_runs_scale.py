@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 from sched.output.artifacts import render_artifacts, stream_artifacts
-from sched.commands.run import default_timeline, run_lab
+from sched.runs.build import default_timeline, run_lab
 from sched.core.config import EngineConfig
 from sched.core.metrics import gap_histogram, itls, percentile, percentile_of_histogram
 from sched.core.records import Request, Status

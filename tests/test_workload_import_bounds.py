@@ -14,7 +14,8 @@ from unittest import mock
 from sched.lab import engine
 from sched.core import records as records_module
 from sched.lab.cache import PrefixCache
-from sched.commands.run import LAB_PROFILE_MAX_REQUESTS, scale_warnings
+from sched.runs.scale import scale_warnings
+from sched.runs.scale import LAB_PROFILE_MAX_REQUESTS
 from sched.core.config import EngineConfig, cases_for
 from sched.workload.importers import ImportOptions, import_trace
 from sched.runs.sweep import parse_loads

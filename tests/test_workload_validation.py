@@ -6,7 +6,8 @@ import os
 import unittest
 
 from sched.workload.specs import WorkloadError
-from sched.workload.validation import MAX_TOKENS, parse_workload
+from sched.workload.validation import parse_workload
+from sched.workload.rules import MAX_TOKENS
 from tests.helpers import read, run_cli, temp_dir
 
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .groups import FAILURE_SCHEMA, p95_linear, read_group, workload_identity  # noqa: F401  (re-exported)
+from .groups import workload_identity
 
-__all__ = ["Gates", "read_group", "decide_pair", "p95_linear", "FAILURE_SCHEMA", "GATE_NAMES", "NEXT_ACTIONS"]
+__all__ = ["Gates", "decide_pair", "GATE_NAMES", "NEXT_ACTIONS"]
 
 #: The four gates' names in the decision's ``gates`` object, in the chapter's order.
 GATE_NAMES = ("order_gain_ok", "throughput_ratio_ok", "ttft_p95_ratio_ok", "low_priority_e2e_p95_ratio_ok")

@@ -23,15 +23,9 @@ from ..base.cmdline import EXIT_BAD_INPUT, EXIT_OK, StreamError, guarded_stream,
 from ..base.files import reset_written, written
 from ..core.config import ConfigError
 from ..core.records import SimulationError
-from .run import (FULL_TIMELINE_MAX_NAMES, FULL_TIMELINE_MAX_REQUESTS, FULL_TIMELINE_MAX_TOKENS,  # noqa: F401
-                      LAB_PROFILE_MAX_REQUESTS, LONG_RUN_TICKS, config_from_args, default_timeline,
-                      long_run_warning, run_lab, scale_warnings, vllm_knobs_from_args)
 from ..workload.specs import WorkloadError
 
-__all__ = ["main", "run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
-           "FULL_TIMELINE_MAX_REQUESTS",
-           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
-           "LONG_RUN_TICKS"]  # all but main importable here as before (the run's work: sched.runs.build, sched.runs.scale)
+__all__ = ["main"]
 
 EXIT_DIFFERENT, EXIT_INTERNAL, EXIT_INTERRUPTED = 1, 3, 130  # 130: the shell's code for Ctrl-C (128 + SIGINT)
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout closed the pipe

@@ -28,16 +28,13 @@ from ..lab.profiles import PROFILES, profile_knobs
 from ..output.artifacts import render_artifacts, stream_artifacts
 from ..runs.build import (FULL_TIMELINE_MAX_NAMES, FULL_TIMELINE_MAX_REQUESTS, FULL_TIMELINE_MAX_TOKENS,  # noqa: F401
                           default_timeline, run_lab)
-from ..runs.scale import LAB_PROFILE_MAX_REQUESTS, LONG_RUN_TICKS, long_run_warning, scale_warnings  # noqa: F401
+from ..runs.scale import long_run_warning, scale_warnings
 from ..vllm.config import VLLM_POLICIES, VllmKnobs, check_fits
 from ..workload.specs import SCENARIOS, scenario
 from ..workload.validation import load_workload
 
 #: Defined in the domain packages (sched.runs.build, sched.runs.scale), importable here as before.
-__all__ = ["run_lab", "default_timeline", "scale_warnings", "config_from_args", "vllm_knobs_from_args",
-           "FULL_TIMELINE_MAX_REQUESTS",
-           "FULL_TIMELINE_MAX_TOKENS", "FULL_TIMELINE_MAX_NAMES", "LAB_PROFILE_MAX_REQUESTS", "long_run_warning",
-           "LONG_RUN_TICKS"]
+__all__ = ["config_from_args", "vllm_knobs_from_args"]
 
 
 def positive_int(text: str) -> int:

@@ -67,10 +67,6 @@ class CurrentTick:
         self.now = now
 
 
-#: The old name, kept while other branches that still use it are merged; new code uses CurrentTick.
-_Clock = CurrentTick
-
-
 class Request:
     """The simulated life of one request in one case.
 

@@ -21,7 +21,8 @@ from ..base.cmdline import InputError
 from ..core.config import ConfigError, EngineConfig, cases_for
 from ..core.records import TIMELINE_DETAILS
 from ..engines import check_cases
-from ..lab.engine import estimate_walked_ticks, run_cases
+from ..lab.engine import run_cases
+from ..lab.estimate import estimate_walked_ticks
 from ..output.artifacts import LabRun, render_artifacts
 from ..vllm.config import VllmKnobs
 from ..workload.specs import WorkloadError

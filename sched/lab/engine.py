@@ -39,7 +39,6 @@ import gc
 from .cache import PrefixCache
 from ..core.config import Case, EngineConfig
 from .decoding import DecodingSide
-from .estimate import estimate_walked_ticks  # noqa: F401 (importable from here as before)
 from .policy import POLICIES
 from ..core.records import TIMELINE_DETAILS, CaseResult, CountsKeeper, Request, SimulationError, Status, TickRecord, CurrentTick
 from .steady import SteadyTicks
@@ -48,7 +47,7 @@ from ..workload.specs import RequestSpec
 
 _DECODE = Status.DECODE
 
-__all__ = ["Simulation", "simulate", "run_cases", "estimate_walked_ticks"]
+__all__ = ["Simulation", "simulate", "run_cases"]
 
 
 class Simulation(WaitingSide, DecodingSide):

@@ -36,14 +36,12 @@ from __future__ import annotations
 from ..core.clock import LAB_TICKS, RunClock
 from ..core.config import Batching
 from ..core.records import CaseResult, Request, Status
-from .lanes import (MAX_SEGMENTS, PHASES, WAIT_REASONS, Segment, end_of, lane_segments,  # noqa: F401 (names kept here)
-                    p95_ttft_request, prefill_by_request, segment_title)
+from .lanes import PHASES, end_of, lane_segments, p95_ttft_request, prefill_by_request, segment_title
 from .svg import (BLACK, GREEN, ORANGE, P95_FILL, P95_STROKE, SKY, VERMILLION, Svg, axis_step, escape, quoteattr,
                   short_number)
 from .vllm_picture import lane_view
 
-__all__ = ["axis_step", "MAX_LANES", "MAX_SEGMENTS", "PHASES", "WAIT_REASONS", "Segment", "lane_segments", "p95_ttft_request",
-           "render_timeline_svg"]
+__all__ = ["axis_step", "MAX_LANES", "PHASES", "lane_segments", "p95_ttft_request", "render_timeline_svg"]
 
 #: Most request lanes drawn per case; the picture names how many were left out.
 MAX_LANES = 40

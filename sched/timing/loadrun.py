@@ -34,7 +34,8 @@ from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_sour
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, value_at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec, workload_to_json
-from ..workload.validation import WorkloadError, name_problem, parse_workload
+from ..workload.validation import WorkloadError, parse_workload
+from ..workload.rules import name_problem
 
 __all__ = ["RealRun", "load_real_run", "run_workload", "training_split", "median_tpot"]
 

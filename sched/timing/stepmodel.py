@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from ..base.cmdline import InputError, need, number_or_none, read_failure
 from ..base.files import read_regular_text
 from ..base.strict_json import check_provenance, strict_json, whole_number
-from ..workload.validation import closest_field
+from ..workload.rules import closest_field
 
 __all__ = ["StepModel", "SETTINGS", "OPTIONAL_SETTINGS", "STEP_MODEL_KIND", "load_step_model", "parse_step_model",
            "step_model_to_json", "limits_for", "MAX_COEFFICIENT_MS", "MIN_STEP_MS"]

@@ -14,26 +14,10 @@ import json
 from ..base.files import read_regular_text
 from .file import decode_json
 from .plain import canonical_specs as _canonical_specs, plain_fields as _plain_fields  # the quick road
-from .rules import (MAX_ARRIVAL, MAX_BLOCK_ID, MAX_NAME_LENGTH, MAX_PRIORITY, MAX_TICK_MS,  # noqa: F401 (kept here)
-                    MAX_TOKENS, REQUEST_RULES, WORKLOAD_RULES, closest_field, field_problems as _field_problems,
-                    name_problem, show as _show)
+from .rules import MAX_NAME_LENGTH, REQUEST_RULES, WORKLOAD_RULES, field_problems as _field_problems, show as _show
 from .specs import RequestSpec, WorkloadError
 
-__all__ = [
-    "MAX_TOKENS",
-    "MAX_ARRIVAL",
-    "MAX_PRIORITY",
-    "MAX_BLOCK_ID",
-    "MAX_TICK_MS",
-    "MAX_NAME_LENGTH",
-    "name_problem",
-    "closest_field",
-    "REQUEST_RULES",
-    "WORKLOAD_RULES",
-    "load_workload",
-    "parse_workload",
-    "validate_workload",
-]
+__all__ = ["MAX_NAME_LENGTH", "REQUEST_RULES", "WORKLOAD_RULES", "load_workload", "parse_workload", "validate_workload"]
 
 
 def load_workload(path: str) -> list[RequestSpec]:
