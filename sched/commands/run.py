@@ -48,6 +48,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _weights_gib(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 10**6:   # NaN fails too
+        raise argparse.ArgumentTypeError(f"must be a positive number of GiB below 1e6, got {text!r}")
+    return value
+
+
 def _positive_ms(text: str) -> float:
     try:
         value = float(text)
@@ -196,7 +206,11 @@ def _run_parser(commands: str = "") -> argparse.ArgumentParser:
                              "and keeps time in ms (vllm-engine.md §6)")
     parser.add_argument("--gpu", metavar="NAME",
                         help="with --step-model: carry the step model to another GPU of the lab's table (help gpus): "
-                             "the per-step host cost stays, the GPU-bound terms scale with its public figures")
+                             "the per-step host cost stays, the GPU-bound terms scale with its public figures; the "
+                             "result is printed with the band of two bounding carries (help gpus)")
+    parser.add_argument("--weights-gb", type=_weights_gib, metavar="G",
+                        help="with --gpu: the model's weights in GiB, for the band's weight read per step (default: "
+                             "from the parameter count in the step model's model name, 2 bytes each)")
     add_bench_flags(parser, when=" (with --step-model)")
     add_load_flags(parser, when=" (with --step-model)")
     parser.add_argument("--timeout-ms", type=_positive_ms, metavar="MS",
@@ -300,6 +314,8 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
         raise ConfigError("--step-model needs --engine vllm (only the vllm engine keeps time in ms)")
     if args.gpu is not None and args.step_model is None:
         raise ConfigError("--gpu needs --step-model (it carries a fitted step time to another GPU)")
+    if args.weights_gb is not None and args.gpu is None:
+        raise ConfigError("--weights-gb needs --gpu (it sizes the weight read of a step carried to another GPU)")
     if load_flags_problem(args):
         raise ConfigError(load_flags_problem(args))
     if args.step_model is None and bench_flags_given(args):
@@ -357,6 +373,10 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
             progress.note("rendering artifacts")
         if step_model is not None:
             files = msrun.render_ms_artifacts(run, step_model, overridden, bench_settings_from_args(args))
+            if args.gpu is not None:   # the two bounding carries, replayed on the same workload and settings
+                from ..timing.gpu_band import band_text
+                files["table.txt"] += band_text(run, step_model, msrun.replay_result(
+                    workload, config, source, args.max_concurrency))
         elif run.timeline == "full":
             files = render_artifacts(run)
         else:  # large: each artifact is streamed to disk line by line, never built in memory

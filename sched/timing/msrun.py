@@ -45,7 +45,7 @@ from ..vllm.async_step import simulate
 from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
 from ..workload.specs import workload_tick_ms, workload_to_json
 
-__all__ = ["settle_knobs", "knobs_for", "batch_cost_warning", "run_with_step_model", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
+__all__ = ["settle_knobs", "knobs_for", "batch_cost_warning", "run_with_step_model", "replay_result", "render_ms_artifacts", "UNITS_NOTE_MS", "MS_FIELDS"]
 
 #: Summary fields in time units (ticks of 1 µs -> ms) and in tokens per time (per µs -> per second).
 _TIME_FIELDS = ("p50_ttft", "p95_ttft", "p95_itl", "p95_tpot", "p95_e2e", "p95_queue_wait", "makespan",
@@ -141,6 +141,16 @@ def run_with_step_model(workload, knobs: VllmKnobs, model: StepModel, source: st
                       max_concurrency=max_concurrency)
     check_cases([result])
     return LabRun(workload, knobs, knobs.policy, source, [result], timeline, clock=VLLM_MS)
+
+
+def replay_result(workload, knobs: VllmKnobs, source: str, max_concurrency: int | None = None):
+    """``simulate_with(step_model)`` for :func:`sched.timing.gpu_band.band_text`: replays ``workload``
+    under ``knobs`` with another step model (no timeline kept) and returns its CaseResult."""
+    def simulate_with(model: StepModel):
+        run = run_with_step_model(workload, knobs, model, source, "off", None, max_concurrency=max_concurrency)
+        run.close()
+        return run.results[0]
+    return simulate_with
 
 
 def _ms(value):
@@ -348,11 +358,13 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
         model = load_step_model(path)
         if getattr(args, "gpu", None) is not None:   # --gpu: the GPU-bound terms follow another GPU
             from .gpus import carry_to
-            model = carry_to(model, args.gpu)
-            print(f"infer_sched_lab.py: note: step model carried from {model.fitted_on['carried_to']['from']} to "
-                  f"{model.fitted_on['carried_to']['gpu']}: a kept, b and c "
-                  f"{model.fitted_on['carried_to']['b_and_c']}, d {model.fitted_on['carried_to']['d']}"
-                  f"{_unidentified_note(model)}", file=sys.stderr)
+            weights_gb = getattr(args, "weights_gb", None)
+            model = carry_to(model, args.gpu, None if weights_gb is None else weights_gb * 1024 ** 3)
+            carried = model.fitted_on["carried_to"]
+            print(f"infer_sched_lab.py: note: step model carried from {carried['from']} to {carried['gpu']}: a kept, "
+                  f"b and c {carried['b_and_c']}, d {carried['d']}{_unidentified_note(model)}; "
+                  f"{carried['band']['weights']}; the band of two bounding carries is printed with the result",
+                  file=sys.stderr)
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
