@@ -75,7 +75,7 @@ class BandByHandTest(unittest.TestCase):
         self.assertAlmostEqual(carried.b_ms, 0.09 * 165.2 / 503.8)
         band = carried.fitted_on["carried_to"]["band"]
         self.assertAlmostEqual(band["fast"]["a"], 18.0556, places=3)
-        self.assertIn("a kept (all host work)", band["slow"]["assumes"])
+        self.assertIn("a kept: all host work", band["slow"]["assumes"])
 
     def test_help_gpus_lists_measured_shares_with_sources(self):
         text = render_gpus()

@@ -55,6 +55,7 @@ def band_text(run, model: StepModel, simulate_with) -> str:
     central = percentiles_ms(run.results[0])
     rows = [("central", central)] + [(name, percentiles_ms(simulate_with(ends[name]))) for name in ("fast", "slow")]
     band = carried["band"]
+    formulas = {name: ends[name].formula for name in ends}   # an unidentified term stays "?", never a number
     lines = [f"--gpu band ({carried['from']} -> {carried['gpu']}): the carried step time is an assumption, "
              "not a measurement; the same run under the two ends of what the public figures allow (ms; ratio to "
              "central):",
@@ -70,14 +71,9 @@ def band_text(run, model: StepModel, simulate_with) -> str:
                 cells.append(f"{value:.1f} (x{value / base:.3f})")
         lines.append("  " + f"{name:<8}" + "".join(f"{cell:>20}" for cell in cells))
     lines += [f"  central: a kept, b and c {carried['b_and_c']}, d {carried['d']}",
-              f"  fast: {_formula(band['fast'])} ({band['fast']['assumes']})",
-              f"  slow: {_formula(band['slow'])} ({band['slow']['assumes']})",
+              f"  fast: {formulas['fast']} ({band['fast']['assumes']})",
+              f"  slow: {formulas['slow']} ({band['slow']['assumes']})",
               f"  {band['weights']}; {band['matmul']}",
               "  Not known from the table: tensor parallelism, mixture of experts, quantised weights or KV, how mature "
               "each architecture's kernels are beyond one matmul measurement, the target's host CPU."]
     return "\n".join(lines) + "\n"
-
-
-def _formula(end: dict) -> str:
-    return (f"step_ms = {end['a']:.4g} + {end['b']:.4g}·prompt + {end['c']:.4g}·decode"
-            + (f" + {end['d']:.4g}·kv_token" if end["d"] else ""))

@@ -92,7 +92,11 @@ GPUS = (
         0.535, "measured on the same GB202 die in the GeForce RTX 5090: a BF16 torch.matmul (16384 x 8192 x 1280) "
                "reached 224.3 TFLOP/s against 419 TFLOP/s counted as the PRO 6000's 503.8 is (1,024 FLOP per SM "
                "per clock at the boost clock); 224.3 / 419 = 0.535 (main-horse.github.io, 'Things I learned "
-               "digging into 5090 perf', 2025); not measured on a PRO 6000 itself"),
+               "digging into 5090 perf', 2025). Consistent with cuBLAS BF16-class (FP16 in, FP32 accumulate) at "
+               "8192^3 on an RTX PRO 6000 Max-Q, the 300 W version: 229 TFLOP/s, 0.45 of the 503.8 (its own figure is "
+               "lower), cuBLAS "
+               "dispatching an Ampere-generation CUTLASS kernel on sm_120 (github.com/waynehacking8/"
+               "blackwell-tensorcore-kernels, README); not measured on the Workstation Edition itself"),
     GPU("RTX A6000", 48, 768, 154.8, ("NVIDIA RTX A6000", "A6000"),
         "NVIDIA Ampere GA102 GPU architecture whitepaper (v2.0), NVIDIA RTX A6000 table"),
     GPU("A100 80GB", 80, 2039, 312.0, ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB", "A100 SXM 80GB"),
@@ -184,10 +188,10 @@ def carry_ends(model, target: str, weights_bytes: float | None = None) -> dict:
     def end(a, flops, assumes):
         return {"a": a, "b": model.b_ms * flops, "c": model.c_ms * flops, "d": model.d_ms * memory, "assumes": assumes}
     if read_ms is None:
-        fast_words = slow_words = "a kept (the weights' size is unknown)"
+        fast_words = slow_words = "a kept: the weights' size is unknown"
     else:
-        fast_words = "a's weight read follows memory bandwidth" if fast_a < model.a_ms else "a kept (all host work)"
-        slow_words = "a's weight read follows memory bandwidth" if slow_a > model.a_ms else "a kept (all host work)"
+        fast_words = "a's weight read follows memory bandwidth" if fast_a < model.a_ms else "a kept: all host work"
+        slow_words = "a's weight read follows memory bandwidth" if slow_a > model.a_ms else "a kept: all host work"
     matmul = (f"BF16 FLOP/s achieved: {source.name} {_fraction(source)}, {gpu.name} {_fraction(gpu)} of the data "
               f"sheet: b and c x {achieved:.4g} at achieved, x {peak:.4g} at data-sheet figures")
     return {"fast": end(fast_a, lo, f"{fast_words}; b and c x {lo:.4g}"),
