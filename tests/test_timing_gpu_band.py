@@ -62,6 +62,12 @@ class BandByHandTest(unittest.TestCase):
         read_ms = 4 * 1024 ** 3 / 1008e9 * 1000
         self.assertAlmostEqual(given["fast"]["a"], 25.0 - read_ms * (1 - 1008 / 1792))
 
+    def test_model_name_not_text_is_an_unknown_size(self):
+        # fitted_on is free provenance: a number where the model's name goes is read as no size, not a crash
+        ends = carry_ends(model_on("RTX 4090", name=7), "RTX PRO 6000")
+        self.assertEqual(ends["fast"]["a"], 25.0)
+        self.assertIn("give --weights-gb", ends["weights"])
+
     def test_weight_read_longer_than_a_takes_all_of_a(self):
         read_ms, said = weight_read(model_on("RTX 4090", a=10.0), find_gpu("RTX 4090"))
         self.assertEqual(read_ms, 10.0)                                  # 15.9 ms > a = 10 ms

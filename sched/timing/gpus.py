@@ -151,7 +151,8 @@ def weight_read(model, source: GPU, weights_bytes: float | None = None) -> tuple
     bytes came from; ``(None, why)`` when the size is unknown. ``weights_bytes``: given
     (``--weights-gb``), else 2 bytes per parameter of the count in ``fitted_on.model``'s name."""
     if weights_bytes is None:
-        weights_bytes = weights_from_name(model.fitted_on.get("model"))
+        name = model.fitted_on.get("model")
+        weights_bytes = weights_from_name(name) if isinstance(name, str) else None
         origin = f"the parameter count in {model.fitted_on.get('model')!r}, 2 bytes each"
         if weights_bytes is None:
             return None, (f"the weights' size is unknown (no parameter count in the model's name "
