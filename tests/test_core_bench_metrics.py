@@ -14,7 +14,7 @@ import os
 import unittest
 
 from sched.core.bench_metrics import (BenchRequest, bench_fields, calculate_metrics, is_good, linear_percentile,
-                                      np_median, np_std, parse_goodput_pair, parse_metric_percentiles, percentile_key)
+                                      np_mean, np_median, np_std, parse_goodput_pair, parse_metric_percentiles, percentile_key)
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
 
 FOUR = [BenchRequest(True, 10, 3, 0.1, [0.05, 0.05], 0.2), BenchRequest(True, 20, 1, 0.3, [], 0.3),
@@ -115,7 +115,11 @@ class AgainstNumpyTest(unittest.TestCase):
             for p in (0, 50, 90, 95, 99, 99.9, rng.uniform(0, 100)):
                 self.assertEqual(linear_percentile(values, p), float(numpy.percentile(values, p)))
             self.assertEqual(np_median(values), float(numpy.median(values)))
-            self.assertLess(abs(np_std(values) - float(numpy.std(values))), 1e-12 * max(1, float(numpy.std(values))))
+            self.assertEqual(np_mean(values), float(numpy.mean(values)))   # numpy's pairwise order: the same double
+            self.assertEqual(np_std(values), float(numpy.std(values)))
+        for n in (7, 8, 9, 128, 129, 1000, 8193):   # each branch of the pairwise sum, and past numpy's buffer size
+            values = [rng.expovariate(4) for _ in range(n)]
+            self.assertEqual(np_mean(values), float(numpy.mean(values)), n)
 
 
 ONE_REQUEST = {"requests": [{"name": "only", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,

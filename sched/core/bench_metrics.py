@@ -30,10 +30,12 @@ one (:mod:`sched.timing.realrun`) feed the very same code.
 from __future__ import annotations
 
 import math
+from functools import reduce
+from operator import add
 from typing import NamedTuple, Sequence
 
 __all__ = ["BenchRequest", "BENCH_METRICS", "GOODPUT_KEYS", "DEFAULT_PERCENTILES", "parse_goodput_pair",
-           "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_mean",
+           "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_sum", "np_mean",
            "np_median", "np_std", "request_tpot", "is_good", "calculate_metrics", "bench_fields", "bench_units"]
 
 #: The latency metrics reported, in vLLM's names (``--percentile-metrics``' words).
@@ -134,9 +136,41 @@ def linear_percentile(values: Sequence[float], p: float) -> float:
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
 
 
+#: numpy's pairwise summation: a run of at most this many values is summed with 8 accumulators.
+_PAIRWISE_BLOCK = 128
+
+
+def _pairwise_sum(values: Sequence[float], start: int, count: int) -> float:
+    """``values[start:start + count]`` summed in the order of numpy's float64 ``add.reduce`` of a
+    contiguous array (its pairwise summation), so the result is the same double:
+
+    - fewer than 8 values: left to right, from ``-0.0``;
+    - at most 128: 8 running sums (sum ``j`` takes the values at offsets ``j``, ``j + 8``, ... of
+      the largest multiple of 8), combined as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``,
+      then the last ``count % 8`` values added left to right;
+    - more: split at half the count rounded down to a multiple of 8, each part summed so, then added.
+    """
+    if count < 8:
+        return reduce(add, values[start:start + count], -0.0)
+    if count <= _PAIRWISE_BLOCK:
+        whole = start + count - count % 8
+        s0, s1, s2, s3, s4, s5, s6, s7 = (reduce(add, values[start + j:whole:8]) for j in range(8))
+        return reduce(add, values[whole:start + count], ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
+    half = count // 2
+    half -= half % 8
+    return _pairwise_sum(values, start, half) + _pairwise_sum(values, start + half, count - half)
+
+
+def np_sum(values: Sequence[float]) -> float:
+    """``numpy.sum`` of a list of floats (float64): numpy's pairwise summation in its own order
+    (:func:`_pairwise_sum`), the same double, not the exactly rounded sum. ``0.0`` for no values."""
+    values = values if isinstance(values, list) else list(values)
+    return 0.0 + _pairwise_sum(values, 0, len(values))
+
+
 def np_mean(values: Sequence[float]) -> float:
-    """The arithmetic mean (``numpy.mean``; summed exactly rounded, so within an ulp of numpy's pairwise sum)."""
-    return math.fsum(values) / len(values)
+    """``numpy.mean``: :func:`np_sum` divided by the count (the same double as numpy's)."""
+    return np_sum(values) / len(values)
 
 
 def np_median(values: Sequence[float]) -> float:
@@ -148,9 +182,11 @@ def np_median(values: Sequence[float]) -> float:
 
 
 def np_std(values: Sequence[float]) -> float:
-    """``numpy.std`` with ``ddof=0``: the population standard deviation."""
+    """``numpy.std`` with ``ddof=0`` (the population standard deviation), in numpy's order: the mean
+    (:func:`np_mean`), each squared deviation ``(x - mean) * (x - mean)``, their :func:`np_sum` divided
+    by the count, its square root. So a sample of equal values can give a tiny non-zero value, as numpy does."""
     average = np_mean(values)
-    return math.sqrt(math.fsum((x - average) ** 2 for x in values) / len(values))
+    return math.sqrt(np_sum([(x - average) * (x - average) for x in values]) / len(values))
 
 
 def request_tpot(request: BenchRequest) -> float | None:

@@ -89,8 +89,10 @@ def import_vllm_bench(text: str, source: str, label: str = "real", workload=None
             at = f"{where}: request {i} ({names[i]})"
             error = need(run["errors"][i], str, f"{at}: field 'errors'", "a string (empty when it succeeded)",
                          nullable=True)
-            status = "error" if error else "ok"
             emitted = file_count(run["output_lens"][i], f"{at}: field 'output_lens'")
+            # vLLM saves no success flag: a failure with an empty HTTP reason shows only as 0 output
+            # tokens (a successful request counts at least 1), bench-metrics.md §2
+            status = "error" if error or not emitted else "ok"
             prompt = file_count(run["input_lens"][i], f"{at}: field 'input_lens'")
             arrival = ms_of_seconds(starts[i] - origin) if starts else None
             token_times = None

@@ -21,7 +21,8 @@ Formats read:
   lines with ``--append-result``; pick one with ``--run-index``). Per-request lists are seconds;
   ``start_times`` is a monotonic send time. TTFT = ``ttfts[i]``, token times = send + TTFT, then
   each of ``itls[i]`` added (a chunk may carry more than one token), end = the last chunk. A
-  request with a non-empty ``errors[i]`` failed. The client cannot see admission: queue wait is
+  request with a non-empty ``errors[i]``, or with ``output_lens[i]`` 0 (a failure whose HTTP reason
+  was empty: vLLM counts every successful request as at least 1 token), failed. The client cannot see admission: queue wait is
   missing. The file's own aggregates (linear interpolation) are kept under ``reported``. With
   ``generated_texts``, each request gets ``output_text_empty`` (an ok request that produced no
   text, which ``compare`` treats as a hard failure, as the serving-bench chapter does).
