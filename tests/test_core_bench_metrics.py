@@ -38,6 +38,10 @@ class StatisticsTest(unittest.TestCase):
 
     def test_percentile_keys(self):
         self.assertEqual([percentile_key(p) for p in (99.0, 50, 99.9)], ["99", "50", "99.9"])
+        fields = bench_fields((99, 99.0, 50))   # one key per word, as vLLM's result dict: summary.csv has no twin column
+        self.assertEqual(len(fields), len(set(fields)))
+        self.assertEqual([f for f in fields if f.endswith("_ttft_ms")],
+                         ["mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p99_ttft_ms", "p50_ttft_ms"])
         self.assertEqual(parse_metric_percentiles("50,90, 99.9"), (50.0, 90.0, 99.9))
         for bad in ("", "50,,90", "101", "-1", "p99"):
             with self.subTest(bad=bad), self.assertRaises(ValueError):

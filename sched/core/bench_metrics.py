@@ -252,11 +252,13 @@ def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
 
 
 def bench_fields(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> tuple[str, ...]:
-    """The keys :func:`calculate_metrics` returns for ``percentiles``, in order (summary.csv's columns)."""
+    """The keys :func:`calculate_metrics` returns for ``percentiles``, in order (summary.csv's columns).
+
+    Percentiles with the same key word (``99`` and ``99.0``) give one key, as in vLLM's result dict."""
     head = ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens", "request_throughput",
             "request_goodput", "output_throughput", "total_token_throughput", "slo_attainment")
-    stats = tuple(f"{stat}_{name}_ms" for name in BENCH_METRICS
-                  for stat in ("mean", "median", "std", *(f"p{percentile_key(p)}" for p in percentiles)))
+    words = dict.fromkeys(f"p{percentile_key(p)}" for p in percentiles)
+    stats = tuple(f"{stat}_{name}_ms" for name in BENCH_METRICS for stat in ("mean", "median", "std", *words))
     return head + stats
 
 
