@@ -17,7 +17,9 @@ so a simulated run and a real one can be read against the same page:
   chunks, pooled; E2EL the request's latency. Each reported in ms as ``mean_``, ``median_``,
   ``std_`` (population, ddof 0) and ``pNN_`` (numpy's default linear interpolation) of
   ``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2el_ms``. An empty list counts as ``[0]``: every
-  statistic of it is 0.0, as in vLLM.
+  statistic of it is 0.0, as in vLLM. Means and standard deviations are summed in numpy's own
+  pairwise order, so every value is the very double vLLM's ``calculate_metrics`` gives (checked
+  against vLLM 0.33.0's own code by ``tests/test_core_bench_metrics_vllm.py``).
 - Goodput (§6): ``--goodput ttft:MS tpot:MS e2el:MS``; a successful request is good when each
   named metric is at most its limit (inclusive); its TPOT for this test is 0 when it has at most one
   output token. ``request_goodput`` = good / duration (``None`` without limits). ``slo_attainment``
@@ -140,32 +142,39 @@ def linear_percentile(values: Sequence[float], p: float) -> float:
 _PAIRWISE_BLOCK = 128
 
 
-def _pairwise_sum(values: Sequence[float], start: int, count: int) -> float:
-    """``values[start:start + count]`` summed in the order of numpy's float64 ``add.reduce`` of a
-    contiguous array (its pairwise summation), so the result is the same double:
-
-    - fewer than 8 values: left to right, from ``-0.0``;
-    - at most 128: 8 running sums (sum ``j`` takes the values at offsets ``j``, ``j + 8``, ... of
-      the largest multiple of 8), combined as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``,
-      then the last ``count % 8`` values added left to right;
-    - more: split at half the count rounded down to a multiple of 8, each part summed so, then added.
-    """
+def _block_sum(block: list) -> float:
+    """One leaf of numpy's pairwise summation (at most 128 values), in its order: fewer than 8 values
+    left to right from ``-0.0``; otherwise 8 running sums (sum ``j`` takes offsets ``j``, ``j + 8``, ...
+    of the largest multiple of 8), combined as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``,
+    then the last ``len % 8`` values added left to right."""
+    count = len(block)
     if count < 8:
-        return reduce(add, values[start:start + count], -0.0)
+        return reduce(add, block, -0.0)
+    whole = count - count % 8
+    s0, s1, s2, s3, s4, s5, s6, s7 = (reduce(add, block[j:whole:8]) for j in range(8))
+    return reduce(add, block[whole:], ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
+
+
+def _pairwise_sum(values: Sequence[float], start: int, count: int, centre: float | None) -> float:
+    """``values[start:start + count]`` (each replaced by ``(x - centre) * (x - centre)`` when ``centre``
+    is given, one leaf at a time) summed in the order of numpy's float64 ``add.reduce`` of a contiguous
+    array: at most 128 values are one leaf (:func:`_block_sum`); more are split at half the count
+    rounded down to a multiple of 8, each part summed so, then the two added."""
     if count <= _PAIRWISE_BLOCK:
-        whole = start + count - count % 8
-        s0, s1, s2, s3, s4, s5, s6, s7 = (reduce(add, values[start + j:whole:8]) for j in range(8))
-        return reduce(add, values[whole:start + count], ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
+        block = values[start:start + count]
+        if centre is not None:
+            block = [(x - centre) * (x - centre) for x in block]
+        return _block_sum(block)
     half = count // 2
     half -= half % 8
-    return _pairwise_sum(values, start, half) + _pairwise_sum(values, start + half, count - half)
+    return _pairwise_sum(values, start, half, centre) + _pairwise_sum(values, start + half, count - half, centre)
 
 
 def np_sum(values: Sequence[float]) -> float:
     """``numpy.sum`` of a list of floats (float64): numpy's pairwise summation in its own order
     (:func:`_pairwise_sum`), the same double, not the exactly rounded sum. ``0.0`` for no values."""
     values = values if isinstance(values, list) else list(values)
-    return 0.0 + _pairwise_sum(values, 0, len(values))
+    return 0.0 + _pairwise_sum(values, 0, len(values), None)
 
 
 def np_mean(values: Sequence[float]) -> float:
@@ -181,12 +190,14 @@ def np_median(values: Sequence[float]) -> float:
     return float(ordered[middle]) if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
-def np_std(values: Sequence[float]) -> float:
+def np_std(values: Sequence[float], mean: float | None = None) -> float:
     """``numpy.std`` with ``ddof=0`` (the population standard deviation), in numpy's order: the mean
-    (:func:`np_mean`), each squared deviation ``(x - mean) * (x - mean)``, their :func:`np_sum` divided
-    by the count, its square root. So a sample of equal values can give a tiny non-zero value, as numpy does."""
-    average = np_mean(values)
-    return math.sqrt(np_sum([(x - average) * (x - average) for x in values]) / len(values))
+    (:func:`np_mean`, or ``mean`` when the caller has it), the squared deviations
+    ``(x - mean) * (x - mean)`` summed pairwise as :func:`np_sum` does, divided by the count, the square
+    root. So a sample of equal values can give numpy's tiny non-zero value rather than 0."""
+    values = values if isinstance(values, list) else list(values)
+    centre = np_mean(values) if mean is None else mean
+    return math.sqrt((0.0 + _pairwise_sum(values, 0, len(values), centre)) / len(values))
 
 
 def request_tpot(request: BenchRequest) -> float | None:
@@ -208,8 +219,9 @@ def is_good(request: BenchRequest, slos_ms: dict[str, float]) -> bool:
 
 def _stats(samples: list[float], name: str, percentiles: Sequence[float]) -> dict:
     values = samples or [0.0]   # vLLM: an empty list becomes the scalar 0
-    row = {f"mean_{name}_ms": np_mean(values) * 1000, f"median_{name}_ms": np_median(values) * 1000,
-           f"std_{name}_ms": np_std(values) * 1000}
+    mean = np_mean(values)
+    row = {f"mean_{name}_ms": mean * 1000, f"median_{name}_ms": np_median(values) * 1000,
+           f"std_{name}_ms": np_std(values, mean) * 1000}
     for p in percentiles:
         row[f"p{percentile_key(p)}_{name}_ms"] = linear_percentile(values, p) * 1000
     return row
