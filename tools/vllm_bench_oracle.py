@@ -215,7 +215,7 @@ def vllm_row(serve, outputs, duration, percentiles, goodput, tokenizer) -> tuple
         for stat in ("mean", "median", "std"):
             row[f"{stat}_{name}_ms"] = float(getattr(metrics, f"{stat}_{name}_ms"))
         for p, value in getattr(metrics, f"percentiles_{name}_ms"):
-            word = str(int(p)) if int(p) == p else str(p)
+            word = str(int(p)) if float(p).is_integer() else str(p)   # vLLM's pNN key word
             row[f"p{word}_{name}_ms"] = float(value)
     row["max_output_tokens_per_s"] = float(metrics.max_output_tokens_per_s)
     row["max_concurrent_requests"] = int(metrics.max_concurrent_requests)
@@ -269,19 +269,22 @@ def main(argv=None) -> int:
 
     wide = (0.0, 1.0, 33.3, 50.0, 99.9, 100.0)
     outputs, duration = outputs_of_request_jsonl(os.path.join(ROOT, RUN_4090), rfo)
-    sources["rtx4090-run"] = {"kind": "request-jsonl", "path": RUN_4090, "sha256": sha256_of(os.path.join(ROOT, RUN_4090)),
-                              "duration": duration, "read_as": "TTFT first_token_ts - queued_ts, E2EL last_token_ts - "
-                              "queued_ts, no ITL samples; duration latest last_token_ts - earliest queued_ts"}
+    sources["rtx4090-run"] = {"kind": "request-jsonl", "path": RUN_4090,
+                              "sha256": sha256_of(os.path.join(ROOT, RUN_4090)), "duration": duration,
+                              "read_as": "TTFT first_token_ts - queued_ts, E2EL last_token_ts - queued_ts, no ITL "
+                                         "samples; duration latest last_token_ts - earliest queued_ts"}
     add_cases("rtx4090-run", outputs, duration, [((99.0,), None), ((50.0, 90.0, 95.0, 99.0), {"ttft": 2000.0}),
                                                  (wide, limits_on_values(outputs))], NoTokenizer())
     with tempfile.TemporaryDirectory() as work:
         for name, run in run_lab(args.lab_python, work).items():
             outputs, duration = outputs_of_lab_run(run["requests_jsonl"], rfo)
             sources[name] = {"kind": "lab-step-model-run", "import_command": run["import_command"],
-                             "run_command": run["run_command"], "step_model_sha256": sha256_of(os.path.join(ROOT, STEP_MODEL)),
+                             "run_command": run["run_command"],
+                             "step_model_sha256": sha256_of(os.path.join(ROOT, STEP_MODEL)),
                              "requests_jsonl_sha256": sha256_of(run["requests_jsonl"]), "duration": duration}
-            add_cases(name, outputs, duration, [((99.0,), None), ((50.0, 90.0, 95.0, 99.0), {"ttft": 2000.0, "tpot": 50.0}),
-                                                (wide, limits_on_values(outputs))], NoTokenizer())
+            variants = [((99.0,), None), ((50.0, 90.0, 95.0, 99.0), {"ttft": 2000.0, "tpot": 50.0}),
+                        (wide, limits_on_values(outputs))]
+            add_cases(name, outputs, duration, variants, NoTokenizer())
     for name, (outputs, duration, with_tokenizer) in hand_cases(rfo).items():
         tokenizer = NoTokenizer() if with_tokenizer else None
         _, output_lens = vllm_row(serve, outputs, duration, (99.0,), None, tokenizer)
