@@ -65,19 +65,16 @@ class NoiseTest(unittest.TestCase):
 
 
 class RepeatCommandTest(unittest.TestCase):
-    def test_a_run_as_its_own_repeat_has_zero_noise(self):
-        """Given itself as the repeat, every percentile differs by 0: the noise column reads ±0.0% and a
-        prediction is "within noise" only where its error is exactly 0."""
+    def test_a_run_as_its_own_repeat_is_refused(self):
+        """Given itself as the repeat, every percentile would differ by 0 and the noise column would read
+        ±0.0% as if the server had no run-to-run noise: refused (tests/test_timing_repeat_run.py has a
+        genuine repeat and the other refusals)."""
         out = os.path.join(temp_dir(self), "cal")
         code, stdout, err = run_cli(["calibrate", RUN_DIR, "--train-first", "45", "--repeat", RUN_DIR,
                                      "--max-replays", "2", "--out", out])
-        self.assertEqual(code, 0, err)
-        self.assertIn("run-to-run", stdout)
-        table = json.loads(read(os.path.join(out, "calibration.json")))["held_out_table"]
-        for row in table:
-            if row["noise"] is not None:
-                self.assertEqual(row["noise"], 0.0)
-                self.assertEqual(row["within_noise"], row["error"] == 0)
+        self.assertEqual(code, 2, err)
+        self.assertIn("the same requests file", err)
+        self.assertFalse(os.path.exists(out))
 
 
 if __name__ == "__main__":

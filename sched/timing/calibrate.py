@@ -44,6 +44,7 @@ from .gpus import find_gpu
 from .identify import (MIN_BOOTSTRAP_REQUESTS, bootstrap_spread, identify_terms, too_few_to_bootstrap,
                        unidentified_by_spread)
 from .loadrun import RealRun, load_real_run, median_tpot, run_workload, training_split
+from .repeat_run import check_repeat, short_name as _short
 from .replay import replay as replay_run
 from .runmeta import FLAG_NAMES
 from .stepmodel import MIN_STEP_MS, StepModel, limits_for, step_model_to_json
@@ -87,11 +88,6 @@ def check_same_model(runs, sources) -> None:
             if digest and earlier.fitted_on.get("source_sha256") == digest and earlier.settings == run.settings:
                 raise InputError(f"{source}: the same run as {other} (identical requests file and settings): "
                                  "give each run once")
-
-
-def _short(name):
-    """A model or GPU name without its directory (``/models/org/name`` and ``org/name`` match)."""
-    return "/".join(str(name).rstrip("/").split("/")[-2:]).lower() if name else None
 
 
 def calibrate(runs, train_firsts, sources, replay, max_replays: int = MAX_REPLAYS, repeat=None) -> dict:
@@ -380,6 +376,8 @@ def _calibrate(argv: list[str]) -> int:
     if args.run_gpu is not None:
         runs = [_on_gpu(run, args.run_gpu) for run in runs]
     repeat = load_real_run(args.repeat, None, flags, sizing) if args.repeat is not None else None
+    if repeat is not None:
+        check_repeat(runs[0], repeat, args.runs[0], args.repeat)  # before any replay
     for run, n, path in zip(runs, firsts, args.runs):
         training_split(run, n, path)  # refuse a bad N before replaying anything
     workloads = [run_workload(run) for run in runs]
