@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from . import otel_run, read_vllm_bench, realrun
 from ..base.cmdline import InputError
 from ..base.strict_json import strict_json
+from ..core.config import MAX_KNOB
 from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
 from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_source, rescaled_blocks, with_mode
@@ -185,7 +186,8 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     if not os.path.exists(log_path):
         raise InputError(f"{directory}: no vllm.log beside traces.json: the engine settings are unknown")
     records = otel_run.read_spans(traces)
-    log = otel_run.read_vllm_log(log_path)
+    # with --num-gpu-blocks the log's KV size is not needed: a line stating it unreadably is then passed over
+    log = otel_run.read_vllm_log(log_path, tolerate=otel_run.KV_SIZE_KEYS if "num_gpu_blocks" in flags else ())
     given, config, notes = log["flags"], log["config"], []
     where = f"{os.path.basename(log_path)} line {log['line']}"
     in_log = {"max_num_seqs": given.get("max_num_seqs"), "max_num_batched_tokens": given.get("max_num_batched_tokens"),
@@ -235,9 +237,10 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
                              f"give it with {flag}{derive}")
     for key in ("num_gpu_blocks", "block_size", "max_num_seqs", "max_num_batched_tokens"):
         low = 2 if key == "num_gpu_blocks" else 1
-        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or settings[key] < low:
+        if not isinstance(settings[key], int) or isinstance(settings[key], bool) or not low <= settings[key] <= MAX_KNOB:
             source = f"{FLAG_NAMES[key]} {flags[key]!r}" if key in flags else f"{log_path}: field {key!r}"
-            raise InputError(f"{source}: must be a whole number >= {low}, got {settings[key]!r}")
+            bound = f" and at most {MAX_KNOB:.0e}" if isinstance(settings[key], int) and settings[key] > MAX_KNOB else ""
+            raise InputError(f"{source}: must be a whole number >= {low}{bound}, got {settings[key]!r}")
     if not isinstance(settings["enable_prefix_caching"], bool):
         raise InputError(f"{log_path}: field 'enable_prefix_caching': must be true or false, "
                          f"got {settings['enable_prefix_caching']!r}")

@@ -182,12 +182,17 @@ _CONFIG_KEYS = re.compile(r"(?:^|, )(model|served_model_name|enable_prefix_cachi
                           r"('[^']*'|[^,]*)")
 
 
-def read_vllm_log(path: str) -> dict:
+#: The log's numbers that only size the KV cache (not needed with ``--num-gpu-blocks``).
+KV_SIZE_KEYS = ("num_gpu_blocks", "kv_tokens", "available_kv_gib")
+
+
+def read_vllm_log(path: str, tolerate=()) -> dict:
     """What the last server start of ``vllm.log`` says (module docstring): ``flags`` (the
     non-default args, vLLM's names), ``config`` (model, served_model_name, enable_prefix_caching,
     tensor_parallel_size, dtype as text), ``num_gpu_blocks``, ``kv_tokens``, ``vllm_version``,
     ``weights_gib``, ``available_kv_gib`` (or ``None`` each when not logged). Raises :class:`InputError` when the log
-    shows no server start."""
+    shows no server start, or one of these numbers unreadably or out of range (GiB, tokens, blocks; :data:`_LOG_RANGES`);
+    a key in ``tolerate`` stated unreadably is ``None`` instead (the caller has it from elsewhere)."""
     text = read_result_text(path, "vLLM log")
     lines = text.splitlines()
     starts = [i for i, line in enumerate(lines) if "non-default args:" in line]
@@ -203,26 +208,48 @@ def read_vllm_log(path: str) -> dict:
         raise InputError(f"{path}: line {first + 1}: the non-default args are not a dict")
     found = {"flags": flags, "config": {}, "num_gpu_blocks": None, "kv_tokens": None, "vllm_version": None,
              "weights_gib": None, "available_kv_gib": None, "line": first + 1}
-    for line in lines[max(0, first - 3):]:
+    for number, line in enumerate(lines[max(0, first - 3):], max(0, first - 3) + 1):
         if "vLLM API server version" in line and found["vllm_version"] is None:
             found["vllm_version"] = line.rsplit("version", 1)[1].strip()
         if "LLM engine (v" in line and "with config:" in line:
             found["vllm_version"] = found["vllm_version"] or line.split("LLM engine (v", 1)[1].split(")", 1)[0]
             body = line.split("with config:", 1)[1].strip()
             found["config"] = {key: value.strip("'") for key, value in _CONFIG_KEYS.findall(body)}
-        match = re.search(r"num_gpu_blocks is: (\d+)", line)
-        if match:
-            found["num_gpu_blocks"] = int(match.group(1))
-        match = re.search(r"GPU KV cache size: ([\d,]+) tokens", line)
-        if match:
-            found["kv_tokens"] = int(match.group(1).replace(",", ""))
-        match = re.search(r"Model loading took ([\d.]+) GiB", line)
-        if match:
-            found["weights_gib"] = float(match.group(1))
-        match = re.search(r"Available KV cache memory: ([\d.]+) GiB", line)
-        if match:
-            found["available_kv_gib"] = float(match.group(1))
+        for key, pattern in _LOG_NUMBERS:
+            match = pattern.search(line)
+            if match:
+                try:
+                    found[key] = _log_number(path, number, key, match.group(1))
+                except InputError:
+                    if key not in tolerate:
+                        raise
+                    found[key] = None
     return found
+
+
+#: The numbers read from a log line: key, the text before and after the value (vLLM's wording).
+_LOG_NUMBERS = tuple((key, re.compile(before + r"(\S*)" + after)) for key, before, after in (
+    ("num_gpu_blocks", r"num_gpu_blocks is: ", r""), ("kv_tokens", r"GPU KV cache size: ", r" tokens"),
+    ("weights_gib", r"Model loading took ", r" GiB"), ("available_kv_gib", r"Available KV cache memory: ", r" GiB")))
+#: What each logged number must be: its words in the log, whole, its least and largest value (blocks as the
+#: step model's settings allow; KV tokens those blocks at block size 1024; GiB past any GPU).
+_LOG_RANGES = {"num_gpu_blocks": ("num_gpu_blocks is", True, 0, 10**9),
+               "kv_tokens": ("GPU KV cache size", True, 0, 10**12),
+               "weights_gib": ("Model loading took", False, 0, 10**6),
+               "available_kv_gib": ("Available KV cache memory", False, 0, 10**6)}
+
+
+def _log_number(path: str, line: int, key: str, text: str):
+    """The number ``text`` logged for ``key`` on line ``line`` (vLLM writes KV tokens with thousands
+    commas), or an :class:`InputError` naming the file, line and field: a value the log states
+    unreadably is not skipped in favour of another line, nor read as a guess."""
+    words, whole, low, high = _LOG_RANGES[key]
+    plain = text.replace(",", "") if key == "kv_tokens" and re.fullmatch(r"\d{1,3}(,\d{3})*", text) else text
+    if re.fullmatch(r"\d+" if whole else r"\d+(\.\d+)?", plain) and low <= float(plain) <= high:
+        return int(plain) if whole else float(plain)
+    kind = "a whole number" if whole else "a number"
+    advice = "; give it with --num-gpu-blocks" if key in KV_SIZE_KEYS else ""
+    raise InputError(f"{path}: line {line}: field {words!r}: {text[:40]!r} is not {kind} from {low} to {high:g}{advice}")
 
 
 def read_profile(path: str) -> dict:

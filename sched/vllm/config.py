@@ -58,8 +58,8 @@ class VllmKnobs:
             if value is None and knob in ("num_gpu_blocks", "timeout_ticks"):
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_KNOB:
-                what = "at least 2 (block 0 is vLLM's null block)" if knob == "num_gpu_blocks" else \
-                    f"an integer from {low} to {MAX_KNOB}"
+                what = (f"at least 2 (block 0 is vLLM's null block) and at most {MAX_KNOB}" if knob == "num_gpu_blocks"
+                        else f"an integer from {low} to {MAX_KNOB}")
                 raise ConfigError(f"--{knob.replace('_', '-')} must be {what}, got {value!r}")
         if not isinstance(self.async_scheduling, bool):
             raise ConfigError(f"--async-scheduling must be true or false, got {self.async_scheduling!r}")
