@@ -68,6 +68,17 @@ class BandByHandTest(unittest.TestCase):
         self.assertEqual(ends["fast"]["a"], 25.0)
         self.assertIn("give --weights-gb", ends["weights"])
 
+    def test_absurd_parameter_count_is_an_unknown_size(self):
+        """'Llama-99999999999999B' (a name edited by hand in step-model.json) read 1.9e14 GiB of weights
+        and printed a 2e14 ms weight read; '0B' read 0 GiB. Neither is a model's size: unknown, a kept."""
+        for name in ("org/Llama-99999999999999B", "org/Llama-0B"):
+            with self.subTest(name=name):
+                ends = carry_ends(model_on("RTX 4090", name=name), "RTX PRO 6000")
+                self.assertEqual((ends["fast"]["a"], ends["slow"]["a"]), (25.0, 25.0))
+                self.assertIn("give --weights-gb", ends["weights"])
+        # the largest count still read: 100,000 billion parameters x 2 bytes
+        self.assertIn("parameter count", carry_ends(model_on("RTX 4090", name="org/M-100000B"), "H100 SXM")["weights"])
+
     def test_weight_read_longer_than_a_takes_all_of_a(self):
         read_ms, said = weight_read(model_on("RTX 4090", a=10.0), find_gpu("RTX 4090"))
         self.assertEqual(read_ms, 10.0)                                  # 15.9 ms > a = 10 ms

@@ -53,7 +53,7 @@ import difflib
 from dataclasses import dataclass, replace
 
 from ..base.cmdline import InputError
-from .kvsize import GIB, weights_from_name
+from .kvsize import GIB, MAX_BILLIONS, weights_from_name
 
 __all__ = ["GPU", "GPUS", "find_gpu", "carry_to", "carry_ends", "weight_read", "render_gpus"]
 
@@ -156,7 +156,8 @@ def weight_read(model, source: GPU, weights_bytes: float | None = None) -> tuple
         origin = f"the parameter count in {model.fitted_on.get('model')!r}, 2 bytes each"
         if weights_bytes is None:
             return None, (f"the weights' size is unknown (no parameter count in the model's name "
-                          f"{model.fitted_on.get('model')!r}; give --weights-gb)")
+                          f"{model.fitted_on.get('model')!r}, or none from 0 to {MAX_BILLIONS:,} billion; give "
+                          "--weights-gb)")
     else:
         origin = "--weights-gb"
     read_ms = weights_bytes / (source.bandwidth_gbs * 1e9) * 1000

@@ -22,17 +22,25 @@ import re
 
 from ..base.cmdline import InputError
 
-__all__ = ["derive_num_gpu_blocks", "weights_from_name", "utilization", "GIB"]
+__all__ = ["derive_num_gpu_blocks", "weights_from_name", "utilization", "GIB", "MAX_BILLIONS"]
 
 GIB = 1024 ** 3
 
 
+#: The largest parameter count, in billions, read from a model's name: past any model (the largest
+#: published are a few thousand billion); a name saying more (a typo, a file edited by hand) is no size.
+MAX_BILLIONS = 100_000
+
+
 def weights_from_name(model: str | None, dtype_bytes: int = 2) -> float | None:
-    """Bytes of weights from a parameter count in ``model``'s name (``Llama-2-7b-hf`` → 7e9 × 2), or None."""
+    """Bytes of weights from a parameter count in ``model``'s name (``Llama-2-7b-hf`` → 7e9 × 2), or
+    None: no count in the name, or a count of 0 or above :data:`MAX_BILLIONS` billion (not a model's)."""
     if not model:
         return None
     match = re.search(r"(?<![\d.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z])", model.rsplit("/", 1)[-1])
-    return float(match.group(1)) * 1e9 * dtype_bytes if match else None
+    if not match or not 0 < float(match.group(1)) <= MAX_BILLIONS:
+        return None
+    return float(match.group(1)) * 1e9 * dtype_bytes
 
 
 def utilization(raw, where: str) -> float:
