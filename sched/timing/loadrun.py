@@ -33,7 +33,7 @@ from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
 from .kvsize import utilization as gpu_utilization
 from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_source, rescaled_blocks, with_mode
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, value_at, check_fits_cache, check_meta_against_run,
-                      flag_note, identity_from_meta, read_timeseries, settings_from)
+                      flag_note, identity_from_meta, identity_text, read_timeseries, settings_from)
 from ..workload.specs import RequestSpec, workload_to_json
 from ..workload.validation import WorkloadError, parse_workload
 from ..workload.rules import name_problem
@@ -78,9 +78,14 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
     if os.path.isdir(path):
         if not otel_run.is_otel_run(path):
             raise InputError(f"{path}: a directory without traces.json: not a vLLM OpenTelemetry run directory")
+        _no_meta(meta_path, path, "a vLLM OpenTelemetry run directory, whose settings come from its vllm.log")
         return _load_otel(path, flags, sizing)
     text = _read(path, "result file")
-    fmt = realrun.detect_format(text, path)
+    fmt = realrun.detect_format(text, path, advice="calibrate reads LLMServingSim's requests.jsonl (queued_ts), "
+                                                   "vllm bench serve --save-detailed JSON (ttfts) or a vLLM "
+                                                   "OpenTelemetry run directory (traces.json)")
+    if fmt != "request-jsonl":
+        _no_meta(meta_path, path, "a vllm bench serve result, whose settings come from its --metadata")
     directory = os.path.dirname(path)  # messages name meta.json as the user gave the run
     if meta_path is not None and not os.path.lexists(meta_path):
         raise InputError(f"{meta_path}: no such meta file (--meta)")
@@ -110,7 +115,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         if derived is not None:   # said as derived, not as a flag
             notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
         check_meta_against_run(meta, meta_path, records, path)
-        identity = identity_from_meta(meta)
+        identity = identity_from_meta(meta, meta_path)
     else:
         manifest, records, _ = realrun.import_vllm_bench(text, path)
         run = read_vllm_bench.vllm_runs(text, path)[0]
@@ -131,8 +136,10 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         settings, notes = settings_from(run, path, places=FLAT_PLACES, flags=flags)
         if derived is not None:   # said as derived, not as a flag
             notes = [note for note in notes if not note.startswith("num_gpu_blocks ")] + [derived[1]]
-        identity = {"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
-                    "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")}
+        identity = identity_text({"model": run.get("model_id"), "device": run.get("device") or run.get("gpu"),
+                                  "vllm_version": run.get("vllm_version"), "async_scheduling": run.get("async_scheduling")},
+                                 path, {"model": "model_id", "device": "device" if run.get("device") else "gpu",
+                                        "vllm_version": "vllm_version"})
     memory = derived is not None and "derived as vLLM does" in derived[1]
     records = _checked(records, settings, path, kv_source=kv_source(
         given_flags, os.path.basename(meta_path if fmt == "request-jsonl" else path), memory))
@@ -359,6 +366,13 @@ def _checked_as_workload(run: RealRun, path: str) -> RealRun:
     except WorkloadError as exc:
         raise InputError(str(exc).splitlines()[0]) from None
     return run
+
+
+def _no_meta(meta_path, path: str, what: str) -> None:
+    """``--meta`` names the meta.json of a request-jsonl run; given with another kind of run it would be ignored."""
+    if meta_path is not None:
+        raise InputError(f"--meta {meta_path}: {path} is {what}; --meta names the meta.json of a request-jsonl run "
+                         "(give the settings as flags instead, e.g. --num-gpu-blocks)")
 
 
 def run_workload(run: RealRun) -> list[RequestSpec]:

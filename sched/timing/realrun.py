@@ -191,8 +191,9 @@ def _not_a_chapter_file(text: str, source: str) -> None:
                          "serving-bench decide FCFS.json PRIORITY.json --out EVIDENCE.json")
 
 
-def detect_format(text: str, source: str) -> str:
-    """``request-jsonl`` or ``vllm-bench``, from the first record of ``text``; else an :class:`InputError`."""
+def detect_format(text: str, source: str, advice: str = "pass --format vllm-bench or request-jsonl") -> str:
+    """``request-jsonl`` or ``vllm-bench``, from the first record of ``text``; else an :class:`InputError`
+    ending with ``advice`` (what the command reads; import-results has ``--format``, calibrate has not)."""
     first = next((line for line in text.splitlines() if line.strip()), "")
     head = _json_or_none(first)
     if head is None:
@@ -203,7 +204,7 @@ def detect_format(text: str, source: str) -> str:
         return "request-jsonl"
     if isinstance(head, dict) and ("ttfts" in head or "backend" in head or "num_prompts" in head):
         return "vllm-bench"
-    raise InputError(f"{source}: unknown result format; pass --format vllm-bench or request-jsonl")
+    raise InputError(f"{source}: unknown result format; {advice}")
 
 
 def import_command(argv: list[str]) -> int:

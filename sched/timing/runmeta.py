@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 
 from ..base.cmdline import MAX_COUNT, InputError, count_or_none, decimal, integer
@@ -19,7 +20,7 @@ from ..base.files import read_regular_text
 from .stepmodel import SETTINGS
 
 __all__ = ["FLAG_NAMES", "flag_note", "SETTINGS_FROM_META", "FLAT_PLACES", "settings_from", "check_meta_against_run", "check_fits_cache",
-           "identity_from_meta", "read_timeseries"]
+           "identity_from_meta", "identity_text", "read_timeseries"]
 
 #: Where each engine setting is read in LLMServingSim's ``meta.json``: every listed place that is
 #: present must agree (a contradiction is refused).
@@ -155,10 +156,23 @@ def check_fits_cache(record: dict, settings: dict, where: str, source: str = "th
                          f"blocks of {size} tokens: {source} contradicts the run")
 
 
-def identity_from_meta(meta: dict) -> dict:
-    return {"model": meta.get("model"), "device": value_at(meta, ("hardware", "device_name")),
-            "vllm_version": meta.get("vllm_version"),
-            "async_scheduling": value_at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))}
+def identity_from_meta(meta: dict, source: str = "meta.json") -> dict:
+    """The run's model, GPU, vLLM version (each text or ``None``) and async scheduling as ``meta`` says them."""
+    return identity_text({"model": meta.get("model"), "device": value_at(meta, ("hardware", "device_name")),
+                          "vllm_version": meta.get("vllm_version"),
+                          "async_scheduling": value_at(meta, ("resolved_config", "scheduler_config", "async_scheduling"))},
+                         source, {"model": "model", "device": "hardware.device_name", "vllm_version": "vllm_version"})
+
+
+def identity_text(identity: dict, source: str, fields: dict) -> dict:
+    """``identity`` with its names checked: each key of ``fields`` (the file's field for it) must be
+    text or absent. A number or a list where a model, GPU or vLLM version is named would be
+    recorded in ``step-model.json`` and compared as a name: :class:`InputError` naming ``source``."""
+    for key, field_name in fields.items():
+        value = identity.get(key)
+        if value is not None and (not isinstance(value, str) or not value.strip()):
+            raise InputError(f"{source}: field {field_name!r}: must be a name (text), got {json.dumps(value)[:40]}")
+    return identity
 
 
 def read_timeseries(path: str) -> list | None:
