@@ -57,6 +57,27 @@ class SpanTest(unittest.TestCase):
         self.refused(lambda d: edit_span(d, "gen_ai.latency.time_in_queue", {"doubleValue": 50.0}),
                      "'gen_ai.latency.time_in_queue'", "after the first token")
 
+    def test_token_count_too_large_says_the_range(self):
+        """10^20 prompt tokens was told it 'must be a non-negative number'; it is one, only too large."""
+        self.refused(lambda d: edit_span(d, "gen_ai.usage.prompt_tokens", {"intValue": "99999999999999999999"}),
+                     "'gen_ai.usage.prompt_tokens'", "from 0 to 1e9")
+
+    def test_attributes_not_a_list(self):
+        """An object where OTLP has a list of attributes was reported as a missing request id."""
+        def edit(directory):
+            path = os.path.join(directory, "traces.json")
+            with open(path, encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+            batch = json.loads(lines[0])
+            batch["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["attributes"] = {}
+            lines[0] = json.dumps(batch)
+            with open(path, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(lines) + "\n")
+        base = copy_run(self, edit)
+        with self.assertRaises(InputError) as caught:
+            load_real_run(base)
+        self.assertIn("traces.json: line 1: span 0: field 'attributes': must be a list", str(caught.exception))
+
     def test_negative_start_time(self):
         """startTimeUnixNano -5: the run's origin moved 56 years back and the replay was judged on that."""
         self.refused(lambda d: edit_span(d, "startTimeUnixNano", "-5", field=None), "'startTimeUnixNano'",

@@ -102,8 +102,11 @@ def read_spans(path: str) -> list[dict]:
         raise InputError(f"{path}: no 'llm_request' span (vLLM's per-request span; was --otlp-traces-endpoint on?)")
     rows = []
     for index, (number, span) in enumerate(spans):
+        if span.get("attributes") is not None and not isinstance(span.get("attributes"), list):
+            raise InputError(f"{path}: line {number}: span {index}: field 'attributes': must be a list of "
+                             f"{{key, value}} objects (OTLP JSON), got {json.dumps(span.get('attributes'))[:40]}")
         raw = {item.get("key"): item.get("value") for item in span.get("attributes") or []
-               if isinstance(item, dict)} if isinstance(span.get("attributes"), list) else {}
+               if isinstance(item, dict)}
         name = raw.get("gen_ai.request.id", {})
         name = name.get("stringValue") if isinstance(name, dict) else None
         where = f"{path}: line {number}: span {index}" + (f" ({name})" if isinstance(name, str) else "")
@@ -133,7 +136,8 @@ def read_spans(path: str) -> list[dict]:
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != value \
                     or value > 1e9:
-                raise InputError(f"{where}: field {key!r}: must be a non-negative number, got {value!r}")
+                raise InputError(f"{where}: field {key!r}: must be a number from 0 to 1e9 (seconds or tokens), "
+                                 f"got {value!r}")
             numbers[key] = value
         for key in ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"):
             if numbers[key] != int(numbers[key]):
