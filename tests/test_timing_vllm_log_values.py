@@ -70,6 +70,14 @@ class LogNumberTest(unittest.TestCase):
         self.refused(edit_log("num_gpu_blocks is: 7438", "num_gpu_blocks is: 99999999999999999999999"), BLOCKS_LINE,
                      "num_gpu_blocks is", "99999999999999999999999")
 
+    def test_kv_size_that_is_not_whole_blocks_is_said(self):
+        """50,000 tokens over 7,438 blocks is 6.72 tokens a block: the two lines disagree. The block count
+        is used and the disagreement said (it was silent, and the block size then a bare default)."""
+        run = load_real_run(copy_run(self, edit_log("119,008 tokens", "50,000 tokens")))
+        self.assertEqual((run.settings["num_gpu_blocks"], run.settings["block_size"]), (7438, 16))
+        self.assertTrue(any("50000 tokens is not a whole number of its 7438 blocks" in note for note in run.notes),
+                        run.notes)
+
     def test_the_log_as_shipped_still_reads(self):
         """119,008 KV tokens and 7,438 blocks: block size 119008 / 7438 = 16."""
         run = load_real_run(copy_run(self))

@@ -207,6 +207,10 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     if in_log["block_size"] is None and log["kv_tokens"] and log["num_gpu_blocks"]:
         if log["kv_tokens"] % log["num_gpu_blocks"] == 0:
             in_log["block_size"] = log["kv_tokens"] // log["num_gpu_blocks"]
+        else:
+            notes.append(f"vllm.log's KV cache size of {log['kv_tokens']} tokens is not a whole number of its "
+                         f"{log['num_gpu_blocks']} blocks, so it does not say the block size; its num_gpu_blocks "
+                         "line is used")
     if in_log["num_gpu_blocks"] is not None and "num_gpu_blocks" not in flags and "block_size" in flags:
         in_log["num_gpu_blocks"], note = blocks_at_flag_size(in_log, log, flags["block_size"], given)
         notes += [note] if note else []
