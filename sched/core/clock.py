@@ -43,7 +43,7 @@ UNITS_NOTE_VLLM = ("Times are ticks, one vLLM engine step each; work is tokens. 
                    "KV blocks, recompute preemption, block-level prefix cache. Not milliseconds.")
 #: The units note of a ``--step-model`` run (vllm-engine.md §6).
 UNITS_NOTE_MS = ("Times are milliseconds from a step model fitted to a real run (vLLM 0.33.0's scheduler rules, "
-                 "step_ms = a + b*prompt + c*decode); the engine's own clock (the tick fields) is in microseconds. "
+                 "step_ms = a + b*prompt + c*decode + d*kv_tokens); the engine's own clock (the tick fields) is in microseconds. "
                  "A prediction, not a measurement.")
 
 #: The shorter note under the title of a ``--step-model`` run's ``timeline.svg`` (vllm-engine.md §6);

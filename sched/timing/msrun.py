@@ -269,10 +269,14 @@ def _arrivals_note(workload) -> str:
 
 
 def _fitted_on_note(model: StepModel) -> str:
+    """Where the step model holds. Async scheduling is replayed (settings.async_scheduling), so only
+    what the replay cannot see is named: the real prompts' text (prefixes they share)."""
     fitted = model.fitted_on
-    return (f"step model fitted on one run of {fitted.get('model') or 'an unknown model'} on "
+    runs = fitted.get("runs")
+    count = f"{len(runs)} runs" if isinstance(runs, list) and len(runs) > 1 else "one run"
+    return (f"step model fitted on {count} of {fitted.get('model') or 'an unknown model'} on "
             f"{fitted.get('device') or 'an unknown GPU'}, vLLM {fitted.get('vllm_version') or '?'}: valid there only; "
-            "run-to-run variance unknown; async scheduling and real prompt text can shift real results")
+            "run-to-run variance unknown; real prompt text (prefixes it shares) can shift real results")
 
 
 def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
