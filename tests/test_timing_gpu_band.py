@@ -10,6 +10,7 @@ import json
 import os
 import unittest
 
+from sched.base.cmdline import InputError
 from sched.timing.gpus import GPUS, carry_ends, carry_to, find_gpu, render_gpus, weight_read
 from sched.timing.stepmodel import StepModel
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
@@ -78,6 +79,28 @@ class BandByHandTest(unittest.TestCase):
                 self.assertIn("give --weights-gb", ends["weights"])
         # the largest count still read: 100,000 billion parameters x 2 bytes
         self.assertIn("parameter count", carry_ends(model_on("RTX 4090", name="org/M-100000B"), "H100 SXM")["weights"])
+
+    def test_tensor_parallel_reads_a_shard_per_gpu(self):
+        """Fitted with tensor_parallel_size 2: each 4090 reads 16e9 / 2 bytes, 7.937 ms of a (it read all 16e9,
+        15.9 ms, as if one GPU held the whole model)."""
+        model = model_on("RTX 4090")
+        model = StepModel(model.a_ms, model.b_ms, model.c_ms, model.settings,
+                          dict(model.fitted_on, tensor_parallel_size=2), model.d_ms)
+        ends = carry_ends(model, "RTX PRO 6000")
+        read_ms = 8e9 / 1008e9 * 1000
+        self.assertAlmostEqual(ends["fast"]["a"], 25.0 - read_ms + read_ms * 1008 / 1792)   # 21.528 ms
+        self.assertIn("1/2 per GPU at tensor_parallel_size 2", ends["weights"])
+        self.assertIn("7.94 ms at 1008 GB/s", ends["weights"])
+
+    def test_tensor_parallel_size_not_a_count_is_refused(self):
+        for shards in ("two", 0, 2.5, True):
+            with self.subTest(shards=shards):
+                model = model_on("RTX 4090")
+                model = StepModel(model.a_ms, model.b_ms, model.c_ms, model.settings,
+                                  dict(model.fitted_on, tensor_parallel_size=shards), model.d_ms)
+                with self.assertRaises(InputError) as caught:
+                    carry_ends(model, "RTX PRO 6000")
+                self.assertIn("fitted_on.tensor_parallel_size", str(caught.exception))
 
     def test_weight_read_longer_than_a_takes_all_of_a(self):
         read_ms, said = weight_read(model_on("RTX 4090", a=10.0), find_gpu("RTX 4090"))

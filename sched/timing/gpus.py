@@ -50,6 +50,7 @@ cache of another size: the engine settings (``num_gpu_blocks``) stay the fitted 
 from __future__ import annotations
 
 import difflib
+import json
 from dataclasses import dataclass, replace
 
 from ..base.cmdline import InputError
@@ -149,7 +150,9 @@ def weight_read(model, source: GPU, weights_bytes: float | None = None) -> tuple
     """``(W, said)``: the ms of ``model``'s per-step cost ``a`` that is reading the weights once at
     ``source``'s data-sheet bandwidth, ``bytes / BW`` (at most ``a``), and one sentence saying where the
     bytes came from; ``(None, why)`` when the size is unknown. ``weights_bytes``: given
-    (``--weights-gb``), else 2 bytes per parameter of the count in ``fitted_on.model``'s name."""
+    (``--weights-gb``), else 2 bytes per parameter of the count in ``fitted_on.model``'s name; with
+    ``fitted_on.tensor_parallel_size`` N > 1 each GPU reads 1/N of them (the target runs N GPUs too)."""
+    shards = _tensor_parallel(model)
     if weights_bytes is None:
         name = model.fitted_on.get("model")
         weights_bytes = weights_from_name(name) if isinstance(name, str) else None
@@ -160,6 +163,10 @@ def weight_read(model, source: GPU, weights_bytes: float | None = None) -> tuple
                           "--weights-gb)")
     else:
         origin = "--weights-gb"
+    if shards > 1:   # each GPU reads its own 1/N of the weights, at the same time
+        weights_bytes /= shards
+        origin += (f"; 1/{shards} per GPU at tensor_parallel_size {shards}, the target taken to run {shards} GPUs "
+                   "too")
     read_ms = weights_bytes / (source.bandwidth_gbs * 1e9) * 1000
     said = (f"weights {weights_bytes / GIB:.1f} GiB ({origin}) read once per step: {read_ms:.3g} ms at "
             f"{source.bandwidth_gbs:g} GB/s")
@@ -167,6 +174,18 @@ def weight_read(model, source: GPU, weights_bytes: float | None = None) -> tuple
         said += f", more than a = {model.a_ms:.3g} ms: all of a taken as weight read"
         read_ms = model.a_ms
     return read_ms, said
+
+
+def _tensor_parallel(model) -> int:
+    """``fitted_on.tensor_parallel_size`` of ``model`` (1 when not said); anything but a whole number
+    >= 1 there is an :class:`InputError` (a step model edited by hand)."""
+    shards = model.fitted_on.get("tensor_parallel_size")
+    if shards is None:
+        return 1
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= 4096:
+        raise InputError(f"the step model's fitted_on.tensor_parallel_size {json.dumps(shards)[:40]}: must be a "
+                         "whole number of GPUs from 1 to 4096")
+    return shards
 
 
 def _ratios(source: GPU, gpu: GPU) -> tuple[float, float, float]:
