@@ -64,6 +64,15 @@ class GpuCommandTest(unittest.TestCase):
         for name in ("RTX 4090", "RTX PRO 6000", "RTX A6000", "A100 80GB", "H100 SXM", "L40S", "Sources:"):
             self.assertIn(name, out)
 
+    def test_help_gpus_mistyped_points_to_the_topic(self):
+        """'help gpu' listed the commands, none of which is the GPU table a new user was looking for."""
+        for word in ("gpu", "gpuz", "gpsu"):
+            with self.subTest(word=word):
+                assert_bad_input(self, ["help", word], "did you mean 'gpus'?")
+        code, out, _ = run_cli(["help", "GPUs"])
+        self.assertEqual(code, 0)
+        self.assertIn("RTX PRO 6000", out)
+
     def test_run_carried_is_faster_and_says_so(self):
         out_dir = os.path.join(self.base, "run")
         code, out, err = run_cli(["--engine", "vllm", "--scenario", "baseline", "--step-model", self.model,

@@ -45,10 +45,14 @@ def _main_help(argv: list[str]) -> int:
     whose second half is the run's flags)."""
     if not argv or argv[0].startswith("-") or argv[0] in ("help", "run"):  # "run": the lab's own flags
         return _main_run(["--help"])
-    if argv[0] == "gpus":   # a topic, not a command: the GPU table of --gpu
+    if argv[0].lower() == "gpus":   # a topic, not a command: the GPU table of --gpu
         from ..timing.gpus import render_gpus
         sys.stdout.write(render_gpus())
         return 0
+    if _command(argv[0]) is None and difflib.get_close_matches(argv[0].lower(), ["gpus", *SUBCOMMANDS], n=1,
+                                                               cutoff=0.6) == ["gpus"]:   # the topic mistyped: the commands' list would not name it
+        raise ConfigError(f"unknown command or topic '{argv[0]}'; did you mean 'gpus'? (help gpus: the GPU table of "
+                          "--gpu)")
     words = [word for word in argv[1:2] if not word.startswith("-")]
     return _dispatch(argv[0], [*words, "--help"])
 
