@@ -21,8 +21,10 @@ from __future__ import annotations
 import re
 
 from ..base.cmdline import InputError
+from .runmeta import value_at
 
-__all__ = ["derive_num_gpu_blocks", "weights_from_name", "utilization", "GIB", "MAX_BILLIONS"]
+__all__ = ["derive_num_gpu_blocks", "derive_from_log", "derive_from_meta", "weights_from_name", "utilization", "GIB",
+           "MAX_BILLIONS"]
 
 GIB = 1024 ** 3
 
@@ -76,3 +78,61 @@ def derive_num_gpu_blocks(total_bytes: float, utilization: float, weights_bytes:
                          f"{utilization:g}) minus the weights ({weights_bytes / GIB:.1f} GiB) leaves no KV block; "
                          "give --num-gpu-blocks")
     return blocks
+
+
+def derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[int, str]:
+    """``(num_gpu_blocks, note)`` of an OpenTelemetry run whose vllm.log names no block count: from the
+    log's available KV memory, or from the GPU memory (``sizing["gpu"]``) minus the weights.
+    ``log``: :func:`sched.timing.otel_run.read_vllm_log`; ``given``, ``config``: its non-default args and
+    engine config; ``sizing["kv_bytes_per_token"]``: bytes. Raises :class:`InputError` naming ``log_path``."""
+    per_token = sizing["kv_bytes_per_token"]
+    if log["available_kv_gib"] is not None:   # vLLM's own figure, after profiling its activations
+        blocks = int(log["available_kv_gib"] * GIB // (block_size * per_token))
+        return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does: vllm.log's available KV cache memory "
+                        f"{log['available_kv_gib']:g} GiB / ({block_size} tokens x {per_token} bytes per token)")
+    gpu = sizing.get("gpu")
+    if gpu is None:
+        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names no KV size; to derive it from the GPU "
+                         "memory as vLLM does, give --run-gpu NAME (or give --num-gpu-blocks)")
+    share = utilization(given.get("gpu_memory_utilization"), log_path)
+    model = config.get("served_model_name") or config.get("model")
+    weights, said = ((log["weights_gib"] * GIB, f"vllm.log's {log['weights_gib']:g} GiB of weights")
+                     if log["weights_gib"] is not None else (weights_from_name(model), f"the parameters in {model!r}"))
+    if weights is None:
+        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names neither the KV size nor the weights; "
+                         "give --num-gpu-blocks")
+    blocks = derive_num_gpu_blocks(gpu.memory_gb * GIB, share, weights, per_token, block_size, log_path)
+    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {gpu.name}'s {gpu.memory_gb:g} GiB "
+                    f"x gpu_memory_utilization {share:g} minus {said}, activations not counted, / "
+                    f"({block_size} tokens x {per_token} bytes per token)")
+
+
+def derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
+    """``(num_gpu_blocks, note)`` of a meta.json (or a benchmark's metadata, in the same shape) without a
+    block count: its GPU memory (or ``sizing["gpu"]``'s) times its utilization minus the weights, over
+    ``sizing["kv_bytes_per_token"]`` × block size. Raises :class:`InputError` naming ``meta_path``."""
+    per_token = sizing["kv_bytes_per_token"]
+    total = value_at(meta, ("hardware", "device_total_memory_bytes"))
+    gpu = sizing.get("gpu")
+    if not isinstance(total, (int, float)) or isinstance(total, bool):
+        if gpu is None:
+            raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
+                             "to derive the KV size (or give --num-gpu-blocks)")
+        total = gpu.memory_gb * GIB
+    share = utilization(next((v for v in (value_at(meta, ("kv_cache", "gpu_memory_utilization")),
+                                                    value_at(meta, ("resolved_config", "cache_config",
+                                                               "gpu_memory_utilization"))) if v is not None), None),
+                                  meta_path)
+    weights = weights_from_name(meta.get("model"))
+    if weights is None:
+        raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
+                         "weights; give --num-gpu-blocks")
+    block_size = int(flags.get("block_size") or value_at(meta, ("kv_cache", "block_size")) or 16)
+    blocks = derive_num_gpu_blocks(total, share, weights, per_token, block_size, meta_path)
+    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {total / GIB:.2f} GiB x "
+                    f"gpu_memory_utilization {share:g} minus the parameters in {meta.get('model')!r} "
+                    f"({weights / GIB:.2f} GiB), activations not counted, / ({block_size} tokens x {per_token} "
+                    "bytes per token)")
+
+
+# --- the run as a workload -----------------------------------------------------------------------

@@ -29,8 +29,7 @@ from . import otel_run, read_vllm_bench, realrun
 from ..base.cmdline import InputError
 from ..base.strict_json import strict_json
 from ..core.config import MAX_KNOB
-from .kvsize import GIB, derive_num_gpu_blocks, weights_from_name
-from .kvsize import utilization as gpu_utilization
+from .kvsize import derive_from_log, derive_from_meta
 from .run_settings import blocks_at_flag_size, default_async_scheduling, kv_source, rescaled_blocks, with_mode
 from .runmeta import (FLAG_NAMES, FLAT_PLACES, SETTINGS_FROM_META, value_at, check_fits_cache, check_meta_against_run,
                       flag_note, identity_from_meta, identity_text, read_timeseries, settings_from)
@@ -105,7 +104,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
                                        f"block_size {size} ({os.path.basename(meta_path)} names no block count)")
             flags = dict(flags, num_gpu_blocks=derived[0])
         elif no_blocks and sizing.get("kv_bytes_per_token"):
-            derived = _derive_from_meta(meta, meta_path, flags, sizing)
+            derived = derive_from_meta(meta, meta_path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
         if derived is None:
             derived = rescaled_blocks(meta, SETTINGS_FROM_META, flags, meta_path,
@@ -126,7 +125,7 @@ def load_real_run(path: str, meta_path: str | None = None, flags: dict | None = 
         derived = None
         if "num_gpu_blocks" not in flags and sizing.get("kv_bytes_per_token") and \
                 run.get("num_gpu_blocks") is None:
-            derived = _derive_from_meta({"model": run.get("model_id"), "kv_cache": {
+            derived = derive_from_meta({"model": run.get("model_id"), "kv_cache": {
                 "gpu_memory_utilization": run.get("gpu_memory_utilization"),
                 "block_size": _number(run.get("block_size"))}}, path, flags, sizing)
             flags = dict(flags, num_gpu_blocks=derived[0])
@@ -222,7 +221,7 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
             notes.append(f"num_gpu_blocks {in_log['num_gpu_blocks']} from vllm.log's KV cache size of "
                          f"{log['kv_tokens']} tokens / block_size {block_size}")
         elif sizing.get("kv_bytes_per_token"):
-            in_log["num_gpu_blocks"], note = _derive_from_log(log, given, config, block_size, sizing, log_path)
+            in_log["num_gpu_blocks"], note = derive_from_log(log, given, config, block_size, sizing, log_path)
             memory = True
             notes.append(note)
     settings = {}
@@ -300,30 +299,6 @@ def _load_otel(directory: str, flags: dict, sizing: dict) -> RealRun:
     return _checked_as_workload(RealRun(records, settings, fitted_on, None, notes, prefix), traces)
 
 
-def _derive_from_log(log, given, config, block_size, sizing, log_path) -> tuple[int, str]:
-    """KV blocks from the log's available KV memory, or from the GPU memory minus the weights."""
-    per_token = sizing["kv_bytes_per_token"]
-    if log["available_kv_gib"] is not None:   # vLLM's own figure, after profiling its activations
-        blocks = int(log["available_kv_gib"] * GIB // (block_size * per_token))
-        return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does: vllm.log's available KV cache memory "
-                        f"{log['available_kv_gib']:g} GiB / ({block_size} tokens x {per_token} bytes per token)")
-    gpu = sizing.get("gpu")
-    if gpu is None:
-        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names no KV size; to derive it from the GPU "
-                         "memory as vLLM does, give --run-gpu NAME (or give --num-gpu-blocks)")
-    utilization = gpu_utilization(given.get("gpu_memory_utilization"), log_path)
-    model = config.get("served_model_name") or config.get("model")
-    weights, said = ((log["weights_gib"] * GIB, f"vllm.log's {log['weights_gib']:g} GiB of weights")
-                     if log["weights_gib"] is not None else (weights_from_name(model), f"the parameters in {model!r}"))
-    if weights is None:
-        raise InputError(f"{log_path}: field 'num_gpu_blocks': the log names neither the KV size nor the weights; "
-                         "give --num-gpu-blocks")
-    blocks = derive_num_gpu_blocks(gpu.memory_gb * GIB, utilization, weights, per_token, block_size, log_path)
-    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {gpu.name}'s {gpu.memory_gb:g} GiB "
-                    f"x gpu_memory_utilization {utilization:g} minus {said}, activations not counted, / "
-                    f"({block_size} tokens x {per_token} bytes per token)")
-
-
 def _number(value):
     """A ``--metadata`` value as a number (they are strings), or None."""
     try:
@@ -331,34 +306,6 @@ def _number(value):
     except (TypeError, ValueError):
         return None
 
-
-def _derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
-    """KV blocks of a meta.json without them: its GPU memory and utilization minus the weights."""
-    per_token = sizing["kv_bytes_per_token"]
-    total = value_at(meta, ("hardware", "device_total_memory_bytes"))
-    gpu = sizing.get("gpu")
-    if not isinstance(total, (int, float)) or isinstance(total, bool):
-        if gpu is None:
-            raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
-                             "to derive the KV size (or give --num-gpu-blocks)")
-        total = gpu.memory_gb * GIB
-    utilization = gpu_utilization(next((v for v in (value_at(meta, ("kv_cache", "gpu_memory_utilization")),
-                                                    value_at(meta, ("resolved_config", "cache_config",
-                                                               "gpu_memory_utilization"))) if v is not None), None),
-                                  meta_path)
-    weights = weights_from_name(meta.get("model"))
-    if weights is None:
-        raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
-                         "weights; give --num-gpu-blocks")
-    block_size = int(flags.get("block_size") or value_at(meta, ("kv_cache", "block_size")) or 16)
-    blocks = derive_num_gpu_blocks(total, utilization, weights, per_token, block_size, meta_path)
-    return blocks, (f"num_gpu_blocks {blocks} derived as vLLM does, an upper bound: {total / GIB:.2f} GiB x "
-                    f"gpu_memory_utilization {utilization:g} minus the parameters in {meta.get('model')!r} "
-                    f"({weights / GIB:.2f} GiB), activations not counted, / ({block_size} tokens x {per_token} "
-                    "bytes per token)")
-
-
-# --- the run as a workload -----------------------------------------------------------------------
 
 def _checked_as_workload(run: RealRun, path: str) -> RealRun:
     """``run`` if its requests make a ``workload.json`` the lab accepts (the same validator as every
