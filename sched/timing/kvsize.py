@@ -119,10 +119,9 @@ def derive_from_meta(meta, meta_path, flags, sizing) -> tuple[int, str]:
             raise InputError(f"{meta_path}: field 'hardware.device_total_memory_bytes': missing; give --run-gpu NAME "
                              "to derive the KV size (or give --num-gpu-blocks)")
         total = gpu.memory_gb * GIB
-    share = utilization(next((v for v in (value_at(meta, ("kv_cache", "gpu_memory_utilization")),
-                                                    value_at(meta, ("resolved_config", "cache_config",
-                                                               "gpu_memory_utilization"))) if v is not None), None),
-                                  meta_path)
+    said = (value_at(meta, ("kv_cache", "gpu_memory_utilization")),
+            value_at(meta, ("resolved_config", "cache_config", "gpu_memory_utilization")))
+    share = utilization(next((v for v in said if v is not None), None), meta_path)
     weights = weights_from_name(meta.get("model"))
     if weights is None:
         raise InputError(f"{meta_path}: field 'model': no parameter count in {meta.get('model')!r} to size the "
