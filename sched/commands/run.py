@@ -330,9 +330,10 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
                           "add --no-async-scheduling")
     if args.engine == "vllm":   # every knob checked before anything runs
         config = vllm_knobs_from_args(args)
+        notices = []   # the step model's notes and warnings, said once the checks below pass
         if args.step_model is not None:   # the fitted settings, explicit flags overriding (msrun)
             from ..timing import msrun   # only a run with a step model needs it
-            step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config)
+            step_model, config, overridden = msrun.knobs_for(args.step_model, args, argv, config, notices)
             if args.timeout_ms is not None:   # the deadline on the step model's µs clock
                 from dataclasses import replace
                 if config.async_scheduling:
@@ -347,7 +348,12 @@ def _run_with_collector_paused(argv: list[str], commands: str = "") -> int:
             except ValueError as exc:
                 raise ConfigError(str(exc)) from None
             workload = retime(workload, load["request_rate"], load["burstiness"], load["seed"])
-        check_fits(workload, config, source)
+        blocks_from = None   # the step model's settings, unless --num-gpu-blocks changed them
+        if args.step_model is not None and not any(o.startswith("--num-gpu-blocks ") for o in overridden):
+            blocks_from = f"{args.step_model}'s settings.num_gpu_blocks"
+        check_fits(workload, config, source, blocks_from)
+        for line in notices:
+            print(line, file=sys.stderr)
     else:
         _refuse_vllm_flags(args)
         config = config_from_args(args)

@@ -351,13 +351,18 @@ def _bench_line(row: dict, bench: BenchSettings) -> str:
     return "vLLM bench serve: " + ", ".join(parts) + " (linear percentiles, ms)\n"
 
 
-def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepModel, VllmKnobs, list[str]]:
+def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs,
+              notices: list | None = None) -> tuple[StepModel, VllmKnobs, list[str]]:
     """Load the step model at ``path`` and settle the run's knobs (:func:`settle_knobs`).
 
     ``args``/``argv``: the parsed run flags and the raw ones (a flag counts as given when it was
     typed, ``--policy``/``--scheduling-policy`` included); ``knobs``: the :class:`VllmKnobs` the flags alone give. Prints
-    one stderr line per override. Raises :class:`sched.core.config.ConfigError` (bad file, another engine).
+    one stderr line per override (the ``--gpu`` carry's note, the warnings), or, given a ``notices``
+    list, appends them there for the caller to print once the run's other checks have passed (bad
+    input is then one line, not warnings and an error). Raises :class:`sched.core.config.ConfigError`
+    (bad file, another engine).
     """
+    said = [] if notices is None else notices
     try:
         model = load_step_model(path)
         if getattr(args, "gpu", None) is not None:   # --gpu: the GPU-bound terms follow another GPU
@@ -365,10 +370,9 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
             weights_gb = getattr(args, "weights_gb", None)
             model = carry_to(model, args.gpu, None if weights_gb is None else weights_gb * 1024 ** 3)
             carried = model.fitted_on["carried_to"]
-            print(f"infer_sched_lab.py: note: step model carried from {carried['from']} to {carried['gpu']}: a kept, "
-                  f"b and c {carried['b_and_c']}, d {carried['d']}{_unidentified_note(model)}; "
-                  f"{carried['band']['weights']}; the band of two bounding carries is printed with the result",
-                  file=sys.stderr)
+            said.append(f"infer_sched_lab.py: note: step model carried from {carried['from']} to {carried['gpu']}: "
+                        f"a kept, b and c {carried['b_and_c']}, d {carried['d']}{_unidentified_note(model)}; "
+                        f"{carried['band']['weights']}; the band of two bounding carries is printed with the result")
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
@@ -377,9 +381,12 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs) -> tuple[StepM
     policy = knobs.policy if any(a in typed or a.startswith(tuple(f + "=" for f in typed)) for a in argv) else None
     settled, overridden = settle_knobs(model, given, policy, knobs.timeout_ticks)
     for text in overridden:
-        print(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times are "
-              "an extrapolation", file=sys.stderr)
+        said.append(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times "
+                    "are an extrapolation")
     warning = batch_cost_warning(model, settled)
     if warning:
-        print(f"infer_sched_lab.py: warning: {warning}", file=sys.stderr)
+        said.append(f"infer_sched_lab.py: warning: {warning}")
+    if notices is None:
+        for line in said:
+            print(line, file=sys.stderr)
     return model, settled, overridden

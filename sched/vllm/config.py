@@ -102,12 +102,13 @@ class VllmKnobs:
         return self.num_gpu_blocks if self.num_gpu_blocks is not None else ample_blocks(workload, self.block_size)
 
 
-def check_fits(workload, knobs: VllmKnobs, source: str = "workload") -> None:
+def check_fits(workload, knobs: VllmKnobs, source: str = "workload", blocks_from: str | None = None) -> None:
     """Refuse a workload with a request that could never finish in the KV cache: vLLM itself would
     wait forever. A lone request holds at most ``prompt + output − 1`` tokens (its last output
     token is sampled, never computed), so it must fit in ``num_gpu_blocks − 1`` blocks.
     Raises :class:`ConfigError` naming every such request (``problems``: one line each), its block
-    count and the capacity."""
+    count and the capacity. ``blocks_from`` names where the block count came from when it was not
+    the ``--num-gpu-blocks`` flag (e.g. a step model's settings)."""
     if knobs.num_gpu_blocks is None:
         return
     usable, bs = knobs.num_gpu_blocks - 1, knobs.block_size
@@ -117,7 +118,7 @@ def check_fits(workload, knobs: VllmKnobs, source: str = "workload") -> None:
         if need > usable:
             problems.append(f"{source}: request {index} ({spec.name}): prompt {spec.prompt_tokens} + output "
                             f"{spec.output_tokens} tokens need {need} KV blocks of {bs} tokens, but "
-                            f"--num-gpu-blocks {knobs.num_gpu_blocks} leaves {usable} usable: it could never "
-                            "run (vLLM would wait forever)")
+                            f"{blocks_from or '--num-gpu-blocks'} {knobs.num_gpu_blocks} leaves {usable} usable: it "
+                            "could never run (vLLM would wait forever)")
     if problems:
         raise ConfigError(problems[0], problems=problems)
