@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import math
+from array import array
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from fractions import Fraction
@@ -294,7 +295,8 @@ def _summarize(result: CaseResult) -> dict:
     emitted = hit_tokens = 0
     latest, earliest = (requests[0].done_at, requests[0].spec.arrival) if requests else (0, 0)
     rows = []   # per successful request: queue wait, TTFT, E2E, last − first token, tokens, priority, ...
-    columns = [[] for _ in range(9)]   # ... moved into columns every _ROWS_AT_ONCE rows (bounded memory)
+    # ... moved every _ROWS_AT_ONCE rows into columns of 8-byte integers (priorities and runs: lists)
+    columns = [array("q"), array("q"), array("q"), array("q"), array("q"), [], array("q"), array("q"), []]
     for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
         if open_from is not None:   # still decoding: its open run counts too
             runs = r.flat_token_runs
@@ -313,34 +315,41 @@ def _summarize(result: CaseResult) -> dict:
         if status is Status.DONE:
             rows.append((admitted - arrival, first - arrival, done - arrival, span, count, priority, first, done, runs))
             if len(rows) == _ROWS_AT_ONCE:
-                for column, values in zip(columns, zip(*rows)):
-                    column.extend(values)
+                _extend(columns, rows)
                 rows.clear()
     # ... and their columns, in workload order.
-    for column, values in zip(columns, zip(*rows)):
-        column.extend(values)
+    _extend(columns, rows)
     del rows
     waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = columns
     num_ok = len(waits)
     completed = sum(counts)
     makespan = latest - earliest
     gaps = _runs_gap_histogram(flat_runs, completed)
-    sorted_ttfts, sorted_waits = sorted(ttfts), sorted(waits)   # each sorted once for its percentiles
-    sorted_e2es = sorted(e2es)
+    # Each sample sorted once for its percentiles, one at a time (the sorted copy is the largest transient).
+    ordered = sorted(ttfts)
+    ttft_p50, ttft_p95, ttft_fairness = _nearest_rank(ordered, 50), _nearest_rank(ordered, 95), fairness(ordered)
+    ttft_stats = _sorted_stats("ttft", ordered)
+    ordered = sorted(waits)
+    wait_stats = {f"p{p}": _nearest_rank(ordered, p) for p in (50, 90, 95, 99)}
+    wait_mean, num_waits = mean(ordered), len(ordered)
+    ordered = sorted(e2es)
+    e2e_p95, e2e_stats = _nearest_rank(ordered, 95), _sorted_stats("e2e", ordered)
+    del ordered
     # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
     many = [n >= 2 for n in counts]
-    tpot_ticks, tpot_tokens = list(compress(spans, many)), [n - 1 for n in compress(counts, many)]
+    tpot_ticks = _like(spans, compress(spans, many))
+    tpot_tokens = _like(counts, map(sub, compress(counts, many), repeat(1)))
     tpot_percentiles = _ratio_percentiles(tpot_ticks, tpot_tokens, (50, 90, 95, 99))  # sorted once
     # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
     urgencies = [p or 0 for p in priorities] if len({p or 0 for p in set(priorities)}) > 1 else None
     row = {
         "case": result.case.name,
-        "p50_ttft": _nearest_rank(sorted_ttfts, 50),
-        "p95_ttft": _nearest_rank(sorted_ttfts, 95),
+        "p50_ttft": ttft_p50,
+        "p95_ttft": ttft_p95,
         "p95_itl": percentile_of_histogram(gaps, 95),
         "p95_tpot": tpot_percentiles[95],
-        "p95_e2e": _nearest_rank(sorted_e2es, 95),   # the sample sorted above (same values, same order)
-        "p95_queue_wait": _nearest_rank(sorted_waits, 95),
+        "p95_e2e": e2e_p95,
+        "p95_queue_wait": wait_stats["p95"],
         "throughput": Fraction(emitted, makespan) if makespan else None,
         "completed_output_tps": Fraction(completed, makespan) if makespan else None,
         "output_tokens": emitted,
@@ -351,23 +360,43 @@ def _summarize(result: CaseResult) -> dict:
         "error_rate": Fraction(arrived - num_ok, arrived) if arrived else None,
         "makespan": makespan,
         "latency_samples": num_ok,
-        "p50_queue_wait": _nearest_rank(sorted_waits, 50),
-        "p99_queue_wait": _nearest_rank(sorted_waits, 99),
-        "mean_queue_wait": mean(waits),
-        "fairness": fairness(ttfts),
+        "p50_queue_wait": wait_stats["p50"],
+        "p99_queue_wait": wait_stats["p99"],
+        "mean_queue_wait": wait_mean,
+        "fairness": ttft_fairness,
         "budget_utilization": Fraction(result.budget_spent, result.config.budget * makespan) if makespan else None,
         "busy_fraction": Fraction(result.busy_ticks, makespan) if makespan else None,
         "completion_rate": Fraction(num_ok, arrived) if arrived else None,
         "priority_first_token_order_score": order_score(zip(urgencies, firsts)) if urgencies else None,
         "priority_order_score": order_score(zip(urgencies, ends)) if urgencies else None,
     }
-    row.update(_sorted_stats("ttft", sorted_ttfts))
+    row.update(ttft_stats)
     row.update(_tpot_stats(tpot_ticks, tpot_tokens, tpot_percentiles))
     row.update(_itl_stats(gaps))
-    row.update(_sorted_stats("e2e", sorted_e2es))
-    row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": _nearest_rank(sorted_waits, 90),
-                "queue_wait_samples": len(sorted_waits)})
+    row.update(e2e_stats)
+    row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": wait_stats["p90"],
+                "queue_wait_samples": num_waits})
     return row
+
+
+def _extend(columns: list, rows: list) -> None:
+    """Move ``rows`` (tuples, one per request) into ``columns``, one column per tuple position: an
+    integer array (8 bytes a value, no object per value) turns into a list for a value it cannot
+    hold (a non-integer, an integer beyond 64 bits); a list takes any value."""
+    for at, values in enumerate(zip(*rows)):
+        column = columns[at]
+        if type(column) is array:
+            try:
+                column.extend(array("q", values))
+                continue
+            except (TypeError, OverflowError):
+                columns[at] = column = column.tolist()
+        column.extend(values)
+
+
+def _like(column, values):
+    """``values`` (drawn from ``column``) as an integer array when ``column`` is one, else as a list."""
+    return array("q", values) if type(column) is array else list(values)
 
 
 def _sorted_stats(metric: str, ordered: list) -> dict:

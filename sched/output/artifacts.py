@@ -23,7 +23,8 @@ from ..core.records import CaseResult
 from .report import render_report
 from .vllm_artifacts import manifest_config, table_header
 from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
-from ..workload.specs import RequestSpec, workload_json_and_sha256, workload_sha256, workload_tick_ms
+from ..workload.specs import (RequestSpec, workload_json_and_sha256, workload_json_chunks, workload_sha256,
+                              workload_tick_ms)
 
 __all__ = ["LabRun", "render_artifacts", "render_table", "stream_artifacts", "UNITS_NOTE"]
 
@@ -252,7 +253,7 @@ def _with_load(run: LabRun, summaries: list[dict]) -> tuple[list[dict], tuple, d
 
 
 def stream_artifacts(run: LabRun) -> dict:
-    """Like :func:`render_artifacts`, but ``requests.jsonl`` and ``timeline.jsonl`` are iterators
+    """Like :func:`render_artifacts`, but ``requests.jsonl``, ``timeline.jsonl`` and ``workload.json`` are iterators
     of text chunks that :func:`sched.base.safe_write.write_artifacts` streams to disk; the bytes are the
     same. A run whose cases were rendered where they were simulated (``run._sections``) reads them
     back instead of rendering them again."""
@@ -266,7 +267,10 @@ def stream_artifacts(run: LabRun) -> dict:
 def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
     """Every artifact's text by file name (:data:`sched.base.safe_write.ARTIFACT_FILES`); same run → same bytes."""
     raw_summaries = run.summaries
-    workload_text, sha256 = run.workload_json()   # the workload's text built once
+    # The workload's text built once; when streaming (:func:`stream_artifacts`) and not at hand, text
+    # chunks rendered as they are written (its sha256 is hashed in chunks too: never held whole).
+    workload_text = (run.workload_json()[0] if jsonl is jsonl_text or run._workload_json
+                     else workload_json_chunks(run.workload))
     table = render_table(run, raw_summaries)  # summaries computed once for every file
     raw_summaries, fields, field_units = _with_load(run, raw_summaries)
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]

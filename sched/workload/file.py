@@ -76,7 +76,7 @@ _REQUEST_LINE = re.compile(
 _OPEN, _CLOSE = '\n  "requests": [\n', "\n  ]\n}"
 
 
-def canonical_columns(text: str) -> tuple[str, tuple] | None:
+def canonical_columns(text: str, names_only: bool = False) -> tuple[str, tuple] | None:
     """Split workload text in the canonical layout into its header and its requests' columns.
 
     Returns ``(header_text, columns)``: ``header_text`` is ``text`` with the ``requests`` list
@@ -86,6 +86,7 @@ def canonical_columns(text: str) -> tuple[str, tuple] | None:
     ``None`` unless the list has one request per line, each written exactly as
     :meth:`sched.workload.specs.RequestSpec.to_json` and :func:`json.dumps` write it (no escapes in
     strings, no ``prefix_blocks``): then the full decode decides. Values are not checked here.
+    With ``names_only`` the six other columns stay empty (a reader that needs only the names).
     """
     start = text.find(_OPEN)
     end = len(text) - len(_CLOSE) - text.endswith("\n")
@@ -97,6 +98,9 @@ def canonical_columns(text: str) -> tuple[str, tuple] | None:
     begin = start + len(_OPEN)
     last = text.rfind("\n", begin, end) + 1 or begin
     columns = ([], [], [], [], [], [], [])
+    # One int object per distinct token count (a count is one of few values; each int is 28 bytes):
+    # the columns of a large workload then hold references, not an object per request and field.
+    shared = {}.setdefault
     pieces = []
     at = begin
     while at < last:
@@ -110,14 +114,23 @@ def canonical_columns(text: str) -> tuple[str, tuple] | None:
         # Each match is one whole line (from a line start to its newline): as many as lines = all of them.
         if not rows or len(rows) != piece.count("\n", lo, hi):
             return None
+        if names_only:
+            columns[0].extend(row[0] for row in rows)
+            continue
         values = [*chain.from_iterable(rows)]   # row after row; every 7th value is one column (quicker than zip)
         names, arrivals, keys, prefixes, suffixes, outputs, priorities = (values[i::7] for i in range(7))
         for column, part in zip(columns, (
                 names, map(int, arrivals), [None if key == "null" else key[1:-1] for key in keys],
-                map(int, prefixes), map(int, suffixes), map(int, outputs),
+                _shared(prefixes, shared), _shared(suffixes, shared), _shared(outputs, shared),
                 [int(p) if p else None for p in priorities])):
             column.extend(part)
     return text[:start] + '\n  "requests": []\n}', columns
+
+
+def _shared(texts, shared):
+    """The integers written in ``texts``, each value one object (``shared``: a dict's setdefault)."""
+    values = [*map(int, texts)]
+    return map(shared, values, values)
 
 
 #: Characters of workload text matched at a time by :func:`canonical_columns` (about 8,000 requests).

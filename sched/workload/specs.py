@@ -28,6 +28,7 @@ __all__ = [
     "workload_to_json",
     "workload_sha256",
     "workload_json_and_sha256",
+    "workload_json_chunks",
 ]
 
 
@@ -230,8 +231,38 @@ def _request_lines(specs: list[RequestSpec]):
 
 
 def workload_sha256(specs: list[RequestSpec]) -> str:
-    """sha256 (hex) of the canonical workload text (without the units note)."""
-    return hashlib.sha256(workload_to_json(specs).encode("utf-8")).hexdigest()
+    """sha256 (hex) of the canonical workload text (without the units note), hashed a chunk at a
+    time (:func:`workload_json_chunks`): the whole text is never held."""
+    hasher = hashlib.sha256()
+    for chunk in workload_json_chunks(specs, units=False):
+        hasher.update(chunk.encode("utf-8"))
+    return hasher.hexdigest()
+
+
+def workload_json_chunks(specs: list[RequestSpec], units: bool = True):
+    """:func:`workload_to_json` ``(specs, units)`` as text chunks, :data:`_LINES_PER_CHUNK` request
+    lines each (joined, they are that text, byte for byte): a large workload is streamed to disk or
+    hashed without its whole text in memory (a 10^6-request workload is about 120 MB of text)."""
+    if not specs:
+        yield workload_to_json(specs, units=units)
+        return
+    head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
+    block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
+    if block_size is not None:
+        head += f"  \"block_size\": {block_size},\n"
+    tick_ms = workload_tick_ms(specs)
+    if tick_ms is not None:
+        head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
+    yield "{\n" + head + "  \"requests\": [\n"
+    lines = _request_lines(specs)
+    separator = ""
+    while True:
+        chunk = ",\n".join(islice(lines, _LINES_PER_CHUNK))
+        if not chunk:
+            break
+        yield separator + chunk
+        separator = ",\n"
+    yield "\n  ]\n}\n"
 
 
 def workload_json_and_sha256(specs: list[RequestSpec]) -> tuple[str, str]:
