@@ -31,8 +31,9 @@ from ..base.cmdline import EXIT_OK, InputError, LineParser, integer, run_command
 from ..core.clock import RunClock
 from ..workload.file import canonical_columns
 from ..output.vllm_artifacts import async_scheduling_of
-from .rundiff_input import (MS_REQUEST_FIELDS, REQUEST_FIELDS, diff_manifest, missing_line_error, read_text,
-                            request_lines, request_values, second_line_error, summary_rows, workload_by_name)
+from .rundiff_input import (MS_REQUEST_FIELDS, REQUEST_FIELDS, TAKEN, diff_manifest, missing_line_error, name_index,
+                            read_text, request_lines, request_values, same_text, second_line_error, summary_rows,
+                            workload_by_name)
 
 __all__ = ["command", "diff_runs", "format_diff", "RunDiff", "REQUEST_FIELDS", "MS_REQUEST_FIELDS", "MAX_ROWS"]
 
@@ -89,14 +90,15 @@ def _row_changed(a: dict, b: dict) -> bool:
 
 def _workloads(dir_a: str, dir_b: str) -> tuple[dict, dict, list[str]]:
     """The requests of both runs by name and the workload lines of the report. Two runs of the same
-    workload file (the common case) differ in nothing: the names are read once, column by column
-    when the file has the canonical layout, without keeping an object per request."""
-    texts = [read_text(os.path.join(d, "workload.json")) for d in (dir_a, dir_b)]
-    if texts[0] == texts[1]:
-        found = canonical_columns(texts[0])
-        names = dict.fromkeys(found[1][0]) if found is not None else workload_by_name(dir_a, texts[0])
+    workload file (the common case) differ in nothing: A's text is read, B's compared with it a
+    chunk at a time, and the names read once (column by column when the file has the canonical
+    layout), as name -> index, without an object per request beyond its name."""
+    text = read_text(os.path.join(dir_a, "workload.json"))
+    if same_text(text, os.path.join(dir_b, "workload.json")):
+        found = canonical_columns(text, names_only=True)
+        names = name_index(found[1][0] if found is not None else workload_by_name(dir_a, text))
         return names, names, []
-    a, b = workload_by_name(dir_a, texts[0]), workload_by_name(dir_b, texts[1])
+    a, b = workload_by_name(dir_a, text), workload_by_name(dir_b)
     return a, b, _workload_lines(a, b)
 
 
@@ -186,21 +188,21 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
         result.cases_only = ([c for c in sum_a if c not in sum_b], [c for c in sum_b if c not in sum_a])
     # A's lines are kept as a few values each; B's are streamed past them, each compared at once and
     # its A row replaced by a mark (a second B line for it is refused, a missing one named).
-    rows_a = request_values(dir_a, sum_a, workloads[0], result.unit, clocks[0].is_vllm,
-                       async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json")))
+    rows_a = request_values(dir_a, sum_a, workloads[0] if workloads[0] is workloads[1] else name_index(workloads[0]),
+                            result.unit, clocks[0].is_vllm,
+                            async_scheduling_of(manifests[0], os.path.join(dir_a, "manifest.json")))
     shown = {c for c, _, _ in result.summaries}
     changed: dict[str, list] = {c: [] for c in shown}
     only_b, count_b = set(), 0
     for key, b, where in request_lines(dir_b, sum_b, workloads[1], result.unit, clocks[1].is_vllm,
                                         async_scheduling_of(manifests[1], os.path.join(dir_b, "manifest.json"))):
-        a = rows_a.get(key, _ABSENT)
-        if a is _SEEN or key in only_b:
+        a = rows_a.take(*key)
+        if a is TAKEN or key in only_b:
             raise second_line_error(where, key[0])
         count_b += 1
-        if a is _ABSENT:
+        if a is None:
             only_b.add(key)
             continue
-        rows_a[key] = _SEEN
         if key[0] not in shown:
             continue
         fields = {f: (x, y) for f, x, y in zip(REQUEST_FIELDS, a[1:-1], b[1:]) if x != y}
@@ -211,7 +213,7 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
             if top is not None and len(found) >= 2 * top + 64:   # keep the largest, count the rest
                 _keep_largest(found, top, result, key[0])
     if count_b != len(sum_b) * len(workloads[1]):
-        raise missing_line_error(dir_b, sum_b, workloads[1], lambda k: rows_a.get(k) is _SEEN or k in only_b)
+        raise missing_line_error(dir_b, sum_b, workloads[1], lambda k: rows_a.taken(k) or k in only_b)
     for case, _, _ in result.summaries:
         found = changed[case]
         if top is not None:
@@ -219,9 +221,6 @@ def diff_runs(dir_a: str, dir_b: str, case: str | None = None, top: int | None =
         found.sort(key=lambda entry: entry[0])
         result.requests[case] = [row for _, row in found]
     return result
-
-
-_ABSENT, _SEEN = object(), object()
 
 
 def _keep_largest(found: list, top: int, result: "RunDiff", case: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from array import array
 
 from ..base.cmdline import InputError, parse_json
 from ..base.files import open_regular, read_regular_text
@@ -130,22 +131,121 @@ def missing_line_error(directory: str, cases, names, seen) -> InputError:
                       "this request of workload.json")
 
 
-def request_values(directory: str, cases, names, unit: str = "ticks", vllm: bool = False,
-              async_scheduling: bool = False) -> dict[tuple[str, str], tuple]:
-    """(case, name) -> ``(status, *the REQUEST_FIELDS values, place)`` of each line of
-    ``requests.jsonl`` (:func:`request_lines`; ``place``: the line's rank among its case's lines,
-    from 0). A simulated run has exactly one line per request of ``names`` (workload.json) and case
-    of ``cases`` (summary.json): a second line or a missing one is refused."""
-    rows = {}
+class RequestValues:
+    """One run's ``requests.jsonl`` reduced to a few numbers per request (:func:`request_values`),
+    held column by column: per case, an array of status codes and one array per
+    :data:`REQUEST_FIELDS` value, indexed by the request's place in ``workload.json`` (``names``:
+    name -> index), 4 bytes a value (8, or a list, for a value that needs it: a larger number, a
+    float of ms); not a dict or a tuple per line. ``None`` is kept as -1 (every value is >= 0).
+    """
+
+    _ABSENT, _SEEN = -1, -2   # status codes of a request without a line (yet), and of one taken
+
+    def __init__(self, cases, names: dict) -> None:
+        self.names, size = names, len(names)
+        self.statuses: list[str] = []          # the status strings, by code
+        self._codes: dict[str, int] = {}
+        self.cases = {case: ([array("i", [self._ABSENT]) * size]
+                             + [array("i", bytes(4 * size)) for _ in range(len(REQUEST_FIELDS) + 1)])
+                      for case in cases}       # case -> [status codes, *field columns, places]
+        self.count = 0
+
+    def add(self, case: str, name: str, row: tuple, place: int) -> bool:
+        """Keep ``row`` (``(status, *the REQUEST_FIELDS values)``) of request ``name`` in ``case``,
+        its ``place`` among the case's lines; ``False`` (nothing kept) when it already has a line."""
+        columns, index = self.cases[case], self.names[name]
+        if columns[0][index] != self._ABSENT:
+            return False
+        status = row[0]
+        code = self._codes.get(status)
+        if code is None:
+            code = self._codes[status] = len(self.statuses)
+            self.statuses.append(status)
+        for at, value in enumerate((code, *row[1:], place)):
+            _put(columns, at, index, -1 if value is None else value)
+        self.count += 1
+        return True
+
+    def take(self, case: str, name: str):
+        """``(status, *the REQUEST_FIELDS values, place)`` of request ``name`` in ``case``, marked as
+        taken; ``None`` when the run has no such line, :data:`TAKEN` when it was taken before."""
+        columns = self.cases.get(case)
+        index = self.names.get(name)
+        if columns is None or index is None or columns[0][index] == self._ABSENT:
+            return None
+        code = columns[0][index]
+        if code == self._SEEN:
+            return TAKEN
+        columns[0][index] = self._SEEN
+        values = [column[index] for column in columns[1:]]
+        return (self.statuses[code], *(None if value == -1 else value for value in values[:-1]), values[-1])
+
+    def taken(self, key: tuple) -> bool:
+        """Whether the line of ``key`` ``(case, name)`` was taken (:meth:`take`)."""
+        columns, index = self.cases.get(key[0]), self.names.get(key[1])
+        return columns is not None and index is not None and columns[0][index] == self._SEEN
+
+
+#: What :meth:`RequestValues.take` returns for a line taken before.
+TAKEN = object()
+
+
+def _put(columns: list, at: int, index: int, value) -> None:
+    """``columns[at][index] = value``, the column widened first when it cannot hold ``value``: 4-byte
+    integers, then 8-byte integers, then a list (a float, or a number beyond 64 bits)."""
+    column = columns[at]
+    try:
+        column[index] = value
+        return
+    except (TypeError, OverflowError):
+        pass
+    if type(value) is int and column.typecode == "i" and -2**63 <= value < 2**63:
+        column = array("q", column)
+    else:
+        column = column.tolist()
+    column[index] = value
+    columns[at] = column
+
+
+def request_values(directory: str, cases, names: dict, unit: str = "ticks", vllm: bool = False,
+                   async_scheduling: bool = False) -> RequestValues:
+    """The :class:`RequestValues` of ``requests.jsonl`` (:func:`request_lines`; ``names``:
+    workload.json's name -> index): per case and request ``(status, *the REQUEST_FIELDS values,
+    place)`` (``place``: the line's rank among its case's lines, from 0). A simulated run has exactly
+    one line per request of ``names`` and case of ``cases`` (summary.json): a second line or a
+    missing one is refused."""
+    rows = RequestValues(cases, names)
     places = dict.fromkeys(cases, 0)
     for key, row, where in request_lines(directory, cases, names, unit, vllm, async_scheduling):
-        if key in rows:
+        if not rows.add(key[0], key[1], row, places[key[0]]):
             raise second_line_error(where, key[0])
-        rows[key] = (*row, places[key[0]])
         places[key[0]] += 1
-    if len(rows) != len(cases) * len(names):
-        raise missing_line_error(directory, cases, names, rows.__contains__)
+    if rows.count != len(cases) * len(names):
+        raise missing_line_error(directory, cases, names, lambda key: rows.cases[key[0]][0][names[key[1]]] >= 0)
     return rows
+
+
+def same_text(text: str, path: str) -> bool:
+    """Whether the text of the file ``path`` is ``text``, read a chunk at a time (never held whole)."""
+    try:
+        with open_regular(path) as handle:
+            at = 0
+            while True:
+                chunk = handle.read(1 << 20)
+                if not chunk:
+                    return at == len(text)
+                if not text.startswith(chunk, at):
+                    return False
+                at += len(chunk)
+    except FileNotFoundError:
+        raise InputError(f"{path}: missing (is {os.path.dirname(path) or '.'} a run's --artifacts directory?)") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path}: not UTF-8 text") from None
+
+
+def name_index(names) -> dict[str, int]:
+    """name -> its index among the distinct ``names`` (in order; a name given twice keeps its first place)."""
+    return dict(zip(dict.fromkeys(names), range(len(names))))
 
 
 def workload_by_name(directory: str, text: str | None = None) -> dict[str, dict]:
