@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
+from itertools import compress, repeat
 
 from ..base.files import open_regular
 from ..base.cmdline import InputError, count_or_none, need, number_or_none, parse_json
@@ -27,7 +28,8 @@ from .run_manifest import read_manifest
 from ..core.clock import RunClock
 from ..core.metrics import COMPARE_FIELDS
 from ..output.vllm_artifacts import async_scheduling_of
-from .trace import Trace, case_rows, check_consistency, check_summary_row, read_trace
+from ..workload.file import canonical_columns
+from .trace import Expected, Trace, case_rows, check_consistency, check_summary_row, read_trace
 
 __all__ = ["Side", "load_side", "check_evidence"]
 
@@ -154,22 +156,7 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
     if case not in settings:
         raise InputError(f"{where}: field 'cases': no settings for case {case!r}")
     config = need(manifest.get("config"), dict, f"{where}: field 'config'", "an object", nullable=True) or {}
-    workload_path = os.path.join(directory, "workload.json")
-    text = _read_text(workload_path, "is this a run directory (--artifacts or import-results)?")
-    try:
-        workload = json.loads(text, object_hook=_compact_request)
-    except (ValueError, RecursionError):
-        workload = parse_json(text, workload_path)  # raises the one-line error
-    del text
-    need(workload, dict, workload_path, "a JSON object")
-    requests = need(workload.get("requests"), list, f"{workload_path}: field 'requests'", "a list of requests")
-    for index, request in enumerate(requests):
-        if isinstance(request, _Request):
-            continue
-        at = f"{workload_path}: request {index}"
-        need(request, dict, at, "an object")
-        need(request.get("name"), str, f"{at}: field 'name'", "a string")
-        need(request.get("priority"), int, f"{at} ({request['name']}): field 'priority'", "an integer", nullable=True)
+    names, priorities = _workload_requests(os.path.join(directory, "workload.json"))
     fixed = {
         "engine": f"{manifest.get('tool')} {manifest.get('version')}",
         "workload_sha256": manifest.get("workload_sha256"),
@@ -195,11 +182,49 @@ def _simulated_side(directory, manifest, row, requests_path, case, label) -> Sid
         scheduler = {"policy": manifest.get("policy"), **{key: config.get(key) for key in _VLLM_KNOBS}}
         if async_scheduling_of(manifest, where):   # a setting only when on: sync sides compare as before
             scheduler["async_scheduling"] = True
-    expected = [name for name, _ in requests]
-    priorities = {name: priority or 0 for name, priority in requests}
-    trace = read_trace(requests_path, case, priorities, suffix="_ms" if step_model else "")
-    return Side(label, fixed["units"], fixed, scheduler, row, trace, expected, len(expected),
-                set(priorities.values()))
+    suffix = "_ms" if step_model else ""
+    if len(set(names)) == len(names):   # counted by request index, a few bytes each
+        classes = {0} if priorities is None else {p or 0 for p in set(priorities)}
+        trace = read_trace(requests_path, case, suffix=suffix, expected=Expected(names, priorities))
+    else:   # a name listed twice: counted by name, as the ids are
+        by_name = {name: priority or 0 for name, priority in zip(names, priorities or repeat(None))}
+        classes = set(by_name.values())
+        trace = read_trace(requests_path, case, by_name, suffix=suffix)
+    return Side(label, fixed["units"], fixed, scheduler, row, trace, names, len(names), classes)
+
+
+def _workload_requests(workload_path: str) -> tuple[list, list | None]:
+    """The names of ``workload.json``'s requests in order and their priorities (``None`` for a request
+    without one; the list ``None`` when no request has one), each checked; read column by column when
+    the file has the canonical layout, else decoded keeping a pair per request, not a dict."""
+    text = _read_text(workload_path, "is this a run directory (--artifacts or import-results)?")
+    found = canonical_columns(text, keep=(0, 6))
+    if found is not None:
+        try:
+            header = json.loads(found[0])
+        except (ValueError, RecursionError):
+            header = None
+        if isinstance(header, dict) and header.get("requests") == []:
+            del text
+            names, priorities = found[1][0], found[1][6]
+            return names, priorities if any(p is not None for p in priorities) else None
+    try:
+        workload = json.loads(text, object_hook=_compact_request)
+    except (ValueError, RecursionError):
+        workload = parse_json(text, workload_path)  # raises the one-line error
+    del text
+    need(workload, dict, workload_path, "a JSON object")
+    requests = need(workload.get("requests"), list, f"{workload_path}: field 'requests'", "a list of requests")
+    for index, request in enumerate(requests):
+        if isinstance(request, _Request):
+            continue
+        at = f"{workload_path}: request {index}"
+        need(request, dict, at, "an object")
+        need(request.get("name"), str, f"{at}: field 'name'", "a string")
+        need(request.get("priority"), int, f"{at} ({request['name']}): field 'priority'", "an integer", nullable=True)
+    names = [name for name, _ in requests]
+    priorities = [priority for _, priority in requests]
+    return names, priorities if any(p is not None for p in priorities) else None
 
 
 #: A vLLM-engine run's scheduler settings (``manifest.json`` ``config``), vLLM's names.
@@ -258,7 +283,15 @@ def check_evidence(side: Side) -> dict:
     counts = side.trace.counts
     duplicated = sorted(name for name, count in counts.items() if count > 1)
     never_ended = sorted(side.trace.never_ended)
-    if not side.has_trace:
+    seen = side.trace.seen
+    if seen is not None:   # counted by request index: counts holds only the ids the workload does not list
+        names = side.trace.expected.names
+        duplicated = sorted(duplicated + list(compress(names, map((1).__lt__, seen))))
+        lost = set(compress(names, map((0).__eq__, seen))) if seen.count(0) else set()
+        lost = sorted(lost | {name for name in never_ended if side.trace.expected.find(name, len(names)) is not None})
+        unknown = sorted(counts)
+        num_lost = len(lost)
+    elif not side.has_trace:
         lost, unknown, num_lost = [], [], 0      # no trace at all: missing evidence, not lost requests
     elif side.expected is not None:
         expected = set(side.expected)
@@ -272,5 +305,5 @@ def check_evidence(side: Side) -> dict:
     if not side.has_trace:
         missing.append("per-request trace")
     return {"arrived": len(side.expected) if side.expected is not None else side.num_expected,
-            "in_trace": len(counts), "duplicated": duplicated, "lost": lost, "unknown": unknown,
+            "in_trace": side.trace.num_ids, "duplicated": duplicated, "lost": lost, "unknown": unknown,
             "num_lost": num_lost, "missing_metrics": missing}

@@ -95,7 +95,7 @@ def _workloads(dir_a: str, dir_b: str) -> tuple[dict, dict, list[str]]:
     layout), as name -> index, without an object per request beyond its name."""
     text = read_text(os.path.join(dir_a, "workload.json"))
     if same_text(text, os.path.join(dir_b, "workload.json")):
-        found = canonical_columns(text, names_only=True)
+        found = canonical_columns(text, keep=(0,))
         names = name_index(found[1][0] if found is not None else workload_by_name(dir_a, text))
         return names, names, []
     a, b = workload_by_name(dir_a, text), workload_by_name(dir_b)

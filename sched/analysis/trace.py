@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -27,7 +28,7 @@ from ..base.cmdline import MAX_COUNT, NON_FINITE_AS_NONE, InputError, count_or_n
 from ..base.files import open_regular
 from ..core.metrics import percentile_of_histogram
 
-__all__ = ["Trace", "read_trace", "case_rows", "check_summary_row", "check_consistency", "FRACTION_FIELDS"]
+__all__ = ["Trace", "Expected", "read_trace", "case_rows", "check_summary_row", "check_consistency", "FRACTION_FIELDS"]
 
 #: Summary fields that are fractions or shares in [0, 1].
 FRACTION_FIELDS = ("error_rate", "completion_rate", "fairness", "budget_utilization", "busy_fraction",
@@ -69,6 +70,32 @@ def check_summary_row(row: dict, where: str) -> None:
                              f"is {row['succeeded']} / {arrived}")
 
 
+class Expected:
+    """The requests a simulated run's ``workload.json`` lists, as a comparison reads its trace:
+    ``names`` in workload order (distinct), ``priorities`` (a priority or ``None`` per request, or
+    ``None`` when no request gives one). A line is matched to its request by its place first (a
+    case's lines follow the workload's order), else by name: no dict per request unless the lines
+    are out of order."""
+
+    __slots__ = ("names", "priorities", "_index")
+
+    def __init__(self, names: list, priorities) -> None:
+        self.names, self.priorities, self._index = names, priorities, None
+
+    def find(self, name: str, place: int) -> int | None:
+        """The index of request ``name`` (``place``: where the line stands among its case's lines), or ``None``."""
+        names = self.names
+        if place < len(names) and names[place] == name:
+            return place
+        if self._index is None:
+            self._index = dict(zip(names, range(len(names))))
+        return self._index.get(name)
+
+    def priority(self, index: int) -> int:
+        """The priority class of request ``index`` (none given = 0)."""
+        return 0 if self.priorities is None else self.priorities[index] or 0
+
+
 @dataclass(slots=True)
 class Trace:
     """One case's request lines, reduced to what a comparison needs.
@@ -81,6 +108,8 @@ class Trace:
     ``row_priorities``: the set of the lines' own ``priority`` values, ``None`` once a line has none;
     ``empty_ok``: the ids of successful lines whose ``output_text_empty`` is ``true`` (a real engine's
     "ok" without text), in file order; ``first_arrival``/``last_arrival``: the span of the lines' arrivals (the offered load's span).
+    Read with an :class:`Expected` (``expected``), ``seen`` counts the lines of each expected request
+    by index and ``counts`` holds only the ids it does not list.
     """
 
     counts: dict = field(default_factory=dict)
@@ -96,6 +125,13 @@ class Trace:
     first_arrival: float | None = None
     last_arrival: float | None = None
     arrivals_known: bool = True
+    expected: Expected | None = None
+    seen: array | None = None
+
+    @property
+    def num_ids(self) -> int:
+        """Distinct ids with a line."""
+        return len(self.counts) + (0 if self.seen is None else len(self.seen) - self.seen.count(0))
 
 
 def _request_row(row, where: str) -> dict:
@@ -158,22 +194,30 @@ def case_rows(path: str, case: str):
         raise InputError(f"{path}: cannot read ({exc})") from None
 
 
-def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str = "") -> Trace:
+def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str = "",
+               expected: Expected | None = None) -> Trace:
     """The :class:`Trace` of ``case`` in ``requests.jsonl`` at ``path``, in one streaming pass.
 
     ``priorities`` (id → priority, from the workload) classes each successful line's E2E; without
     it a line's own ``priority`` field is used. ``suffix`` ``"_ms"`` reads the latencies from
     ``ttft_ms``, ``e2e_ms`` and ``queue_wait_ms`` (a ``--step-model`` run, whose ``ttft`` ... are
-    µs ticks while its summary is in ms). Raises :class:`InputError` for a bad line.
+    µs ticks while its summary is in ms). ``expected`` (instead of ``priorities``): the workload's
+    requests, counted by index (:class:`Expected`). Raises :class:`InputError` for a bad line.
     """
-    trace = Trace()
+    trace = Trace(expected=expected)
     counts, samples = trace.counts, trace.samples
+    if expected is not None:
+        seen = trace.seen = array("i", bytes(4 * len(expected.names)))
     for number, row in case_rows(path, case):
         if suffix:
             for key in _PERCENTILES:
                 number_or_none(row.get(key + suffix), f"{path}: line {number}: field {key + suffix!r}", low=0)
         name, status = row["name"], row.get("status")
-        counts[name] = counts.get(name, 0) + 1
+        at = None if expected is None else expected.find(name, trace.num_rows)
+        if at is None:
+            counts[name] = counts.get(name, 0) + 1
+        else:
+            seen[at] += 1
         trace.num_rows += 1
         trace.emitted += row.get("output_tokens_emitted") or 0
         own = row.get("priority")
@@ -201,7 +245,10 @@ def read_trace(path: str, case: str, priorities: dict | None = None, suffix: str
             if row.get(key + suffix) is not None:
                 histogram[row[key + suffix]] += 1
         if row.get("e2e" + suffix) is not None:
-            priority = priorities.get(name) if priorities is not None else own
+            if expected is not None:
+                priority = None if at is None else expected.priority(at)
+            else:
+                priority = priorities.get(name) if priorities is not None else own
             trace.e2e_by_priority.setdefault(priority, Counter())[row["e2e" + suffix]] += 1
     return trace
 

@@ -76,7 +76,7 @@ _REQUEST_LINE = re.compile(
 _OPEN, _CLOSE = '\n  "requests": [\n', "\n  ]\n}"
 
 
-def canonical_columns(text: str, names_only: bool = False) -> tuple[str, tuple] | None:
+def canonical_columns(text: str, keep: tuple | None = None) -> tuple[str, tuple] | None:
     """Split workload text in the canonical layout into its header and its requests' columns.
 
     Returns ``(header_text, columns)``: ``header_text`` is ``text`` with the ``requests`` list
@@ -86,7 +86,8 @@ def canonical_columns(text: str, names_only: bool = False) -> tuple[str, tuple] 
     ``None`` unless the list has one request per line, each written exactly as
     :meth:`sched.workload.specs.RequestSpec.to_json` and :func:`json.dumps` write it (no escapes in
     strings, no ``prefix_blocks``): then the full decode decides. Values are not checked here.
-    With ``names_only`` the six other columns stay empty (a reader that needs only the names).
+    ``keep``: the positions of the columns to fill (``(0,)``: the names only), the others left
+    empty; ``None``: all seven.
     """
     start = text.find(_OPEN)
     end = len(text) - len(_CLOSE) - text.endswith("\n")
@@ -114,8 +115,10 @@ def canonical_columns(text: str, names_only: bool = False) -> tuple[str, tuple] 
         # Each match is one whole line (from a line start to its newline): as many as lines = all of them.
         if not rows or len(rows) != piece.count("\n", lo, hi):
             return None
-        if names_only:
-            columns[0].extend(row[0] for row in rows)
+        if keep is not None:   # a reader that needs a few columns: the others are never made
+            for at in keep:
+                texts = [row[at] for row in rows]
+                columns[at].extend(texts if at == 0 else _column_values(at, texts))
             continue
         values = [*chain.from_iterable(rows)]   # row after row; every 7th value is one column (quicker than zip)
         names, arrivals, keys, prefixes, suffixes, outputs, priorities = (values[i::7] for i in range(7))
@@ -125,6 +128,13 @@ def canonical_columns(text: str, names_only: bool = False) -> tuple[str, tuple] 
                 [int(p) if p else None for p in priorities])):
             column.extend(part)
     return text[:start] + '\n  "requests": []\n}', columns
+
+
+def _column_values(at: int, texts):
+    """The values of column ``at`` (1 to 6) from its texts in the file, as the full read makes them."""
+    if at == 2:
+        return [None if key == "null" else key[1:-1] for key in texts]
+    return [int(p) if p else None for p in texts] if at == 6 else map(int, texts)
 
 
 def _shared(texts, shared):
