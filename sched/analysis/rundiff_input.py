@@ -92,33 +92,52 @@ def request_lines(directory: str, cases, names, unit: str = "ticks", vllm: bool 
     try:
         with open_regular(path) as handle:
             for number, line in enumerate(handle, 1):
-                where = f"{path}: line {number}"
-                record = parse_json(line, where)
+                record = _plain_object(line)   # the common line, decoded quickly; any doubt: parse_json decides
+                if record is None:
+                    record = parse_json(line, f"{path}: line {number}")
                 if not isinstance(record, dict) or not isinstance(record.get("case"), str) \
                         or not isinstance(record.get("name"), str):
-                    raise InputError(f"{where}: must be an object with string fields 'case' and 'name'")
-                where = f"{where} (request {record['name']!r})"
+                    raise InputError(f"{path}: line {number}: must be an object with string fields 'case' and 'name'")
+                where = f"{path}: line {number} (request {record['name']!r})"
                 if record["case"] not in cases:
                     raise InputError(f"{where}: field 'case': {record['case']!r} is not a case of summary.json")
                 if record["name"] not in names:
                     raise InputError(f"{where}: field 'name': not a request of workload.json")
-                for field in keys:
-                    if unit == "ms" and field not in record:
-                        raise InputError(f"{where}: field '{field}' is missing "
-                                         "(manifest.json says the run's times are ms)")
-                    if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
-                        what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
-                        raise InputError(f"{where}: field '{field}' must be "
-                                         f"{what} or null, got {json.dumps(record.get(field))}")
-                problem = vllm and preemption_problem(record, async_scheduling=async_scheduling)
-                if problem:
-                    raise InputError(f"{where}: {problem}")
-                yield (record["case"], record["name"]), (str(record.get("status")), *(record.get(f) for f in keys)), \
-                    where
+                values = [*map(record.get, keys)]
+                if unit == "ms" or {*map(type, values)} != _WHOLE or min(values) < 0:   # else: all whole, >= 0
+                    for field in keys:
+                        if unit == "ms" and field not in record:
+                            raise InputError(f"{where}: field '{field}' is missing "
+                                             "(manifest.json says the run's times are ms)")
+                        if not (_is_ms if field.endswith("_ms") else _is_count)(record.get(field)):
+                            what = "a number of ms >= 0" if field.endswith("_ms") else "a whole number >= 0"
+                            raise InputError(f"{where}: field '{field}' must be "
+                                             f"{what} or null, got {json.dumps(record.get(field))}")
+                # Never preempted (0 and []): nothing impossible; anything else is checked in full.
+                if vllm and not (type(record.get("num_preemptions")) is int and record["num_preemptions"] == 0
+                                 and record.get("preempted_at") == []):
+                    problem = preemption_problem(record, async_scheduling=async_scheduling)
+                    if problem:
+                        raise InputError(f"{where}: {problem}")
+                yield (record["case"], record["name"]), (str(record.get("status")), *values), where
     except FileNotFoundError:
         raise InputError(f"{path}: missing (is {directory} a run's --artifacts directory?)") from None
     except UnicodeDecodeError:
         raise InputError(f"{path}: not UTF-8 text") from None
+
+
+_WHOLE = {int}
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _plain_object(line: str):
+    """The JSON object on ``line`` when it is one with nothing around it but the line's end, as
+    :func:`json.loads` decodes it; ``None`` otherwise (then :func:`parse_json` decides)."""
+    try:
+        record, end = _RAW_DECODE(line)
+    except (ValueError, RecursionError):
+        return None
+    return record if type(record) is dict and (end == len(line) or line[end:] == "\n") else None
 
 
 def second_line_error(where: str, case: str) -> InputError:
@@ -132,37 +151,49 @@ def missing_line_error(directory: str, cases, names, seen) -> InputError:
 
 
 class RequestValues:
-    """One run's ``requests.jsonl`` reduced to a few numbers per request (:func:`request_values`),
-    held column by column: per case, an array of status codes and one array per
-    :data:`REQUEST_FIELDS` value, indexed by the request's place in ``workload.json`` (``names``:
-    name -> index), 4 bytes a value (8, or a list, for a value that needs it: a larger number, a
-    float of ms); not a dict or a tuple per line. ``None`` is kept as -1 (every value is >= 0).
+    """One run's ``requests.jsonl`` reduced to a few numbers per request (:func:`request_values`):
+    per case, an array of status codes and, row after row, the :data:`REQUEST_FIELDS` values and
+    the line's place, indexed by the request's place in ``workload.json`` (``names``: name ->
+    index); 4 bytes a value (8, or a list, when a value needs it: a larger number, a float of ms),
+    not a dict or a tuple per line. ``None`` is kept as -1 (every value is >= 0).
     """
 
     _ABSENT, _SEEN = -1, -2   # status codes of a request without a line (yet), and of one taken
+    _WIDTH = len(REQUEST_FIELDS) + 1   # values per request: the fields, then the place
 
     def __init__(self, cases, names: dict) -> None:
         self.names, size = names, len(names)
         self.statuses: list[str] = []          # the status strings, by code
         self._codes: dict[str, int] = {}
-        self.cases = {case: ([array("i", [self._ABSENT]) * size]
-                             + [array("i", bytes(4 * size)) for _ in range(len(REQUEST_FIELDS) + 1)])
-                      for case in cases}       # case -> [status codes, *field columns, places]
+        # case -> [status codes, the values of every request row after row]
+        self.cases = {case: [array("i", [self._ABSENT]) * size, array("i", bytes(4 * self._WIDTH * size))]
+                      for case in cases}
         self.count = 0
 
     def add(self, case: str, name: str, row: tuple, place: int) -> bool:
         """Keep ``row`` (``(status, *the REQUEST_FIELDS values)``) of request ``name`` in ``case``,
         its ``place`` among the case's lines; ``False`` (nothing kept) when it already has a line."""
-        columns, index = self.cases[case], self.names[name]
+        columns = self.cases[case]
+        index = self.names[name]
         if columns[0][index] != self._ABSENT:
             return False
-        status = row[0]
-        code = self._codes.get(status)
+        code = self._codes.get(row[0])
         if code is None:
-            code = self._codes[status] = len(self.statuses)
-            self.statuses.append(status)
-        for at, value in enumerate((code, *row[1:], place)):
-            _put(columns, at, index, -1 if value is None else value)
+            code = self._codes[row[0]] = len(self.statuses)
+            self.statuses.append(row[0])
+        at, values, row = index * self._WIDTH, columns[1], (*row[1:], place)
+        try:
+            values[at:at + self._WIDTH] = array(values.typecode, row)
+        except (TypeError, OverflowError, AttributeError):   # a None, a value the array cannot hold, a list
+            row = [-1 if value is None else value for value in row]
+            while True:
+                try:
+                    values[at:at + self._WIDTH] = array(values.typecode, row) if type(values) is array else row
+                    break
+                except (TypeError, OverflowError):   # widened: 8-byte integers, else a list (never refuses)
+                    wide = values.typecode == "i" and all(type(v) is int and -2**63 <= v < 2**63 for v in row)
+                    values = columns[1] = array("q", values) if wide else values.tolist()
+        columns[0][index] = code
         self.count += 1
         return True
 
@@ -177,8 +208,12 @@ class RequestValues:
         if code == self._SEEN:
             return TAKEN
         columns[0][index] = self._SEEN
-        values = [column[index] for column in columns[1:]]
-        return (self.statuses[code], *(None if value == -1 else value for value in values[:-1]), values[-1])
+        at = index * self._WIDTH
+        values = columns[1][at:at + self._WIDTH]
+        values = values.tolist() if type(values) is array else values
+        if -1 in values:   # a place is never -1
+            values = [None if value == -1 else value for value in values]
+        return (self.statuses[code], *values)
 
     def taken(self, key: tuple) -> bool:
         """Whether the line of ``key`` ``(case, name)`` was taken (:meth:`take`)."""
@@ -188,23 +223,6 @@ class RequestValues:
 
 #: What :meth:`RequestValues.take` returns for a line taken before.
 TAKEN = object()
-
-
-def _put(columns: list, at: int, index: int, value) -> None:
-    """``columns[at][index] = value``, the column widened first when it cannot hold ``value``: 4-byte
-    integers, then 8-byte integers, then a list (a float, or a number beyond 64 bits)."""
-    column = columns[at]
-    try:
-        column[index] = value
-        return
-    except (TypeError, OverflowError):
-        pass
-    if type(value) is int and column.typecode == "i" and -2**63 <= value < 2**63:
-        column = array("q", column)
-    else:
-        column = column.tolist()
-    column[index] = value
-    columns[at] = column
 
 
 def request_values(directory: str, cases, names: dict, unit: str = "ticks", vllm: bool = False,

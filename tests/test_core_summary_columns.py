@@ -1,0 +1,37 @@
+"""``summarize`` keeps its per-request columns as 8-byte integer arrays (lab.md §5's samples, one
+value per successful request); a value an array cannot hold (a float, an integer beyond 64 bits)
+turns that column into a list holding it exactly. Percentiles over the columns are checked against
+plain computations in tests/test_analysis_streamed.py; here, the columns themselves."""
+
+import unittest
+from array import array
+from fractions import Fraction
+
+from sched.core import metrics
+
+
+class SummaryColumnsTest(unittest.TestCase):
+    def test_integers_stay_in_arrays(self):
+        columns = [array("q"), [], array("q")]
+        metrics._extend(columns, [(1, None, 3), (4, 2, 6)])
+        metrics._extend(columns, [(7, 0, 9)])
+        self.assertEqual([type(c) for c in columns], [array, list, array])
+        self.assertEqual([list(c) for c in columns], [[1, 4, 7], [None, 2, 0], [3, 6, 9]])
+
+    def test_a_value_an_array_cannot_hold_turns_the_column_into_a_list(self):
+        for odd in (2.5, 2**64, Fraction(1, 3), -2**63 - 1):
+            with self.subTest(odd=odd):
+                columns = [array("q"), array("q")]
+                metrics._extend(columns, [(1, 1), (2, 2)])
+                metrics._extend(columns, [(3, odd), (4, 5)])
+                self.assertEqual([type(c) for c in columns], [array, list])
+                self.assertEqual(columns[1], [1, 2, odd, 5])
+                self.assertEqual(type(columns[1][2]), type(odd))
+
+    def test_drawn_values_keep_the_column_kind(self):
+        self.assertEqual(metrics._like(array("q", [3, 4]), iter([3])), array("q", [3]))
+        self.assertEqual(metrics._like([3, 2.5], iter([2.5])), [2.5])
+
+
+if __name__ == "__main__":
+    unittest.main()
