@@ -32,6 +32,28 @@ class SummaryColumnsTest(unittest.TestCase):
         self.assertEqual(metrics._like(array("q", [3, 4]), iter([3])), array("q", [3]))
         self.assertEqual(metrics._like([3, 2.5], iter([2.5])), [2.5])
 
+    def test_ordered_sample_gives_the_nearest_rank_either_way(self):
+        """A sample of few values is kept as a histogram, one of many as the sorted list; the
+        percentiles (the ceil(p/100 · n)-th smallest), mean, least and greatest are the same."""
+        import math
+        import random
+        rng = random.Random(7)
+        for label, values in (("few", [rng.randrange(40) for _ in range(5000)]),
+                              ("many", [rng.randrange(10**9) for _ in range(5000)])):
+            with self.subTest(label):
+                ordered = metrics._ordered(array("q", values), chunk=512)
+                self.assertIs(type(ordered) is list, label == "many")
+                plain = sorted(values)
+                for p in (1, 50, 90, 95, 99, 100):
+                    self.assertEqual(metrics._rank(ordered, p), plain[math.ceil(p / 100 * len(plain)) - 1])
+                stats = metrics._sorted_stats("x", ordered)
+                self.assertEqual(stats["mean_x"], Fraction(sum(values), len(values)))
+                self.assertEqual(stats["x_samples"], len(values))
+                self.assertEqual(metrics._low_high(ordered), (min(values), max(values)))
+        empty = metrics._ordered(array("q"))
+        self.assertEqual(metrics._sorted_stats("x", empty)["mean_x"], None)
+        self.assertIsNone(metrics._rank(empty, 50))
+
 
 if __name__ == "__main__":
     unittest.main()

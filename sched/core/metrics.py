@@ -124,10 +124,12 @@ def fairness(ttfts):
     milliseconds). Example: TTFTs [2, 4, 6] give 1 − 4/4 = 0; [10, 12] give 1 − 2/11 = 9/11.
     """
     values = [value for value in ttfts if value is not None]
-    if not values:
-        return Fraction(1)
-    spread = max(values) - min(values)
-    return max(Fraction(0), 1 - Fraction(spread) / max(mean(values), 1))
+    return _fairness(min(values), max(values), mean(values)) if values else Fraction(1)
+
+
+def _fairness(low, high, average) -> Fraction:
+    """:func:`fairness` of a sample with this minimum, maximum and mean."""
+    return max(Fraction(0), 1 - Fraction(high - low) / max(average, 1))
 
 
 def order_score(pairs):
@@ -284,7 +286,7 @@ def summarize(result: CaseResult) -> dict:
 
 
 #: Rows of :func:`summarize` held at once before they move into its columns.
-_ROWS_AT_ONCE = 65536
+_ROWS_AT_ONCE = 8192
 
 
 def _summarize(result: CaseResult) -> dict:
@@ -325,23 +327,27 @@ def _summarize(result: CaseResult) -> dict:
     completed = sum(counts)
     makespan = latest - earliest
     gaps = _runs_gap_histogram(flat_runs, completed)
-    # Each sample sorted once for its percentiles, one at a time (the sorted copy is the largest transient).
-    ordered = sorted(ttfts)
-    ttft_p50, ttft_p95, ttft_fairness = _nearest_rank(ordered, 50), _nearest_rank(ordered, 95), fairness(ordered)
-    ttft_stats = _sorted_stats("ttft", ordered)
-    ordered = sorted(waits)
-    wait_stats = {f"p{p}": _nearest_rank(ordered, p) for p in (50, 90, 95, 99)}
-    wait_mean, num_waits = mean(ordered), len(ordered)
-    ordered = sorted(e2es)
-    e2e_p95, e2e_stats = _nearest_rank(ordered, 95), _sorted_stats("e2e", ordered)
-    del ordered
+    # Each sample ordered once for its percentiles, one at a time (a histogram when it holds few values).
+    ordered = _ordered(ttfts)
+    ttft_p50, ttft_p95, ttft_stats = _rank(ordered, 50), _rank(ordered, 95), _sorted_stats("ttft", ordered)
+    ttft_fairness = _fairness(*_low_high(ordered), ttft_stats["mean_ttft"]) if num_ok else Fraction(1)
+    ordered = _ordered(waits)
+    wait_stats = {f"p{p}": _rank(ordered, p) for p in (50, 90, 95, 99)}
+    wait_mean = _sorted_stats("", ordered)["mean_"]
+    ordered = _ordered(e2es)
+    e2e_p95, e2e_stats = _rank(ordered, 95), _sorted_stats("e2e", ordered)
+    del ordered, waits, ttfts, e2es
+    # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
+    urgencies = [p or 0 for p in priorities] if len({p or 0 for p in set(priorities)}) > 1 else None
+    first_order = order_score(zip(urgencies, firsts)) if urgencies else None
+    end_order = order_score(zip(urgencies, ends)) if urgencies else None
+    del urgencies, priorities, firsts, ends, flat_runs, columns
     # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
     many = [n >= 2 for n in counts]
     tpot_ticks = _like(spans, compress(spans, many))
     tpot_tokens = _like(counts, map(sub, compress(counts, many), repeat(1)))
+    del many, spans, counts
     tpot_percentiles = _ratio_percentiles(tpot_ticks, tpot_tokens, (50, 90, 95, 99))  # sorted once
-    # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
-    urgencies = [p or 0 for p in priorities] if len({p or 0 for p in set(priorities)}) > 1 else None
     row = {
         "case": result.case.name,
         "p50_ttft": ttft_p50,
@@ -367,15 +373,15 @@ def _summarize(result: CaseResult) -> dict:
         "budget_utilization": Fraction(result.budget_spent, result.config.budget * makespan) if makespan else None,
         "busy_fraction": Fraction(result.busy_ticks, makespan) if makespan else None,
         "completion_rate": Fraction(num_ok, arrived) if arrived else None,
-        "priority_first_token_order_score": order_score(zip(urgencies, firsts)) if urgencies else None,
-        "priority_order_score": order_score(zip(urgencies, ends)) if urgencies else None,
+        "priority_first_token_order_score": first_order,
+        "priority_order_score": end_order,
     }
     row.update(ttft_stats)
     row.update(_tpot_stats(tpot_ticks, tpot_tokens, tpot_percentiles))
     row.update(_itl_stats(gaps))
     row.update(e2e_stats)
     row.update({"median_queue_wait": row["p50_queue_wait"], "p90_queue_wait": wait_stats["p90"],
-                "queue_wait_samples": num_waits})
+                "queue_wait_samples": num_ok})
     return row
 
 
@@ -399,11 +405,40 @@ def _like(column, values):
     return array("q", values) if type(column) is array else list(values)
 
 
-def _sorted_stats(metric: str, ordered: list) -> dict:
-    """Mean (exact), median (the nearest-rank P50), P90 and P99 of a sorted sample, and its size."""
-    return {f"mean_{metric}": mean(ordered), f"median_{metric}": _nearest_rank(ordered, 50),
-            f"p90_{metric}": _nearest_rank(ordered, 90), f"p99_{metric}": _nearest_rank(ordered, 99),
-            f"{metric}_samples": len(ordered)}
+def _sorted_stats(metric: str, ordered) -> dict:
+    """Mean (exact), median (the nearest-rank P50), P90 and P99 of a sample ordered by
+    :func:`_ordered`, and its size."""
+    if type(ordered) is Counter:
+        size = sum(ordered.values())
+        average = Fraction(sum(value * count for value, count in ordered.items()), size) if size else None
+    else:
+        size, average = len(ordered), mean(ordered)
+    return {f"mean_{metric}": average, f"median_{metric}": _rank(ordered, 50),
+            f"p90_{metric}": _rank(ordered, 90), f"p99_{metric}": _rank(ordered, 99),
+            f"{metric}_samples": size}
+
+
+def _ordered(column, chunk: int = 65536):
+    """The sample ``column`` (integers) ordered for its percentiles: a histogram {value: count} when
+    it holds few distinct values (at most an eighth of its size, or 1,024: no object per value),
+    else the sorted list."""
+    counts = Counter()
+    limit = max(1024, len(column) >> 3)
+    for at in range(0, len(column), chunk):
+        counts.update(column[at:at + chunk])
+        if len(counts) > limit:
+            return sorted(column)
+    return counts
+
+
+def _rank(ordered, p: float):
+    """The nearest-rank ``p``-th percentile of a sample ordered by :func:`_ordered` (None when empty)."""
+    return percentile_of_histogram(ordered, p) if type(ordered) is Counter else _nearest_rank(ordered, p)
+
+
+def _low_high(ordered) -> tuple:
+    """The least and greatest value of a non-empty sample ordered by :func:`_ordered`."""
+    return (min(ordered), max(ordered)) if type(ordered) is Counter else (ordered[0], ordered[-1])
 
 
 def _tpot_stats(ticks: list[int], tokens: list[int], percentiles: dict) -> dict:

@@ -128,8 +128,12 @@ class WaitingSide:
         seq.state = "ended"
         if seq.hashes:
             seq.hashes = []   # an ended request is never looked up again
-        seq.rec.status = status
-        seq.rec.done_at = at
+        rec = seq.rec
+        rec.status = status
+        rec.done_at = at
+        # Its token runs are final: kept as a tuple (a list holds a spare buffer; at 10^6 requests
+        # the difference is about 60 MB). Every reader of an ended request's runs only reads them.
+        rec._runs = tuple(rec._runs)
         self._num_ended += 1
         if self._gated:
             self.arrivals.release(at)
