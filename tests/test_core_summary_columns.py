@@ -1,4 +1,4 @@
-"""``summarize`` keeps its per-request columns as 8-byte integer arrays (lab.md §5's samples, one
+"""``summarize`` keeps its per-request columns as 8-byte integer arrays (:mod:`sched.core.samples`) (lab.md §5's samples, one
 value per successful request); a value an array cannot hold (a float, an integer beyond 64 bits)
 turns that column into a list holding it exactly. Percentiles over the columns are checked against
 plain computations in tests/test_analysis_streamed.py; here, the columns themselves."""
@@ -7,14 +7,14 @@ import unittest
 from array import array
 from fractions import Fraction
 
-from sched.core import metrics
+from sched.core import metrics, samples
 
 
 class SummaryColumnsTest(unittest.TestCase):
     def test_integers_stay_in_arrays(self):
         columns = [array("q"), [], array("q")]
-        metrics._extend(columns, [(1, None, 3), (4, 2, 6)])
-        metrics._extend(columns, [(7, 0, 9)])
+        samples.extend_columns(columns, [(1, None, 3), (4, 2, 6)])
+        samples.extend_columns(columns, [(7, 0, 9)])
         self.assertEqual([type(c) for c in columns], [array, list, array])
         self.assertEqual([list(c) for c in columns], [[1, 4, 7], [None, 2, 0], [3, 6, 9]])
 
@@ -22,15 +22,15 @@ class SummaryColumnsTest(unittest.TestCase):
         for odd in (2.5, 2**64, Fraction(1, 3), -2**63 - 1):
             with self.subTest(odd=odd):
                 columns = [array("q"), array("q")]
-                metrics._extend(columns, [(1, 1), (2, 2)])
-                metrics._extend(columns, [(3, odd), (4, 5)])
+                samples.extend_columns(columns, [(1, 1), (2, 2)])
+                samples.extend_columns(columns, [(3, odd), (4, 5)])
                 self.assertEqual([type(c) for c in columns], [array, list])
                 self.assertEqual(columns[1], [1, 2, odd, 5])
                 self.assertEqual(type(columns[1][2]), type(odd))
 
     def test_drawn_values_keep_the_column_kind(self):
-        self.assertEqual(metrics._like(array("q", [3, 4]), iter([3])), array("q", [3]))
-        self.assertEqual(metrics._like([3, 2.5], iter([2.5])), [2.5])
+        self.assertEqual(samples.like(array("q", [3, 4]), iter([3])), array("q", [3]))
+        self.assertEqual(samples.like([3, 2.5], iter([2.5])), [2.5])
 
     def test_ordered_sample_gives_the_nearest_rank_either_way(self):
         """A sample of few values is kept as a histogram, one of many as the sorted list; the
@@ -41,7 +41,7 @@ class SummaryColumnsTest(unittest.TestCase):
         for label, values in (("few", [rng.randrange(40) for _ in range(5000)]),
                               ("many", [rng.randrange(10**9) for _ in range(5000)])):
             with self.subTest(label):
-                ordered = metrics._ordered(array("q", values), chunk=512)
+                ordered = samples.ordered_sample(array("q", values), chunk=512)
                 self.assertIs(type(ordered) is list, label == "many")
                 plain = sorted(values)
                 for p in (1, 50, 90, 95, 99, 100):
@@ -49,8 +49,8 @@ class SummaryColumnsTest(unittest.TestCase):
                 stats = metrics._sorted_stats("x", ordered)
                 self.assertEqual(stats["mean_x"], Fraction(sum(values), len(values)))
                 self.assertEqual(stats["x_samples"], len(values))
-                self.assertEqual(metrics._low_high(ordered), (min(values), max(values)))
-        empty = metrics._ordered(array("q"))
+                self.assertEqual(samples.low_high(ordered), (min(values), max(values)))
+        empty = samples.ordered_sample(array("q"))
         self.assertEqual(metrics._sorted_stats("x", empty)["mean_x"], None)
         self.assertIsNone(metrics._rank(empty, 50))
 

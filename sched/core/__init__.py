@@ -1,6 +1,7 @@
 """What both engines share: the lab's knobs and cases (``config``), the records an engine hands on
-(``records``: the one interface downstream code reads), the statistics (``metrics``), the clock a
-run keeps (``clock``) and the error an invariant check raises (``invariants``).
+(``records``: the one interface downstream code reads), the statistics (``metrics``, its compact
+samples ``samples``), the clock a run keeps (``clock``) and the error an invariant check raises
+(``invariants``).
 
 May import: ``sched.base``, ``sched.workload``.
 """

@@ -32,6 +32,7 @@ from itertools import compress, repeat
 from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
 from .records import CaseResult, Request, Status
+from .samples import extend_columns, like, low_high, ordered_sample
 
 #: The record fields summarize() reads, one tuple per request.
 _FIELDS = attrgetter("status", "spec.arrival", "admitted_at", "done_at", "hit_tokens", "spec.priority", "_runs",
@@ -317,10 +318,10 @@ def _summarize(result: CaseResult) -> dict:
         if status is Status.DONE:
             rows.append((admitted - arrival, first - arrival, done - arrival, span, count, priority, first, done, runs))
             if len(rows) == _ROWS_AT_ONCE:
-                _extend(columns, rows)
+                extend_columns(columns, rows)
                 rows.clear()
     # ... and their columns, in workload order.
-    _extend(columns, rows)
+    extend_columns(columns, rows)
     del rows
     waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = columns
     num_ok = len(waits)
@@ -328,13 +329,13 @@ def _summarize(result: CaseResult) -> dict:
     makespan = latest - earliest
     gaps = _runs_gap_histogram(flat_runs, completed)
     # Each sample ordered once for its percentiles, one at a time (a histogram when it holds few values).
-    ordered = _ordered(ttfts)
+    ordered = ordered_sample(ttfts)
     ttft_p50, ttft_p95, ttft_stats = _rank(ordered, 50), _rank(ordered, 95), _sorted_stats("ttft", ordered)
-    ttft_fairness = _fairness(*_low_high(ordered), ttft_stats["mean_ttft"]) if num_ok else Fraction(1)
-    ordered = _ordered(waits)
+    ttft_fairness = _fairness(*low_high(ordered), ttft_stats["mean_ttft"]) if num_ok else Fraction(1)
+    ordered = ordered_sample(waits)
     wait_stats = {f"p{p}": _rank(ordered, p) for p in (50, 90, 95, 99)}
     wait_mean = _sorted_stats("", ordered)["mean_"]
-    ordered = _ordered(e2es)
+    ordered = ordered_sample(e2es)
     e2e_p95, e2e_stats = _rank(ordered, 95), _sorted_stats("e2e", ordered)
     del ordered, waits, ttfts, e2es
     # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
@@ -344,8 +345,8 @@ def _summarize(result: CaseResult) -> dict:
     del urgencies, priorities, firsts, ends, flat_runs, columns
     # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
     many = [n >= 2 for n in counts]
-    tpot_ticks = _like(spans, compress(spans, many))
-    tpot_tokens = _like(counts, map(sub, compress(counts, many), repeat(1)))
+    tpot_ticks = like(spans, compress(spans, many))
+    tpot_tokens = like(counts, map(sub, compress(counts, many), repeat(1)))
     del many, spans, counts
     tpot_percentiles = _ratio_percentiles(tpot_ticks, tpot_tokens, (50, 90, 95, 99))  # sorted once
     row = {
@@ -385,29 +386,11 @@ def _summarize(result: CaseResult) -> dict:
     return row
 
 
-def _extend(columns: list, rows: list) -> None:
-    """Move ``rows`` (tuples, one per request) into ``columns``, one column per tuple position: an
-    integer array (8 bytes a value, no object per value) turns into a list for a value it cannot
-    hold (a non-integer, an integer beyond 64 bits); a list takes any value."""
-    for at, values in enumerate(zip(*rows)):
-        column = columns[at]
-        if type(column) is array:
-            try:
-                column.extend(array("q", values))
-                continue
-            except (TypeError, OverflowError):
-                columns[at] = column = column.tolist()
-        column.extend(values)
-
-
-def _like(column, values):
-    """``values`` (drawn from ``column``) as an integer array when ``column`` is one, else as a list."""
-    return array("q", values) if type(column) is array else list(values)
 
 
 def _sorted_stats(metric: str, ordered) -> dict:
     """Mean (exact), median (the nearest-rank P50), P90 and P99 of a sample ordered by
-    :func:`_ordered`, and its size."""
+    :func:`sched.core.samples.ordered_sample`, and its size."""
     if type(ordered) is Counter:
         size = sum(ordered.values())
         average = Fraction(sum(value * count for value, count in ordered.items()), size) if size else None
@@ -418,27 +401,9 @@ def _sorted_stats(metric: str, ordered) -> dict:
             f"{metric}_samples": size}
 
 
-def _ordered(column, chunk: int = 65536):
-    """The sample ``column`` (integers) ordered for its percentiles: a histogram {value: count} when
-    it holds few distinct values (at most an eighth of its size, or 1,024: no object per value),
-    else the sorted list."""
-    counts = Counter()
-    limit = max(1024, len(column) >> 3)
-    for at in range(0, len(column), chunk):
-        counts.update(column[at:at + chunk])
-        if len(counts) > limit:
-            return sorted(column)
-    return counts
-
-
 def _rank(ordered, p: float):
-    """The nearest-rank ``p``-th percentile of a sample ordered by :func:`_ordered` (None when empty)."""
+    """The nearest-rank ``p``-th percentile of a sample ordered by :func:`sched.core.samples.ordered_sample` (None when empty)."""
     return percentile_of_histogram(ordered, p) if type(ordered) is Counter else _nearest_rank(ordered, p)
-
-
-def _low_high(ordered) -> tuple:
-    """The least and greatest value of a non-empty sample ordered by :func:`_ordered`."""
-    return (min(ordered), max(ordered)) if type(ordered) is Counter else (ordered[0], ordered[-1])
 
 
 def _tpot_stats(ticks: list[int], tokens: list[int], percentiles: dict) -> dict:
