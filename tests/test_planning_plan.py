@@ -23,16 +23,25 @@ STEP_MODEL = {"kind": "step-model", "engine": "vllm", "step_ms": {"a": 5.0, "b":
 
 
 def curve(passes):
-    """A stand-in for one run: attainment 1 where ``passes(rate)``, else 0.5; capacity 3 req/s."""
-    def evaluate(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency=None):
-        return {"slo_attainment": 1.0 if passes(rate) else 0.5, "request_throughput": 3.0, "request_rate": rate}
-    return evaluate
+    """A stand-in for one run: attainment 1 where ``passes(rate)``, else 0.5; capacity 3 req/s (the
+    run itself: its rate)."""
+    def probe(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency=None):
+        return {"slo_attainment": 1.0 if passes(rate) else 0.5, "request_throughput": 3.0, "request_rate": rate}, rate
+    return probe
+
+
+def reported(result, rate, goodput):
+    """A stand-in for the metrics of a reported point: its run (the rate, above) must be the rate's."""
+    assert result == rate
+    return {"request_rate": rate, "reported": True}
 
 
 class SearchTest(unittest.TestCase):
-    def find(self, passes, resolution=0.01):
-        with mock.patch.object(search, "evaluate", curve(passes)):
-            return search.find_capacity([], None, None, {"ttft": 1}, 0.9, resolution, 1.0, 0, 0.01, 1000.0)
+    def find(self, passes, resolution=0.01, requests=()):
+        with mock.patch.object(search, "probe", curve(passes)), mock.patch.object(search, "point_metrics", reported), \
+                mock.patch.object(search, "peak_running", lambda result: None):
+            return search.find_capacity(list(requests), None, None, {"ttft": 1}, 0.9, resolution, 1.0, 0, 0.01,
+                                        1000.0)
 
     def test_a_monotone_curve(self):
         result = self.find(lambda r: r <= 2.0)
@@ -40,6 +49,8 @@ class SearchTest(unittest.TestCase):
         self.assertGreaterEqual(result["max_request_rate"], 2.0 / 1.01)
         self.assertFalse(result["non_monotone"])
         self.assertEqual(result["points"][0], ["inf", 0.5])   # rate inf first
+        self.assertEqual(result["metrics"], {"request_rate": result["max_request_rate"], "reported": True})
+        self.assertEqual(result["check"]["request_rate"], result["max_request_rate"] * 1.02)
 
     def test_an_island_above_the_answer_is_reported(self):
         """Fails above 2 req/s but passes again from 2.019 to 2.045. Whatever the probes, either the
@@ -52,9 +63,7 @@ class SearchTest(unittest.TestCase):
         """2,000 requests: a rate below 2 req/s would send the last one after 1,000 s, past the
         arrivals a workload.json may hold (its reproducing command would be refused), so a setting
         that never meets the SLO stops at 2 req/s, not at --min-rate 0.01."""
-        requests = [None] * 2000
-        with mock.patch.object(search, "evaluate", curve(lambda r: False)):
-            low = search.find_capacity(requests, None, None, {"ttft": 1}, 0.9, 0.01, 1.0, 0, 0.01, 1000.0)
+        low = self.find(lambda r: False, requests=[None] * 2000)
         self.assertEqual(low["bound"], "arrival_span")
         self.assertEqual(min(r for r, _ in low["points"] if r != "inf"), 2.0)
 
@@ -63,6 +72,28 @@ class SearchTest(unittest.TestCase):
         low = self.find(lambda r: False)
         self.assertIsNone(low["max_request_rate"])
         self.assertEqual(low["bound"], "min_rate")
+
+
+class ProbeTest(unittest.TestCase):
+    def test_the_probe_reads_what_the_full_metrics_say(self):
+        """A probe scores only the headline keys; they are the full evaluation's, to the bit, and the
+        kept run gives the full metrics again."""
+        from sched.timing.stepmodel import StepModel
+        from sched.vllm.config import VllmKnobs
+        from sched.workload.specs import RequestSpec
+        specs = [RequestSpec(name=f"r{i}", arrival=0, prefix_key=None, prefix_tokens=0,
+                             suffix_tokens=100 + 37 * (i % 5), output_tokens=20 + 11 * (i % 4)) for i in range(40)]
+        model = StepModel(5.0, 0.05, 0.5, dict(STEP_MODEL["settings"]), {"device": "GPU-X"})
+        knobs = VllmKnobs(num_gpu_blocks=200, max_num_batched_tokens=512, max_num_seqs=8)
+        for rate, meets in ((float("inf"), False), (20.0, True)):   # 40 requests at once miss ttft:300; 20 req/s meets it
+            full = search.evaluate(specs, knobs, model, rate, {"ttft": 300.0}, 1.0, 0)
+            row, result = search.probe(specs, knobs, model, rate, {"ttft": 300.0}, 1.0, 0)
+            self.assertEqual(set(row), {"duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
+                                        "request_throughput", "request_goodput", "output_throughput",
+                                        "total_token_throughput", "slo_attainment", "request_rate"})
+            self.assertEqual(row, {key: full[key] for key in row})
+            self.assertEqual(search.point_metrics(result, rate, {"ttft": 300.0}), full)
+            self.assertEqual(row["slo_attainment"] >= 0.9, meets)
 
 
 class PlanCommandTest(unittest.TestCase):

@@ -112,6 +112,7 @@ class _Progress:
 def _main(argv: list[str]) -> int:
     from ..planning.grid import LIST_FLAGS, parse_int_list, parse_policies, parse_utilizations, setting_grid
     from ..planning.plan import PLAN_FILES, PlanSpec, plan_document, plan_files, run_plan, settle_settings
+    from ..planning.same_runs import SharedSearches
     from ..runs.cluster import dask_executor, parse_dask_address
     from ..runs.sweep import max_workers_allowed
     from ..timing.stepmodel import load_step_model
@@ -185,20 +186,21 @@ def _main(argv: list[str]) -> int:
         check_fits(workload, knobs, f"workload:{os.path.basename(args.workload)}")
     if args.out:
         check_target(args.out, force=args.force, names=PLAN_FILES, kind="plan")
+    shared = SharedSearches(workload, tasks, args.max_concurrency)
     progress = _Progress(sys.stderr)
     try:
         if args.executor is not None:
             with dask_executor(args.executor) as executor:
-                results = run_plan(spec, tasks, executor=executor, progress=progress)
+                results = run_plan(spec, tasks, executor=executor, progress=progress, shared=shared)
         else:
-            results = run_plan(spec, tasks, max_workers=args.workers, progress=progress)
+            results = run_plan(spec, tasks, max_workers=args.workers, progress=progress, shared=shared)
     finally:
         progress.close()
     document = plan_document(spec, tasks, results, args.target_rate)
     searched = [field for field, values in lists.items() if values]
     if "gpu_memory_utilization" in searched:
         searched.append("num_gpu_blocks")   # what each share gave on its GPU
-    files = plan_files(document, searched)
+    files = plan_files(document, searched, shared.same_as)
     if args.out:
         write_artifacts(files, args.out, force=args.force)
     sys.stdout.write(files["plan.txt"])

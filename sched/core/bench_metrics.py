@@ -38,7 +38,8 @@ from typing import NamedTuple, Sequence
 
 __all__ = ["BenchRequest", "BENCH_METRICS", "GOODPUT_KEYS", "DEFAULT_PERCENTILES", "parse_goodput_pair",
            "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_sum", "np_mean",
-           "np_median", "np_std", "request_tpot", "is_good", "calculate_metrics", "bench_fields", "bench_units"]
+           "np_median", "np_std", "request_tpot", "is_good", "calculate_metrics", "headline_metrics", "bench_fields",
+           "bench_units"]
 
 #: The latency metrics reported, in vLLM's names (``--percentile-metrics``' words).
 BENCH_METRICS = ("ttft", "tpot", "itl", "e2el")
@@ -239,6 +240,20 @@ def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
     :data:`BENCH_METRICS` its mean, median, std and one ``pNN`` per percentile, in ms.
     Raises :class:`ValueError` when ``duration`` is not positive.
     """
+    row = headline_metrics(requests, duration, goodput)
+    ok = [r for r in requests if r.success]
+    tpots = [t for t in map(request_tpot, ok) if t is not None]
+    samples = {"ttft": [r.ttft for r in ok], "tpot": tpots, "itl": [gap for r in ok for gap in r.itl],
+               "e2el": [r.latency for r in ok]}
+    for name in BENCH_METRICS:
+        row.update(_stats(samples[name], name, percentiles))
+    return row
+
+
+def headline_metrics(requests: Sequence[BenchRequest], duration: float, goodput: dict[str, float] | None = None) -> dict:
+    """The first ten keys of :func:`calculate_metrics` (``duration`` to ``slo_attainment``), computed
+    as it computes them; a request's ``itl`` is not read (it may be empty). Raises :class:`ValueError`
+    when ``duration`` is not positive."""
     if not duration > 0:
         raise ValueError(f"duration must be > 0 s, got {duration!r}")
     ok = [r for r in requests if r.success]
@@ -246,7 +261,7 @@ def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
     total_input = sum(r.prompt_len for r in ok)
     total_output = sum(r.output_len for r in ok)
     good = sum(1 for r in ok if is_good(r, goodput)) if goodput is not None else None
-    row = {
+    return {
         "duration": duration, "completed": completed, "failed": len(requests) - completed,
         "total_input_tokens": total_input, "total_output_tokens": total_output,
         "request_throughput": completed / duration,
@@ -255,12 +270,6 @@ def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
         "total_token_throughput": (total_input + total_output) / duration,
         "slo_attainment": None if good is None or not completed else good / completed,
     }
-    tpots = [t for t in map(request_tpot, ok) if t is not None]
-    samples = {"ttft": [r.ttft for r in ok], "tpot": tpots, "itl": [gap for r in ok for gap in r.itl],
-               "e2el": [r.latency for r in ok]}
-    for name in BENCH_METRICS:
-        row.update(_stats(samples[name], name, percentiles))
-    return row
 
 
 def bench_fields(percentiles: Sequence[float] = DEFAULT_PERCENTILES) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ from ..workload.specs import workload_sha256
 from .grid import setting_problem
 from .pareto import render_pareto_svg
 from .report import recommend, render_plan_json, render_table, replicas_for, reproduce_command, sort_key
+from .same_runs import SharedSearches
 from .search import find_capacity
 
 __all__ = ["PlanSpec", "settle_settings", "run_plan", "plan_document", "plan_files", "PLAN_FILES"]
@@ -93,32 +94,45 @@ def _search_task(workload, knobs, model, goodput, target, resolution, burstiness
 
 
 def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = None, max_workers: int | None = None,
-             progress=None) -> list[dict]:
+             progress=None, shared: SharedSearches | None = None) -> list[dict]:
     """Search every task (:func:`settle_settings`) and return their results in task order.
 
     ``executor``: any executor (left running); ``None`` starts a process pool of ``max_workers``
     (default: all cores), ended on any exception (Ctrl-C and SIGTERM included) so no worker outlives
-    the plan. ``progress(done, total)`` is called as each setting finishes.
+    the plan. ``progress(done, total)`` is called as each search finishes (``done``: settings with a
+    result). ``shared`` (made here when ``None``): which searches run, and which settings take the
+    result of another's because their runs are provably the same
+    (:class:`sched.planning.same_runs.SharedSearches`: a group's first search runs, the others follow
+    when they must).
     """
+    shared = shared or SharedSearches(spec.workload, tasks, spec.max_concurrency)
     own = executor is None
     pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=worker_signals) if own else executor
-    try:
+    futures: dict = {}
+
+    def submit(number: int) -> None:
         if own:
-            mask_stop_signals(signal.SIG_BLOCK)
+            mask_stop_signals(signal.SIG_BLOCK)   # a submit may fork a worker
         try:
-            futures = [pool.submit(_search_task, spec.workload, knobs, spec.models[index][2], spec.goodput, spec.target,
-                                   spec.resolution, spec.burstiness, spec.seed, spec.min_rate, spec.max_rate,
-                                   spec.max_concurrency)
-                       for index, _, knobs in tasks]
+            futures[pool.submit(_search_task, spec.workload, tasks[number][2], spec.models[tasks[number][0]][2],
+                                spec.goodput, spec.target, spec.resolution, spec.burstiness, spec.seed,
+                                spec.min_rate, spec.max_rate, spec.max_concurrency)] = number
         finally:
             if own:
                 mask_stop_signals(signal.SIG_UNBLOCK)
-        pending = set(futures)
-        while pending:
-            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+
+    try:
+        for number in shared.first_searches():
+            submit(number)
+        while futures:
+            done, _ = wait(futures, return_when=FIRST_COMPLETED)
+            for future in done:
+                follow = shared.resolve(futures.pop(future), future.result())
+                if follow is not None:
+                    submit(follow)
             if progress is not None:
-                progress(len(futures) - len(pending), len(futures))
-        return [future.result() for future in futures]
+                progress(len(shared.results), len(tasks))
+        return shared.ordered_results()
     except BaseException:
         if own:
             stop_workers(pool)
@@ -200,10 +214,12 @@ def _chart_items(configs: list[dict]) -> list[dict]:
     return items
 
 
-def plan_files(document: dict, searched_fields: list[str]) -> dict[str, str]:
-    """Every file of a plan directory by name (:data:`PLAN_FILES`)."""
+def plan_files(document: dict, searched_fields: list[str], same_runs: dict[int, tuple] | None = None) -> dict[str, str]:
+    """Every file of a plan directory by name (:data:`PLAN_FILES`); ``same_runs``: settings not searched
+    because their runs are another's (:attr:`sched.planning.same_runs.SharedSearches.same_as`), said
+    in the table."""
     configs = document["configs"]
-    table = render_table(configs, searched_fields, document["slo"]["attainment"], document["resolution"])
+    table = render_table(configs, searched_fields, document["slo"]["attainment"], document["resolution"], same_runs)
     rec, replicas = document["recommendation"], document["replicas"]
     if rec is None:
         table += "recommendation: none (no monotone setting meets the SLO at any rate searched)\n"

@@ -92,16 +92,26 @@ def _cell(value, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
-def render_table(configs: list[dict], searched_fields: list[str], target: float, resolution: float) -> str:
-    """The table: one line per setting, highest rate first, with the SLO metrics at that rate."""
+def render_table(configs: list[dict], searched_fields: list[str], target: float, resolution: float,
+                 same_runs: dict[int, tuple] | None = None) -> str:
+    """The table: one line per setting, highest rate first, with the SLO metrics at that rate.
+    ``same_runs``: ``{index in configs: (index of the setting searched whose runs it shares, why)}``
+    (:class:`sched.planning.same_runs.SharedSearches`), said in the note."""
     head = ["#", "gpu", *(f.replace("_", "-") for f in searched_fields), "max req/s", "goodput", "attain",
             "P95 TTFT", "P95 TPOT", "P95 E2EL", "preempt", "peak KV", "note"]
     rows = [head]
-    for number, c in enumerate(sorted(configs, key=sort_key), 1):
+    order = sorted(range(len(configs)), key=lambda i: sort_key(configs[i]))
+    row_of = {index: number for number, index in enumerate(order, 1)}
+    same_runs = same_runs or {}
+    for number, index in enumerate(order, 1):
+        c = configs[index]
         m = c["metrics"] or {}
         note = "NON-MONOTONE" if c["non_monotone"] else {"min_rate": "SLO missed at --min-rate",
                                                           "arrival_span": "SLO missed at lowest rate (1,000 s span)",
                                                           "max_rate": "SLO met at --max-rate"}.get(c["bound"], "")
+        if index in same_runs:
+            searched, why = same_runs[index]
+            note = "; ".join(filter(None, [note, f"same runs as #{row_of[searched]} ({why})"]))
         rows.append([str(number), c["gpu"], *(str(c["searched"].get(f, c["settings"].get(f))) for f in searched_fields), _cell(c["max_request_rate"], 3),
                      _cell(m.get("request_goodput"), 3), _cell(m.get("slo_attainment"), 3),
                      _cell(m.get("p95_ttft_ms")), _cell(m.get("p95_tpot_ms")), _cell(m.get("p95_e2el_ms")),

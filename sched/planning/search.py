@@ -4,7 +4,10 @@ Each point is a normal millisecond run (:func:`sched.timing.msrun.run_with_step_
 workload re-timed as ``vllm bench serve --request-rate R --burstiness B --seed S`` sends it
 (:func:`sched.workload.bench_arrivals.retime`), scored with vLLM's metrics
 (:func:`sched.timing.bench_rows.bench_row`): the same run ``infer_sched_lab.py ... --request-rate R``
-makes, so the reported command reproduces the point exactly.
+makes, so the reported command reproduces the point exactly. A probe (:func:`probe`) computes only
+the headline keys the search reads (``request_throughput``, ``slo_attainment``: the same code, the
+same values); the latency statistics, a fifth of a point's cost on a 1,000-request run, are computed
+once, for the answer, from its kept run (:func:`point_metrics`).
 
 Search (:func:`find_capacity`), rates in requests per second:
 
@@ -23,12 +26,12 @@ from __future__ import annotations
 
 import math
 
-from ..timing.bench_rows import BenchSettings, bench_row
+from ..timing.bench_rows import BenchSettings, bench_headline, bench_row
 from ..timing.msrun import run_with_step_model
 from ..vllm.load_stats import load_summary
 from ..workload.bench_arrivals import lowest_rate, retime
 
-__all__ = ["evaluate", "find_capacity", "PLAN_PERCENTILES"]
+__all__ = ["evaluate", "probe", "point_metrics", "find_capacity", "PLAN_PERCENTILES"]
 
 #: Percentiles every plan point reports (P95 for the table, P99 as vLLM's default; P50 for tok/s/user).
 PLAN_PERCENTILES = (50.0, 95.0, 99.0)
@@ -37,14 +40,36 @@ PLAN_PERCENTILES = (50.0, 95.0, 99.0)
 def evaluate(workload, knobs, model, rate: float, goodput: dict, burstiness: float, seed: int,
              max_concurrency: int | None = None) -> dict:
     """One point: the run at ``rate`` (req/s or inf) -> vLLM's metrics plus the load columns, and
-    ``request_rate``. ``goodput``: ``{key: limit_ms}``; ``max_concurrency``: the client's limit, if any."""
-    run = run_with_step_model(retime(workload, rate, burstiness, seed), knobs, model, "plan", "counts",
-                              max_concurrency=max_concurrency)
-    result = run.results[0]
+    ``request_rate`` (:func:`point_metrics`). ``goodput``: ``{key: limit_ms}``; ``max_concurrency``:
+    the client's limit, if any."""
+    return point_metrics(_run(workload, knobs, model, rate, burstiness, seed, max_concurrency), rate, goodput)
+
+
+def probe(workload, knobs, model, rate: float, goodput: dict, burstiness: float, seed: int,
+          max_concurrency: int | None = None) -> tuple[dict, object]:
+    """One point as the search reads it: the run at ``rate`` -> ``(row, result)``. ``row`` holds the
+    ten headline keys of vLLM's metrics (``request_throughput`` ... ``slo_attainment``,
+    :func:`sched.timing.bench_rows.bench_headline`: the values :func:`evaluate` gives) and
+    ``request_rate``; ``result`` is the run's :class:`~sched.core.records.CaseResult`, from which
+    :func:`point_metrics` gives the rest when the point is reported."""
+    result = _run(workload, knobs, model, rate, burstiness, seed, max_concurrency)
+    row = bench_headline(result, goodput)
+    row["request_rate"] = rate
+    return row, result
+
+
+def point_metrics(result, rate: float, goodput: dict) -> dict:
+    """Every metric a plan reports of one run: vLLM's keys at :data:`PLAN_PERCENTILES`, the load
+    columns (:func:`sched.vllm.load_stats.load_summary`) and ``request_rate`` (req/s)."""
     row = bench_row(result, BenchSettings(percentiles=PLAN_PERCENTILES, goodput=goodput))
     row.update(load_summary(result))
     row["request_rate"] = rate
     return row
+
+
+def _run(workload, knobs, model, rate, burstiness, seed, max_concurrency):
+    return run_with_step_model(retime(workload, rate, burstiness, seed), knobs, model, "plan", "counts",
+                               max_concurrency=max_concurrency).results[0]
 
 
 def _meets(row: dict, target: float) -> bool:
@@ -54,23 +79,35 @@ def _meets(row: dict, target: float) -> bool:
 def find_capacity(workload, knobs, model, goodput: dict, target: float, resolution: float, burstiness: float,
                   seed: int, min_rate: float, max_rate: float, max_concurrency: int | None = None) -> dict:
     """The search of the module docstring for one setting. Returns ``{"max_request_rate"`` (float,
-    ``"inf"`` or ``None``), ``"metrics"`` (the point at the answer, or ``None``), ``"check"`` (the point
-    at ``answer × (1 + 2·resolution)``), ``"non_monotone"`` (bool), ``"points"`` (every rate tried:
+    ``"inf"`` or ``None``), ``"metrics"`` (the point at the answer, :func:`point_metrics`, or ``None``),
+    ``"check"`` (the probe's row at ``answer × (1 + 2·resolution)``), ``"non_monotone"`` (bool), ``"points"`` (every rate tried:
     ``[rate, attainment]`` in order), ``"bound"`` (``"min_rate"``/``"max_rate"`` when the search hit a
     bound, ``"arrival_span"`` when it missed the SLO at the lowest rate whose arrivals a workload file
-    holds, :func:`sched.workload.bench_arrivals.lowest_rate`, above ``min_rate``; else ``None``)}``."""
+    holds, :func:`sched.workload.bench_arrivals.lowest_rate`, above ``min_rate``; else ``None``),
+    ``"peak_num_running"`` (the most requests running at once over every run tried, ``None`` when
+    unknown: :class:`sched.planning.same_runs.SharedSearches` reads it)}``."""
     points: dict = {}
+    kept: dict = {}   # rate -> the run of a rate that met the target (the answer is one of them)
+    peaks: list = []  # each run's peak_num_running
     floor_bound = "min_rate" if min_rate >= lowest_rate(len(workload)) else "arrival_span"
     min_rate = max(min_rate, lowest_rate(len(workload)))   # a lower rate's workload.json could not be read back
 
     def run(rate):
         if rate not in points:
-            points[rate] = evaluate(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency)
+            points[rate], result = probe(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency)
+            peaks.append(peak_running(result))
+            if _meets(points[rate], target):
+                kept[rate] = result
         return points[rate]
+
+    def answer(rate, check, non_monotone, bound):
+        metrics = None if rate is None else point_metrics(kept[rate], rate, goodput)
+        peak = None if None in peaks else max(peaks)
+        return _answer(points, rate, metrics, check, non_monotone, bound, peak)
 
     first = run(math.inf)
     if _meets(first, target):
-        return _answer(points, math.inf, None, False, None)
+        return answer(math.inf, None, False, None)
     capacity = first["request_throughput"] or min_rate
     lo, hi = None, None
     rate = min(max(capacity, min_rate), max_rate)
@@ -81,7 +118,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
             if _meets(run(rate), target):
                 lo = rate
                 if rate >= max_rate:
-                    return _answer(points, lo, None, False, "max_rate")
+                    return answer(lo, None, False, "max_rate")
             else:
                 hi = rate
     else:
@@ -93,7 +130,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
             else:
                 hi = rate
                 if rate <= min_rate:
-                    return _answer(points, None, None, False, floor_bound)
+                    return answer(None, None, False, floor_bound)
     while hi - lo > resolution * lo:
         middle = (lo + hi) / 2
         if _meets(run(middle), target):
@@ -104,11 +141,17 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
     non_monotone = (_meets(check, target)
                     or any(_meets(row, target) for r, row in points.items() if r > lo)
                     or any(not _meets(row, target) for r, row in points.items() if r < lo))
-    return _answer(points, lo, check, non_monotone, None)
+    return answer(lo, check, non_monotone, None)
 
 
-def _answer(points: dict, rate, check, non_monotone: bool, bound) -> dict:
+def peak_running(result) -> int | None:
+    """The most requests running at once in a run (``peak_num_running``,
+    :func:`sched.vllm.load_stats.load_summary`; ``None`` when the timeline does not say)."""
+    return load_summary(result)["peak_num_running"]
+
+
+def _answer(points: dict, rate, metrics, check, non_monotone: bool, bound, peak) -> dict:
     return {"max_request_rate": "inf" if rate == math.inf else rate,
-            "metrics": None if rate is None else points[rate], "check": check, "non_monotone": non_monotone,
+            "metrics": metrics, "check": check, "non_monotone": non_monotone,
             "points": [["inf" if r == math.inf else r, row["slo_attainment"]] for r, row in points.items()],
-            "bound": bound}
+            "bound": bound, "peak_num_running": peak}

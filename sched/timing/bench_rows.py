@@ -16,11 +16,12 @@ import argparse
 from dataclasses import dataclass
 
 from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, bench_fields, bench_units,
-                                  calculate_metrics, parse_goodput_pair, parse_metric_percentiles, settle_goodput)
+                                  calculate_metrics, headline_metrics, parse_goodput_pair, parse_metric_percentiles,
+                                  settle_goodput)
 from ..core.records import CaseResult, Status
 from ..workload.bench_arrivals import check_burstiness, check_rate
 
-__all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
+__all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_headline", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
            "bench_settings_from_args", "bench_flags_given", "add_load_flags", "load_flags_problem", "load_of_args",
            "rate_arg", "burstiness_arg", "seed_arg", "concurrency_arg", "goodput_pair_arg"]
 
@@ -43,12 +44,13 @@ class BenchSettings:
         return bench_fields(self.percentiles)
 
 
-def bench_requests(result: CaseResult, us_per_tick: float = 1.0) -> tuple[list[BenchRequest], float]:
+def bench_requests(result: CaseResult, us_per_tick: float = 1.0, itl: bool = True) -> tuple[list[BenchRequest], float]:
     """The requests of one case as the benchmark client sees them, and the run's duration, in seconds.
 
     ``us_per_tick``: microseconds per engine tick (1 on a step-model run). A request succeeded when
     it emitted every output token (status ``ok``); a timed-out one is a failure. Duration = the
-    latest end of any request − 0 (the clock's origin).
+    latest end of any request − 0 (the clock's origin). ``itl`` false: every request's ITL list is
+    left empty (for :func:`bench_headline`, which does not read it).
     """
     per_second = 1_000_000 / us_per_tick   # ticks per second (divided, not multiplied: 3500 µs is 0.0035 s)
     requests = []
@@ -61,8 +63,8 @@ def bench_requests(result: CaseResult, us_per_tick: float = 1.0) -> tuple[list[B
             continue
         times = r.token_times
         arrival = r.spec.arrival
-        itl = [(b - a) / per_second for a, b in zip(times, times[1:])]
-        requests.append(BenchRequest(True, r.spec.prompt_tokens, len(times), (times[0] - arrival) / per_second, itl,
+        gaps = [(b - a) / per_second for a, b in zip(times, times[1:])] if itl else ()
+        requests.append(BenchRequest(True, r.spec.prompt_tokens, len(times), (times[0] - arrival) / per_second, gaps,
                                      (r.done_at - arrival) / per_second))
     return requests, latest / per_second
 
@@ -74,6 +76,16 @@ def bench_row(result: CaseResult, settings: BenchSettings) -> dict:
     if duration <= 0:
         return dict.fromkeys(settings.fields())
     return calculate_metrics(requests, duration, settings.percentiles, settings.goodput)
+
+
+def bench_headline(result: CaseResult, goodput: dict | None) -> dict:
+    """The first ten keys of :func:`bench_row` (``duration`` to ``slo_attainment``,
+    :func:`sched.core.bench_metrics.headline_metrics`), the same values without the latency
+    statistics (no ITL list is built); every value ``None`` when the run lasted no time at all."""
+    requests, duration = bench_requests(result, itl=False)
+    if duration <= 0:
+        return dict.fromkeys(bench_fields(())[:10])
+    return headline_metrics(requests, duration, goodput)
 
 
 def bench_header(settings: BenchSettings) -> dict:

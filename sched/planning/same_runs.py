@@ -1,0 +1,137 @@
+"""Settings whose runs are provably another's, so their searches are not run twice.
+
+Two rules, each a proof that two settings give the same run at every request rate, hence the same
+search (the search's next rate depends only on the runs before it) and the same ``plan.json``
+entry but for the setting's own flags and command. :class:`SharedSearches` groups a plan's
+settings by them, searches one per group first and gives the others its result when a rule
+holds; the table names the row whose runs a setting shares (``render_table``'s ``same_runs``).
+
+**A ``--max-num-seqs`` never reached.** The engines read ``max_num_seqs`` only as ``n <
+max_num_seqs`` (or ``>=``) with ``n`` the running requests, or the open decode runs among them,
+at that moment: the admission gate (vllm-engine.md §2 step 4, :mod:`sched.vllm.waiting_side`),
+the fast path's and the async decode jumps' tests (:mod:`sched.vllm.fastpath`,
+:mod:`sched.vllm.async_jump`) and the invariant check. Every such ``n`` is at most the run's
+``peak_num_running`` (:mod:`sched.vllm.load_stats`: the running list after scheduling, largest
+over the timeline; the list grows only by admissions, which schedule tokens, so every step that
+grows it is logged). So two values both above the peak answer every test alike: the runs are the
+same. A search at ``max_num_seqs = M`` whose runs all stayed at or below ``P`` running is the
+search at any ``M'`` with ``P < M' <= M`` (by induction over its runs: the same first run at rate
+``inf``, so the same next rate, and so on).
+
+**``fcfs`` and ``priority`` with one priority for all.** Let every request have priority ``p``; a
+request's key is ``(p, arrival, workload order)``, so keys order requests exactly as
+:class:`~sched.vllm.queue.Arrivals` hands them over. Claim, after every change of the queues: (a)
+the running list is in ascending key order, (b) every waiting key is above every running key, (c)
+the fcfs waiting deque is in ascending key order, the order the priority heap pops. It holds
+empty, and:
+
+- an arrival has a key above every request already arrived: it goes to the back of the deque and is
+  the largest in the heap (a, b, c kept);
+- admission takes the head, the smallest waiting key, above every running key: appended to the
+  running list (a) the list stays sorted;
+- preemption: fcfs takes the last running request, priority the largest key — the same request by
+  (a); it is below every waiting key (b) and above every other running key, so fcfs puts it at the
+  front of the deque and the heap pops it first: the same order (c). The victim is the request
+  being scheduled only when that request is the last one in the list, where fcfs stops the pass and
+  priority's pass has nobody left to go on with; a victim already scheduled in the step (priority's
+  extra case) would have to sit before the current request, which (a) rules out;
+- an ending (finish, stale finish, timeout) removes a request and keeps every order.
+
+So both policies make the same decision at every step, and give the same records. Two conditions
+keep the claim exact: no ``--max-concurrency`` (the client's gate re-stamps arrivals with slot times,
+which can put a later send before an earlier one by key), and a run that walks every batch: async
+scheduling with prefix caching. The other engines jump over decode-only steps
+(:mod:`sched.vllm.fastpath`, :mod:`sched.vllm.async_jump`) and stop a jump at an arrival under
+``priority`` only; the requests are the same but the step timeline may be merged differently, and
+the mean load columns (:mod:`sched.vllm.load_stats`) read it, so those settings are searched apart.
+
+``tests/test_planning_same_runs.py`` checks both rules on runs that preempt, and that each can fail.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import asdict
+
+__all__ = ["uniform_priority", "policies_same_runs", "SharedSearches"]
+
+#: What the table says of a setting that shares another's runs, by rule.
+REASON_POLICY = "one priority for all requests"
+REASON_SEQS = "max-num-seqs never reached: at most {peak} running"
+
+
+def uniform_priority(workload) -> bool:
+    """Whether every request of ``workload`` (request specs) has the same priority (``None`` as 0)."""
+    return len({spec.priority or 0 for spec in workload}) <= 1
+
+
+def policies_same_runs(workload, knobs, max_concurrency: int | None) -> bool:
+    """Whether ``knobs`` under ``fcfs`` and under ``priority`` give identical runs of ``workload`` at
+    every request rate (module docstring): one priority for all, no client concurrency limit, async
+    scheduling with prefix caching (no deadlines: async scheduling refuses them)."""
+    return (max_concurrency is None and knobs.async_scheduling and knobs.enable_prefix_caching
+            and knobs.timeout_ticks is None and uniform_priority(workload))
+
+
+class SharedSearches:
+    """Which of a plan's searches to run, and the results of the others (module docstring).
+
+    ``tasks``: ``[(model index, searched, VllmKnobs)]`` (:func:`sched.planning.plan.settle_settings`).
+    Settings of one step model that differ only in ``max_num_seqs`` (and in the policy, when
+    :func:`policies_same_runs`) form a group, ordered by ``max_num_seqs`` from the largest, ``fcfs``
+    first. :meth:`first_searches` gives one task per group; :meth:`resolve` takes a finished search
+    and returns the group's next task to search, if any. A search's result must carry
+    ``peak_num_running`` (the largest over its runs, ``None`` when unknown)."""
+
+    def __init__(self, workload, tasks: list[tuple], max_concurrency: int | None) -> None:
+        self.tasks = tasks
+        groups: dict[tuple, list[int]] = {}
+        self._twin_policies: dict[int, bool] = {}
+        for number, (index, _, knobs) in enumerate(tasks):
+            fields = asdict(knobs)
+            del fields["max_num_seqs"]
+            twin = policies_same_runs(workload, knobs, max_concurrency)
+            self._twin_policies[number] = twin
+            if twin:
+                fields["policy"] = None
+            groups.setdefault((index, tuple(sorted(fields.items()))), []).append(number)
+        self.groups = [sorted(members, key=lambda n: (-tasks[n][2].max_num_seqs, tasks[n][2].policy != "fcfs", n))
+                       for members in groups.values()]
+        self._group_of = {n: g for g, members in enumerate(self.groups) for n in members}
+        self.results: dict[int, dict] = {}
+        #: ``{task: (task searched, reason)}`` for the tasks given another's result.
+        self.same_as: dict[int, tuple[int, str]] = {}
+
+    def first_searches(self) -> list[int]:
+        """One task of each group to search first (its largest ``max_num_seqs``), in task order."""
+        return sorted(members[0] for members in self.groups)
+
+    def resolve(self, number: int, result: dict) -> int | None:
+        """The search of task ``number`` gave ``result``: give it to every task of its group that shares
+        its runs; return the group's next task to search, or ``None`` when the group is done."""
+        self.results[number] = result
+        seqs = self.tasks[number][2].max_num_seqs
+        peak = result.get("peak_num_running")
+        for other in self.groups[self._group_of[number]]:
+            if other in self.results:
+                continue
+            other_seqs = self.tasks[other][2].max_num_seqs
+            reasons = []
+            if self.tasks[other][2].policy != self.tasks[number][2].policy:
+                reasons.append(REASON_POLICY)
+            if other_seqs != seqs:
+                if peak is None or not peak < other_seqs <= seqs:
+                    continue
+                reasons.append(REASON_SEQS.format(peak=peak))
+            self.results[other] = copy.deepcopy(result)
+            self.same_as[other] = (number, "; ".join(reasons or ["the same settings"]))
+        return next((other for other in self.groups[self._group_of[number]] if other not in self.results), None)
+
+    @property
+    def num_searches(self) -> int:
+        """Searches run or to run so far (each task searched, not given another's result)."""
+        return len(self.results) - len(self.same_as)
+
+    def ordered_results(self) -> list[dict]:
+        """Every task's result in task order (all must be resolved)."""
+        return [self.results[number] for number in range(len(self.tasks))]
