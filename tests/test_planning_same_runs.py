@@ -111,10 +111,10 @@ class SharedSearchesTest(unittest.TestCase):
         shared = SharedSearches(workload(), self.tasks(), None)
         self.assertEqual(shared.first_searches(), [2, 5, 6])   # the largest max_num_seqs of each group, fcfs
         self.assertEqual(shared.resolve(2, {"peak_num_running": 12}), 0)   # 32 and priority settled; 8 is next
-        self.assertEqual(shared.same_as, {3: (2, "one priority for all requests"),
-                                          4: (2, "max-num-seqs never reached: at most 12 running")})
+        self.assertEqual(shared.same_as, {3: (2, "one priority"),
+                                          4: (2, "peak 12 running")})
         self.assertIsNone(shared.resolve(0, {"peak_num_running": 8}))
-        self.assertEqual(shared.same_as[1], (0, "one priority for all requests"))
+        self.assertEqual(shared.same_as[1], (0, "one priority"))
         self.assertIsNone(shared.resolve(5, {"peak_num_running": 3}))
         self.assertIsNone(shared.resolve(6, {"peak_num_running": None}))
         self.assertEqual(shared.num_searches, 4)
@@ -130,7 +130,7 @@ class SharedSearchesTest(unittest.TestCase):
         gated = SharedSearches(workload(), self.tasks()[:4], 4)   # the client's gate: policies apart
         self.assertEqual(gated.first_searches(), [2, 3])
         self.assertIsNone(gated.resolve(2, {"peak_num_running": 5}))   # the max-num-seqs rule still holds
-        self.assertEqual(gated.same_as, {0: (2, "max-num-seqs never reached: at most 5 running")})
+        self.assertEqual(gated.same_as, {0: (2, "peak 5 running")})
 
 
 class PlanSharedTest(unittest.TestCase):
@@ -165,7 +165,8 @@ class PlanSharedTest(unittest.TestCase):
                                   "--out", out_dir])
         self.assertEqual(code, 0, err)
         rows = out.splitlines()[1:3]
-        self.assertIn("same runs as #1 (one priority for all requests)", rows[1])
+        self.assertIn("same runs as #1 (one priority)", rows[1])
+        self.assertIn("same runs as #N: provably the runs of row N", out)
         self.assertNotIn("same runs", rows[0])
         doc = json.loads(read(os.path.join(out_dir, "plan.json")))
         first, second = doc["configs"]

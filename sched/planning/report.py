@@ -121,6 +121,9 @@ def render_table(configs: list[dict], searched_fields: list[str], target: float,
              for r in rows]
     lines.append(f"(rates in requests/s, the highest whose slo_attainment >= {target:g}, to {resolution:g} relative; "
                  "goodput in req/s; times in ms, vLLM bench serve's definitions; one replica on the step model's GPU)")
+    if same_runs:
+        from .same_runs import LEGEND
+        lines.append(f"({LEGEND})")
     return "\n".join(lines) + "\n"
 
 

@@ -53,11 +53,15 @@ from __future__ import annotations
 import copy
 from dataclasses import asdict
 
-__all__ = ["uniform_priority", "policies_same_runs", "SharedSearches"]
+__all__ = ["uniform_priority", "policies_same_runs", "SharedSearches", "LEGEND"]
 
-#: What the table says of a setting that shares another's runs, by rule.
-REASON_POLICY = "one priority for all requests"
-REASON_SEQS = "max-num-seqs never reached: at most {peak} running"
+#: What the table says of a setting that shares another's runs, by rule (:data:`LEGEND` says why).
+REASON_POLICY = "one priority"
+REASON_SEQS = "peak {peak} running"
+#: The line under a table where a setting shares another's runs.
+LEGEND = ("same runs as #N: provably the runs of row N, not searched again: with one priority for all requests "
+          "fcfs and priority decide alike; a max-num-seqs above the most requests any of row N's runs had "
+          "running at once is never reached")
 
 
 def uniform_priority(workload) -> bool:
@@ -124,7 +128,7 @@ class SharedSearches:
                     continue
                 reasons.append(REASON_SEQS.format(peak=peak))
             self.results[other] = copy.deepcopy(result)
-            self.same_as[other] = (number, "; ".join(reasons or ["the same settings"]))
+            self.same_as[other] = (number, ", ".join(reasons or ["the same settings"]))
         return next((other for other in self.groups[self._group_of[number]] if other not in self.results), None)
 
     @property

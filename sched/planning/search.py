@@ -87,7 +87,9 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
     ``"peak_num_running"`` (the most requests running at once over every run tried, ``None`` when
     unknown: :class:`sched.planning.same_runs.SharedSearches` reads it)}``."""
     points: dict = {}
-    kept: dict = {}   # rate -> the run of a rate that met the target (the answer is one of them)
+    # The run of the highest rate that met the target so far: until the check, that rate is ``lo``
+    # (a rate that meets it raises ``lo``; rates above ``lo`` tried so far all missed), the answer.
+    kept: dict = {}
     peaks: list = []  # each run's peak_num_running
     floor_bound = "min_rate" if min_rate >= lowest_rate(len(workload)) else "arrival_span"
     min_rate = max(min_rate, lowest_rate(len(workload)))   # a lower rate's workload.json could not be read back
@@ -96,18 +98,21 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
         if rate not in points:
             points[rate], result = probe(workload, knobs, model, rate, goodput, burstiness, seed, max_concurrency)
             peaks.append(peak_running(result))
-            if _meets(points[rate], target):
+            if _meets(points[rate], target) and all(rate > r for r in kept):
+                kept.clear()
                 kept[rate] = result
         return points[rate]
 
-    def answer(rate, check, non_monotone, bound):
-        metrics = None if rate is None else point_metrics(kept[rate], rate, goodput)
+    def metrics_at(rate):
+        return None if rate is None else point_metrics(kept.pop(rate), rate, goodput)
+
+    def answer(rate, metrics, check, non_monotone, bound):
         peak = None if None in peaks else max(peaks)
         return _answer(points, rate, metrics, check, non_monotone, bound, peak)
 
     first = run(math.inf)
     if _meets(first, target):
-        return answer(math.inf, None, False, None)
+        return answer(math.inf, metrics_at(math.inf), None, False, None)
     capacity = first["request_throughput"] or min_rate
     lo, hi = None, None
     rate = min(max(capacity, min_rate), max_rate)
@@ -118,7 +123,7 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
             if _meets(run(rate), target):
                 lo = rate
                 if rate >= max_rate:
-                    return answer(lo, None, False, "max_rate")
+                    return answer(lo, metrics_at(lo), None, False, "max_rate")
             else:
                 hi = rate
     else:
@@ -130,18 +135,19 @@ def find_capacity(workload, knobs, model, goodput: dict, target: float, resoluti
             else:
                 hi = rate
                 if rate <= min_rate:
-                    return answer(None, None, False, floor_bound)
+                    return answer(None, None, None, False, floor_bound)
     while hi - lo > resolution * lo:
         middle = (lo + hi) / 2
         if _meets(run(middle), target):
             lo = middle
         else:
             hi = middle
+    metrics = metrics_at(lo)   # before the check, which may meet the target (non-monotone)
     check = run(lo * (1 + 2 * resolution))
     non_monotone = (_meets(check, target)
                     or any(_meets(row, target) for r, row in points.items() if r > lo)
                     or any(not _meets(row, target) for r, row in points.items() if r < lo))
-    return answer(lo, check, non_monotone, None)
+    return answer(lo, metrics, check, non_monotone, None)
 
 
 def peak_running(result) -> int | None:
