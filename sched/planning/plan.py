@@ -4,7 +4,9 @@
 sweep's code: a process pool over the cores by default, whose workers are ended on Ctrl-C or any
 error; or a Dask cluster's executor, :mod:`sched.runs.cluster`): a task is the whole search of
 :func:`sched.planning.search.find_capacity` for one setting, so settings spread over workers and the
-time falls with their number. :func:`plan_document` and :func:`plan_files` turn the results into the
+time falls with their number. Settings whose runs are provably another's are not searched again
+(:class:`sched.planning.same_runs.SharedSearches`): one search per group goes first, and a group's
+next search is sent only when the one before did not settle it. :func:`plan_document` and :func:`plan_files` turn the results into the
 table, ``plan.json``, ``pareto.svg`` and ``manifest.json`` (:mod:`sched.planning.report`).
 """
 
