@@ -107,29 +107,51 @@ class SharedSearchesTest(unittest.TestCase):
                 (0, {}, knobs_of(max_num_seqs=32)), (1, {}, knobs_of(max_num_seqs=64)),
                 (0, {}, knobs_of(max_num_seqs=64, max_num_batched_tokens=1024))]
 
+    def take_all(self, shared, speculate=False):
+        taken = []
+        while (number := shared.take(speculate)) is not None:
+            taken.append(number)
+        return taken
+
     def test_groups_and_what_each_search_settles(self):
         shared = SharedSearches(workload(), self.tasks(), None)
-        self.assertEqual(shared.first_searches(), [2, 5, 6])   # the largest max_num_seqs of each group, fcfs
-        self.assertEqual(shared.resolve(2, {"peak_num_running": 12}), 0)   # 32 and priority settled; 8 is next
-        self.assertEqual(shared.same_as, {3: (2, "one priority"),
-                                          4: (2, "peak 12 running")})
-        self.assertIsNone(shared.resolve(0, {"peak_num_running": 8}))
+        self.assertEqual(self.take_all(shared), [2, 5, 6])   # the largest max_num_seqs of each group, fcfs
+        shared.resolve(2, {"peak_num_running": 12})   # the other policy and 32 settled; 8 is next
+        self.assertEqual(shared.same_as, {3: (2, "one priority"), 4: (2, "peak 12 running")})
+        self.assertEqual(self.take_all(shared), [0])
+        shared.resolve(0, {"peak_num_running": 8})
         self.assertEqual(shared.same_as[1], (0, "one priority"))
-        self.assertIsNone(shared.resolve(5, {"peak_num_running": 3}))
-        self.assertIsNone(shared.resolve(6, {"peak_num_running": None}))
+        shared.resolve(5, {"peak_num_running": 3})
+        self.assertFalse(shared.done)
+        shared.resolve(6, {"peak_num_running": None})
+        self.assertTrue(shared.done)
         self.assertEqual(shared.num_searches, 4)
         results = shared.ordered_results()
         self.assertEqual([r["peak_num_running"] for r in results], [8, 8, 12, 12, 12, 3, None])
         self.assertIsNot(results[3], results[2])   # a copy
 
+    def test_speculation_takes_only_what_may_be_needed(self):
+        shared = SharedSearches(workload(), self.tasks()[:5], None)
+        self.assertEqual(self.take_all(shared), [2])
+        # 3 (the other policy at 64) is surely settled by 2: never taken; 32, then 8, may be needed
+        self.assertEqual(self.take_all(shared, speculate=True), [4, 0])
+        shared.resolve(0, {"peak_num_running": 8})   # a speculative search ends first: settles its twin only
+        self.assertEqual(shared.same_as, {1: (0, "one priority")})
+        shared.resolve(2, {"peak_num_running": 12})
+        self.assertTrue(shared.done)
+        shared.resolve(4, {"peak_num_running": 12})   # settled meanwhile: its result is not used
+        self.assertEqual(shared.same_as[4], (2, "peak 12 running"))
+        self.assertEqual(shared.num_searches, 2)
+
     def test_at_the_peak_or_without_a_rule_it_searches(self):
         shared = SharedSearches(workload(priorities=(0, 1)), self.tasks()[:5], None)   # two priorities
-        self.assertEqual(shared.first_searches(), [2, 3])   # each policy its own group
-        self.assertEqual(shared.resolve(2, {"peak_num_running": 32}), 4)   # 32 is reached: searched
+        self.assertEqual(self.take_all(shared), [2, 3])   # each policy its own group
+        shared.resolve(2, {"peak_num_running": 32})   # 32 is reached: searched
         self.assertEqual(shared.same_as, {})
+        self.assertEqual(self.take_all(shared), [4])
         gated = SharedSearches(workload(), self.tasks()[:4], 4)   # the client's gate: policies apart
-        self.assertEqual(gated.first_searches(), [2, 3])
-        self.assertIsNone(gated.resolve(2, {"peak_num_running": 5}))   # the max-num-seqs rule still holds
+        self.assertEqual(self.take_all(gated), [2, 3])
+        gated.resolve(2, {"peak_num_running": 5})   # the max-num-seqs rule still holds
         self.assertEqual(gated.same_as, {0: (2, "peak 5 running")})
 
 

@@ -96,20 +96,24 @@ def _search_task(workload, knobs, model, goodput, target, resolution, burstiness
 
 
 def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = None, max_workers: int | None = None,
-             progress=None, shared: SharedSearches | None = None) -> list[dict]:
+             progress=None, shared: SharedSearches | None = None, spare: int = 0) -> list[dict]:
     """Search every task (:func:`settle_settings`) and return their results in task order.
 
     ``executor``: any executor (left running); ``None`` starts a process pool of ``max_workers``
     (default: all cores), ended on any exception (Ctrl-C and SIGTERM included) so no worker outlives
-    the plan. ``progress(done, total)`` is called as each search finishes (``done``: settings with a
+    the plan. ``progress(done, total)`` is called as searches finish (``done``: settings with a
     result). ``shared`` (made here when ``None``): which searches run, and which settings take the
     result of another's because their runs are provably the same
-    (:class:`sched.planning.same_runs.SharedSearches`: a group's first search runs, the others follow
-    when they must).
+    (:class:`sched.planning.same_runs.SharedSearches`): each group's next search is sent when the
+    one before did not settle it. While fewer searches than workers are in flight (the pool's
+    workers, or ``spare`` for an executor), a group's next search starts at once instead
+    (speculatively: the wall time stays that of one search per setting, the CPU may grow).
     """
     shared = shared or SharedSearches(spec.workload, tasks, spec.max_concurrency)
     own = executor is None
-    pool = ProcessPoolExecutor(max_workers=max_workers or os.cpu_count(), initializer=worker_signals) if own else executor
+    workers = max_workers or os.cpu_count() or 1
+    slots = workers if own else spare
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=worker_signals) if own else executor
     futures: dict = {}
 
     def submit(number: int) -> None:
@@ -123,17 +127,25 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
             if own:
                 mask_stop_signals(signal.SIG_UNBLOCK)
 
-    try:
-        for number in shared.first_searches():
+    def fill() -> None:
+        while (number := shared.take()) is not None:
             submit(number)
-        while futures:
+        while len(futures) < slots and (number := shared.take(speculate=True)) is not None:
+            submit(number)
+
+    try:
+        fill()
+        while futures and not shared.done:
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for future in done:
-                follow = shared.resolve(futures.pop(future), future.result())
-                if follow is not None:
-                    submit(follow)
+                shared.resolve(futures.pop(future), future.result())
+            fill()
             if progress is not None:
                 progress(len(shared.results), len(tasks))
+        for future in futures:   # speculative searches whose settings were settled meanwhile
+            future.cancel()
+        if own and futures:
+            stop_workers(pool)   # one may be running: its result is not needed
         return shared.ordered_results()
     except BaseException:
         if own:

@@ -83,20 +83,17 @@ class SharedSearches:
     ``tasks``: ``[(model index, searched, VllmKnobs)]`` (:func:`sched.planning.plan.settle_settings`).
     Settings of one step model that differ only in ``max_num_seqs`` (and in the policy, when
     :func:`policies_same_runs`) form a group, ordered by ``max_num_seqs`` from the largest, ``fcfs``
-    first. :meth:`first_searches` gives one task per group; :meth:`resolve` takes a finished search
-    and returns the group's next task to search, if any. A search's result must carry
+    first. :meth:`take` gives the next task to search; :meth:`resolve` takes a finished search and
+    settles every task of its group whose runs it provably gives. A search's result must carry
     ``peak_num_running`` (the largest over its runs, ``None`` when unknown)."""
 
     def __init__(self, workload, tasks: list[tuple], max_concurrency: int | None) -> None:
         self.tasks = tasks
         groups: dict[tuple, list[int]] = {}
-        self._twin_policies: dict[int, bool] = {}
         for number, (index, _, knobs) in enumerate(tasks):
             fields = asdict(knobs)
             del fields["max_num_seqs"]
-            twin = policies_same_runs(workload, knobs, max_concurrency)
-            self._twin_policies[number] = twin
-            if twin:
+            if policies_same_runs(workload, knobs, max_concurrency):
                 fields["policy"] = None
             groups.setdefault((index, tuple(sorted(fields.items()))), []).append(number)
         self.groups = [sorted(members, key=lambda n: (-tasks[n][2].max_num_seqs, tasks[n][2].policy != "fcfs", n))
@@ -105,15 +102,41 @@ class SharedSearches:
         self.results: dict[int, dict] = {}
         #: ``{task: (task searched, reason)}`` for the tasks given another's result.
         self.same_as: dict[int, tuple[int, str]] = {}
+        #: Tasks taken and not yet resolved.
+        self.in_flight: set[int] = set()
+        #: Searches whose result was used (a speculative one settled meanwhile by another is not counted).
+        self.num_searches = 0
 
-    def first_searches(self) -> list[int]:
-        """One task of each group to search first (its largest ``max_num_seqs``), in task order."""
-        return sorted(members[0] for members in self.groups)
+    def take(self, speculate: bool = False) -> int | None:
+        """The next task to search (marked in flight), or ``None``: the group's first unsettled task
+        (largest ``max_num_seqs``) of a group with no search in flight, groups in the order of their
+        first task. ``speculate``: when there is none, the next unsettled task of a group whose
+        search is in flight, with fewer ``max_num_seqs`` than each of those (for a worker that would
+        idle; that search may turn out needless, but a task the searches in flight surely settle,
+        the other policy of one of them, is never taken)."""
+        for busy_too in ((False, True) if speculate else (False,)):
+            for members in self.groups:
+                flying = [self.tasks[n][2].max_num_seqs for n in members if n in self.in_flight]
+                if flying and not busy_too:
+                    continue
+                for number in members:
+                    if number not in self.results and number not in self.in_flight:
+                        if flying and self.tasks[number][2].max_num_seqs >= min(flying):
+                            continue
+                        self.in_flight.add(number)
+                        return number
+        return None
 
-    def resolve(self, number: int, result: dict) -> int | None:
-        """The search of task ``number`` gave ``result``: give it to every task of its group that shares
-        its runs; return the group's next task to search, or ``None`` when the group is done."""
+    def resolve(self, number: int, result: dict) -> None:
+        """The search of task ``number`` gave ``result``: keep it (unless the task was settled
+        meanwhile: the same result) and give it to every unsettled task of its group that shares its
+        runs: the other policy at the same ``max_num_seqs`` (one group only when the policies run
+        alike), and any ``max_num_seqs`` from above the search's peak running up to its own."""
+        self.in_flight.discard(number)
+        if number in self.results:
+            return
         self.results[number] = result
+        self.num_searches += 1
         seqs = self.tasks[number][2].max_num_seqs
         peak = result.get("peak_num_running")
         for other in self.groups[self._group_of[number]]:
@@ -129,12 +152,11 @@ class SharedSearches:
                 reasons.append(REASON_SEQS.format(peak=peak))
             self.results[other] = copy.deepcopy(result)
             self.same_as[other] = (number, ", ".join(reasons or ["the same settings"]))
-        return next((other for other in self.groups[self._group_of[number]] if other not in self.results), None)
 
     @property
-    def num_searches(self) -> int:
-        """Searches run or to run so far (each task searched, not given another's result)."""
-        return len(self.results) - len(self.same_as)
+    def done(self) -> bool:
+        """Whether every task has its result."""
+        return len(self.results) == len(self.tasks)
 
     def ordered_results(self) -> list[dict]:
         """Every task's result in task order (all must be resolved)."""
