@@ -139,6 +139,7 @@ class SharedSearchesTest(unittest.TestCase):
         self.assertEqual(shared.same_as, {1: (0, "one priority")})
         shared.resolve(2, {"peak_num_running": 12})
         self.assertTrue(shared.done)
+        self.assertEqual(shared.in_flight, set())   # 4 was settled while its own search runs: not waited for
         shared.resolve(4, {"peak_num_running": 12})   # settled meanwhile: its result is not used
         self.assertEqual(shared.same_as[4], (2, "peak 12 running"))
         self.assertEqual(shared.num_searches, 2)

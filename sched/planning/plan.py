@@ -139,6 +139,9 @@ def run_plan(spec: PlanSpec, tasks: list[tuple], executor: Executor | None = Non
             done, _ = wait(futures, return_when=FIRST_COMPLETED)
             for future in done:
                 shared.resolve(futures.pop(future), future.result())
+            for future, number in list(futures.items()):
+                if number in shared.results and future.cancel():   # settled before it started
+                    del futures[future]
             fill()
             if progress is not None:
                 progress(len(shared.results), len(tasks))

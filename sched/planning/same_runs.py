@@ -152,6 +152,7 @@ class SharedSearches:
                 reasons.append(REASON_SEQS.format(peak=peak))
             self.results[other] = copy.deepcopy(result)
             self.same_as[other] = (number, ", ".join(reasons or ["the same settings"]))
+            self.in_flight.discard(other)   # a speculative search of it is not needed any more
 
     @property
     def done(self) -> bool:
