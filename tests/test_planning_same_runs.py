@@ -12,6 +12,7 @@ hence the same ``plan.json``, as searching every setting; its table says which r
 import dataclasses
 import json
 import os
+import re
 import unittest
 
 from sched.planning.plan import PlanSpec, _search_task, run_plan, settle_settings
@@ -143,6 +144,8 @@ class SharedSearchesTest(unittest.TestCase):
         shared.resolve(4, {"peak_num_running": 12})   # settled meanwhile: its result is not used
         self.assertEqual(shared.same_as[4], (2, "peak 12 running"))
         self.assertEqual(shared.num_searches, 2)
+        self.assertEqual(shared.table_notes(), {1: (0, "one priority"), 3: (2, "one priority"),
+                                                4: (2, "peak 12 running")})
 
     def test_at_the_peak_or_without_a_rule_it_searches(self):
         shared = SharedSearches(workload(priorities=(0, 1)), self.tasks()[:5], None)   # two priorities
@@ -174,15 +177,35 @@ class PlanSharedTest(unittest.TestCase):
         self.assertEqual(len(calls), 2)
         self.assertEqual(set(shared.same_as), {1, 2, 3, 5})
 
-    def test_the_table_says_so(self):
+    def test_spare_workers_search_ahead_same_files(self):
+        """Two workers: a group's smaller max-num-seqs is searched speculatively beside the first search,
+        which then settles it; the files are those of one worker, searching in turn."""
         base = temp_dir(self)
-        path, model_path, out_dir = (os.path.join(base, n) for n in ("w.json", "m.json", "plan"))
+        path, model_path = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+        self.write_inputs(path, model_path)
+        texts = []
+        for workers in ("1", "2"):
+            out_dir = os.path.join(base, f"plan{workers}")
+            code, out, err = run_cli(["plan", "--workload", path, "--step-model", model_path, "--goodput",
+                                      "ttft:1000", "--max-num-seqs", "2,8,16", "--policy", "fcfs,priority",
+                                      "--resolution", "0.05", "--workers", workers, "--out", out_dir])
+            self.assertEqual(code, 0, err)
+            texts.append([read(os.path.join(out_dir, name)) for name in ("plan.json", "plan.txt")])
+        self.assertEqual(texts[0], texts[1])
+        self.assertEqual(len(re.findall(r"same runs as #[0-9]", texts[0][1])), 4)   # 16 and 2 searched, fcfs
+
+    def write_inputs(self, path, model_path):
         with open(path, "w", encoding="utf-8") as out:
             json.dump({"requests": [{"name": s.name, "arrival": 0, "prefix_key": s.prefix_key,
                                      "prefix_tokens": s.prefix_tokens, "suffix_tokens": s.suffix_tokens,
                                      "output_tokens": s.output_tokens} for s in workload()[:30]]}, out)
         with open(model_path, "w", encoding="utf-8") as out:
             json.dump(MODEL_JSON, out)
+
+    def test_the_table_says_so(self):
+        base = temp_dir(self)
+        path, model_path, out_dir = (os.path.join(base, n) for n in ("w.json", "m.json", "plan"))
+        self.write_inputs(path, model_path)
         code, out, err = run_cli(["plan", "--workload", path, "--step-model", model_path, "--goodput", "ttft:1000",
                                   "--policy", "fcfs,priority", "--resolution", "0.05", "--workers", "1",
                                   "--out", out_dir])

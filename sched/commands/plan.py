@@ -200,7 +200,7 @@ def _main(argv: list[str]) -> int:
     searched = [field for field, values in lists.items() if values]
     if "gpu_memory_utilization" in searched:
         searched.append("num_gpu_blocks")   # what each share gave on its GPU
-    files = plan_files(document, searched, shared.same_as)
+    files = plan_files(document, searched, shared.table_notes())
     if args.out:
         write_artifacts(files, args.out, force=args.force)
     sys.stdout.write(files["plan.txt"])

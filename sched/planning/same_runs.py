@@ -137,22 +137,47 @@ class SharedSearches:
             return
         self.results[number] = result
         self.num_searches += 1
-        seqs = self.tasks[number][2].max_num_seqs
-        peak = result.get("peak_num_running")
         for other in self.groups[self._group_of[number]]:
             if other in self.results:
                 continue
-            other_seqs = self.tasks[other][2].max_num_seqs
-            reasons = []
-            if self.tasks[other][2].policy != self.tasks[number][2].policy:
-                reasons.append(REASON_POLICY)
-            if other_seqs != seqs:
-                if peak is None or not peak < other_seqs <= seqs:
-                    continue
-                reasons.append(REASON_SEQS.format(peak=peak))
+            why = self._settles(number, other, result)
+            if why is None:
+                continue
             self.results[other] = copy.deepcopy(result)
-            self.same_as[other] = (number, ", ".join(reasons or ["the same settings"]))
+            self.same_as[other] = (number, why)
             self.in_flight.discard(other)   # a speculative search of it is not needed any more
+
+    def _settles(self, number: int, other: int, result: dict) -> str | None:
+        """Why the search of ``number`` (its ``result``) gives the runs of ``other``, a task of its group;
+        ``None`` when no rule says so."""
+        seqs, other_seqs = self.tasks[number][2].max_num_seqs, self.tasks[other][2].max_num_seqs
+        peak = result.get("peak_num_running")
+        reasons = []
+        if self.tasks[other][2].policy != self.tasks[number][2].policy:
+            reasons.append(REASON_POLICY)
+        if other_seqs != seqs:
+            if peak is None or not peak < other_seqs <= seqs:
+                return None
+            reasons.append(REASON_SEQS.format(peak=peak))
+        return ", ".join(reasons or ["the same settings"])
+
+    def table_notes(self) -> dict[int, tuple[int, str]]:
+        """``{task: (task, why)}`` as a search of each group in turn gives it, whatever the order the
+        searches finished in (a speculative search may have ended first): the same table for any
+        number of workers. All tasks must be resolved."""
+        notes = {}
+        for members in self.groups:
+            settled: set[int] = set()
+            for number in members:
+                if number in settled:
+                    continue
+                settled.add(number)
+                for other in members:
+                    why = None if other in settled else self._settles(number, other, self.results[number])
+                    if why is not None:
+                        settled.add(other)
+                        notes[other] = (number, why)
+        return notes
 
     @property
     def done(self) -> bool:
