@@ -1,0 +1,113 @@
+"""The hashes of the prefix cache's blocks (vllm-engine.md §3): which id names each full KV block
+of a request, and which of its blocks nobody else can ever hit.
+
+A block's hash is an interned id of ``(parent id, its tokens as runs)`` (the runs of
+:func:`sched.vllm.block_tokens.block_tokens`): exact, no collisions. When the workload's block size
+is a multiple of ours, the blocks lying wholly inside one workload block are interned together:
+``(parent id of the workload block, its id)`` names the run of consecutive ids of its blocks (the
+same tokens give the same ids either way; a block holding other tokens too is interned alone, and
+no block inside a workload block is ever interned alone).
+
+Private blocks. A request's own prompt tokens (the ``("r", name)`` runs) are its alone (names are
+unique), so the first full block holding one, and every block after it in its chain, can only ever
+be hit by the request itself (after a preemption). Those blocks are not interned: the first gets a
+fresh id, the later ones an id computed from it and their position (:func:`private_id`), so a
+request whose prompt shares nothing costs no hash table entry and no token runs. Interned ids are
+``>= 0``, private ids ``< 0``; the ids are internal (no artifact shows them), so the results are
+those of interning all. A request whose prompt is wholly shared tokens that no other request of the
+run repeats has private output blocks too (:meth:`BlockHashes.note_prompts`).
+
+Used by :class:`sched.vllm.kv_cache.PrefixCachingKV`, which inherits :class:`BlockHashes`.
+"""
+
+from __future__ import annotations
+
+from .block_tokens import NEVER, block_tokens, private_from, prompt_key
+
+__all__ = ["BlockHashes", "private_id"]
+
+
+class BlockHashes:
+    """The interned block hashes of one run (a mixin of the prefix-caching pool).
+
+    Reads ``self.block_size`` (tokens per KV block) and a *seq*'s ``spec``, ``prompt`` (tokens)
+    and ``hashes`` (the ids of its leading full blocks computed so far, a list it keeps)."""
+
+    #: Whether the blocks wholly inside one workload block are interned together (module docstring).
+    GROUP_WORKLOAD_BLOCKS = True
+
+    def _init_hashes(self) -> None:
+        self._hash_ids: dict[tuple, int] = {}             # (parent hash, token runs) -> hash
+        self._workload_ids: dict[tuple, int] = {}         # (parent hash, workload block id) -> first hash
+        self._next_id = 0                                 # interned hashes handed out so far
+        self._next_private = 0                            # private chains handed out so far
+        self._unique_prompts: set = set()                 # see note_prompts
+
+    def _chain(self, seq, num_blocks: int) -> int:
+        """Make ``seq.hashes`` hold the hashes of its first ``num_blocks`` full blocks up to its first
+        private block (interned once), and that block's fresh id when it is reached; returns the
+        index of the first private block."""
+        hashes = seq.hashes
+        bs, spec = self.block_size, seq.spec
+        first = self._private_from(seq)
+        stop = min(num_blocks, first)
+        # Blocks wholly inside one workload block (its size a multiple of ours): ids in a row.
+        per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 \
+            and self.GROUP_WORKLOAD_BLOCKS else 0
+        aligned = min(seq.prompt, len(spec.prefix_blocks) * spec.block_size) // bs if per else 0
+        ids = self._hash_ids
+        while len(hashes) < stop:
+            j = len(hashes)
+            if j < aligned:
+                w = j // per
+                block_id = spec.prefix_blocks[w]
+                key = (hashes[w * per - 1] if w else -1, block_id, type(block_id).__name__)
+                base = self._workload_ids.get(key)
+                if base is None:
+                    base = self._workload_ids[key] = self._next_id
+                    self._next_id += per
+                hashes.extend(range(base + j - w * per, base + min(stop, aligned, (w + 1) * per) - w * per))
+                continue
+            key = (hashes[-1] if hashes else -1, block_tokens(spec, seq.prompt, j * bs, (j + 1) * bs))
+            block_hash = ids.get(key)
+            if block_hash is None:
+                block_hash = ids[key] = self._next_id
+                self._next_id += 1
+            hashes.append(block_hash)
+        if num_blocks > first and len(hashes) == first:
+            hashes.append(-1 - self._next_private)
+            self._next_private += 1
+        return first
+
+    def block_hashes(self, seq, num_blocks: int) -> list[int]:
+        """The chained hashes of ``seq``'s first ``num_blocks`` full blocks (module docstring)."""
+        first = self._chain(seq, num_blocks)
+        hashes = seq.hashes
+        return [hashes[j] if j <= first else private_id(hashes[first], j - first) for j in range(num_blocks)]
+
+    def note_prompts(self, specs) -> None:
+        """Learn which requests' prompts (wholly shared tokens) no other request of the run repeats:
+        their output blocks are private too. Without this call none of them are."""
+        # Workload blocks are interned together only when the workload has one block size (a file
+        # has one header): an id's first tokens are the same tokens at any size, the groups not.
+        if len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) > 1:
+            self.GROUP_WORKLOAD_BLOCKS = False
+        seen: dict = {}
+        for spec in specs:
+            if private_from(spec, spec.prompt_tokens, self.block_size) == NEVER:
+                key = prompt_key(spec)
+                seen[key] = None if key in seen else spec.name
+        self._unique_prompts = {name for name in seen.values() if name is not None}
+
+    def _private_from(self, seq) -> int:
+        """The index of ``seq``'s first private block, or :data:`~sched.vllm.block_tokens.NEVER`."""
+        first = private_from(seq.spec, seq.prompt, self.block_size)
+        if first == NEVER and seq.spec.name in self._unique_prompts:
+            return seq.prompt // self.block_size   # the first block holding an output token
+        return first
+
+
+def private_id(first_id: int, offset: int) -> int:
+    """The id of the private block ``offset`` blocks after the first one (whose id is ``first_id``
+    < 0): distinct for every (chain, offset) pair, and from every interned id."""
+    return -1 - ((-1 - first_id) | offset << 40)
