@@ -50,8 +50,7 @@ cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 
 from __future__ import annotations
 
-from bisect import bisect_left
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from .block_hashes import BlockHashes, private_id
 from .block_tokens import NEVER as _NEVER
@@ -170,20 +169,29 @@ def _new_block(block_id: int) -> _Block:
 
 
 class _Run:
-    """``count`` cached private blocks of a request that has ended, side by side in the free queue
-    (module docstring): nobody can hit them; evicting them only takes them."""
+    """``count`` cached private blocks of one request, side by side in the free queue under ``key``
+    (module docstring), its blocks ``first .. first + count − 1`` (``first``: its first private
+    block), the last one oldest: eviction takes them from the top, a hit from the bottom."""
 
-    __slots__ = ("count",)
+    __slots__ = ("count", "key")
 
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-
-def _evicted(block: _Block) -> bool:
-    return block.block_hash is None
+    def __init__(self, count: int, key: int) -> None:
+        self.count, self.key = count, key
 
 
-#: A private block in its request's table (module docstring): one object stands for every one.
+class _Group:
+    """Cached blocks side by side in the free queue under ``key`` (``blocks``: oldest first): a run
+    whose blocks became blocks of the cache index in place (:meth:`PrefixCachingKV._regroup`)."""
+
+    __slots__ = ("blocks", "key")
+
+    def __init__(self, key: int) -> None:
+        self.blocks: deque = deque()
+        self.key = key
+
+
+#: A private block in its request's table, or in a hit on its run (module docstring): one object
+#: stands for every one; its ``ref_cnt`` stays 0.
 _HELD = _Block(-1)
 
 
@@ -191,9 +199,9 @@ class PrefixCachingKV(BlockHashes, KVCache):
     """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
 
     The free queue is ``blank blocks (a count: the front and the never-used blocks) + back`` (an
-    LRU of cached blocks and runs, oldest first; module docstring). A table is a list: a
-    :class:`_Block` for each block before the request's first private one (or hit after a
-    preemption), then :data:`_HELD` for each private block it holds.
+    LRU of cached blocks, runs and groups, oldest first; module docstring). A table is a list: a
+    :class:`_Block` for each block before the request's first private one (and for a private one
+    hit in the cache index after a preemption), then :data:`_HELD` for each private block it holds.
     """
 
     caching = True
@@ -202,11 +210,13 @@ class PrefixCachingKV(BlockHashes, KVCache):
         super().__init__(num_gpu_blocks, block_size)
         self._init_hashes()
         self._blank = self.capacity         # free blocks that cache nothing: taken first
-        self._back: OrderedDict[int, _Block | _Run] = OrderedDict()   # cached free blocks, oldest first
+        self._back: OrderedDict = OrderedDict()   # key -> cached free _Block, _Run or _Group, oldest first
         self._next_key = 1                  # block ids and run keys (block 0 is the null block)
         self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
+        self._grouped: dict[int, _Group] = {}             # block id -> the group holding it
+        self._own: dict = {}                # preempted seq -> the run of its private blocks
+        self._copied: set = set()           # seqs whose private blocks may have two cached copies
         self._reserved = 0                  # blocks taken for open runs, not yet settled
-        self._own: dict = {}                # preempted seq -> its cached private blocks (_materialize)
         #: Bumped when a shared block enters the cache or an idle cached block is touched (module docstring).
         self.epoch = 0
 
@@ -228,26 +238,42 @@ class PrefixCachingKV(BlockHashes, KVCache):
             return
         self._blank = 0
         count -= blank
-        back, cached = self._back, self._cached
+        back = self._back
         while count:
             key, entry = back.popitem(last=False)
-            if type(entry) is _Run:
+            kind = type(entry)
+            if kind is _Block:
+                self._uncache(entry)
+                count -= 1
+            elif kind is _Run:
                 if entry.count > count:
                     entry.count -= count
                     back[key] = entry
                     back.move_to_end(key, last=False)
                     return
                 count -= entry.count
-                continue
-            block_hash = entry.block_hash
-            same = cached[block_hash]
-            del same[key]
-            if not same:
-                del cached[block_hash]
+                entry.count = 0
             else:
-                self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
-            entry.block_hash = None
-            count -= 1
+                blocks = entry.blocks
+                while count and blocks:
+                    block = blocks.popleft()
+                    del self._grouped[block.block_id]
+                    self._uncache(block)
+                    count -= 1
+                if blocks:
+                    back[key] = entry
+                    back.move_to_end(key, last=False)
+
+    def _uncache(self, block: _Block) -> None:
+        """``block`` (taken from the free queue) leaves the cache index."""
+        block_hash = block.block_hash
+        same = self._cached[block_hash]
+        del same[block.block_id]
+        if not same:
+            del self._cached[block_hash]
+        else:
+            self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+        block.block_hash = None
 
     def _mint(self, count: int, table: list) -> None:
         """Append ``count`` new blocks (held once, caching nothing) to ``table``."""
@@ -257,28 +283,35 @@ class PrefixCachingKV(BlockHashes, KVCache):
 
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most
-        ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
+        ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed). Blocks of
+        its own run are :data:`_HELD` in the answer."""
         limit = (seq.num_tokens - 1) // self.block_size
         hit = []
         first = self._private_from(seq)
-        if len(seq.hashes) <= first:
+        hashes = seq.hashes
+        if len(hashes) <= first:
             # No private id yet: it never held a private block, none of them can be cached.
             limit = min(limit, first)
-        if limit <= 0 or not self._cached:
+        if limit <= 0 or not (self._cached or self._own):
             return hit
         cached = self._cached
-        hashes = seq.hashes
-        for j in range(limit):
+        for j in range(min(limit, first)):
             if j >= len(hashes):   # computed only as far as the hit goes
-                first = self._chain(seq, j + 1)
-                if j > first:
-                    for k in range(j, limit):
-                        same = cached.get(private_id(hashes[first], k - first))
-                        if not same:
-                            break
-                        hit.append(next(iter(same.values())))
-                    break
+                self._chain(seq, j + 1)
             same = cached.get(hashes[j])
+            if not same:
+                return hit
+            hit.append(next(iter(same.values())))
+        if limit <= first:
+            return hit
+        run = self._own.get(seq)
+        if run is not None:   # the only copies of its private blocks: as many as are left
+            if run.count:
+                hit.extend([_HELD] * min(run.count, limit - first))
+            return hit
+        chain = hashes[first]
+        for k in range(limit - first):
+            same = cached.get(private_id(chain, k))
             if not same:
                 break
             hit.append(next(iter(same.values())))
@@ -286,23 +319,40 @@ class PrefixCachingKV(BlockHashes, KVCache):
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         # A hit block nobody holds sits in the free queue: touching it takes it out.
-        idle_hits = sum(1 for block in hit if block.ref_cnt == 0)
-        return blocks_for(num_tokens, self.block_size) - len(hit) - len(seq.blocks) + idle_hits
+        need = blocks_for(num_tokens, self.block_size) - len(seq.blocks)
+        if hit:
+            size = len(hit)
+            stop = hit.index(_HELD) if hit[-1] is _HELD else size   # a run's blocks: all idle
+            need -= stop - sum(1 for j in range(stop) if hit[j].ref_cnt == 0)
+        return need
 
     def allocate(self, seq, num_tokens: int, hit=()) -> None:
         table = seq.blocks
-        if not table and self._own:
-            self._own.pop(seq, None)   # its private blocks are about to be touched or copied
+        run = self._own.pop(seq, None) if not table and self._own else None
+        taken = 0   # blocks of its run the hit takes (from the bottom)
         if hit:
             back = self._back
-            for block in hit:   # touch the hit blocks first, so taking new blocks cannot evict them
+            size = len(hit)
+            stop = hit.index(_HELD) if hit[-1] is _HELD else size
+            for j in range(stop):   # touch the hit blocks first, so taking new blocks cannot evict them
+                block = hit[j]
                 if block.ref_cnt == 0:
-                    del back[block.block_id]
+                    if back.pop(block.block_id, None) is None:
+                        self._ungroup(block)
                     self.num_free -= 1
                     self.epoch += 1
                 block.ref_cnt += 1
+            if stop < size:   # the bottom of its run
+                taken = size - stop
+                run.count -= taken
+                if not run.count:
+                    del back[run.key]
+                self.num_free -= taken
+                self.epoch += 1
             table.extend(hit)
             seq.num_cached = len(table)
+        if run is not None and run.count:   # blocks of its run the hit did not take stay cached
+            self._regroup(seq, run, taken)
         have = len(table)
         need = blocks_for(num_tokens, self.block_size) - have
         if need > 0:
@@ -321,8 +371,8 @@ class PrefixCachingKV(BlockHashes, KVCache):
     def cache_full(self, seq, num_tokens: int) -> None:
         """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
         ``seq.num_cached``); nothing when no new block is full (vllm-engine.md §3). A private block
-        only counts as cached (its id is known from its chain's): it enters the cache index when its
-        request is preempted (:meth:`free`)."""
+        only counts as cached: its id is known from its chain's, and it is looked up only by its own
+        request after a preemption (:meth:`free`)."""
         full = num_tokens // self.block_size
         start = seq.num_cached
         if full <= start:
@@ -347,19 +397,24 @@ class PrefixCachingKV(BlockHashes, KVCache):
 
     def free(self, seq) -> None:
         """Return every block of ``seq`` to the free queue, tail first: cached ones to the back,
-        the others to the front. The private blocks of a request that has sampled its last token
-        (``generated >= output``) become one run; those of a preempted one, cached blocks."""
+        the others to the front. Its cached private blocks become one run (module docstring):
+        found again by ``seq`` after a preemption, by nobody once it has sampled its last token
+        (``generated >= output``)."""
         table = seq.blocks
         size = len(table)
         if size and table[-1] is _HELD:
-            start = table.index(_HELD, min(self._private_from(seq), size - 1))
+            first = self._private_from(seq)
+            start = table.index(_HELD, min(first, size - 1))
             cached = seq.num_cached - start if seq.num_cached > start else 0
             self._blank += size - start - cached   # the uncached tail
             if cached:
-                if seq.generated >= seq.output:
+                done = seq.generated >= seq.output
+                if done or (start == first and seq not in self._copied):
                     key = self._next_key
                     self._next_key = key + 1
-                    self._back[key] = _Run(cached)
+                    run = self._back[key] = _Run(cached, key)
+                    if not done:
+                        self._own[seq] = run
                 else:
                     self._materialize(seq, start, start + cached)
             self.num_free += size - start
@@ -376,275 +431,40 @@ class PrefixCachingKV(BlockHashes, KVCache):
         seq.blocks = []
         seq.num_cached = 0
 
-    def _materialize(self, seq, start: int, stop: int) -> None:
-        """``seq``'s held private blocks ``start .. stop − 1`` (cached, ``start`` at or after its first
-        private block) become cached blocks at the back of the free queue, the last one first.
+    # --- private blocks that may have two cached copies (rare: vllm-engine.md §3 as worded) ------
+    #
+    # A preempted request whose hit does not take every block of its run (the shared blocks before
+    # them were evicted, or the hit's cap stops short of the last one) allocates new copies of
+    # them. The cache then finds the oldest copy first, so from then on its private blocks are
+    # real blocks of the cache index, entered in the order the literal pool entered them.
 
-        When ``start`` is its first private block and no other copy of their hashes is cached, they
-        are also kept in ``self._own[seq]`` in block order: until ``seq`` allocates again nobody else
-        can touch them and evictions take the last ones first, so those still cached lead the list
-        and :meth:`find_hit` counts them by bisection."""
+    def _regroup(self, seq, run: _Run, taken: int) -> None:
+        """The blocks of ``seq``'s run a hit did not take (the ``taken`` first ones it did) become
+        cached blocks in the run's place in the free queue; ``seq``'s private blocks are real blocks
+        from now on."""
         first = self._private_from(seq)
         chain = seq.hashes[first]
-        back, cached = self._back, self._cached
+        start = first + taken
+        group, cached, grouped = _Group(run.key), self._cached, self._grouped
         key = self._next_key
-        self._next_key = key + stop - start
-        blocks = []
-        copies = False
-        for j in range(stop - 1, start - 1, -1):
+        for j in range(start + run.count - 1, start - 1, -1):   # the last one oldest
             block = _Block(key)
             block.block_hash = block_hash = private_id(chain, j - first)
-            same = cached.get(block_hash)
-            if same is None:
-                cached[block_hash] = {key: block}
-            else:
-                same[key] = block
-                copies = True
-            back[key] = block
-            blocks.append(block)
+            cached[block_hash] = {key: block}   # the only copy so far
+            group.blocks.append(block)
+            grouped[key] = group
             key += 1
-        if start == first and not copies:
-            blocks.reverse()
-            self._own[seq] = blocks
-        else:
-            self._own.pop(seq, None)
+        self._next_key = key
+        self._back[run.key] = group
+        run.count = 0
+        self._copied.add(seq)
 
-    # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
-
-    def can_open(self, seq) -> bool:
-        """Whether ``seq`` may decode as an open run (its blocks taken ahead, its table settled later)."""
-        return True
-
-    def reserve(self, count: int) -> None:
-        """Take ``count`` blocks for open runs that start a new block in this step."""
-        self.num_free -= count
-
-    def settle(self, seq) -> None:
-        """An open run closes with ``seq.computed`` tokens: its table holds them."""
-        seq.blocks = blocks_for(seq.computed, self.block_size)
-
-
-class _Block:
-    __slots__ = ("block_id", "ref_cnt", "block_hash")
-
-    def __init__(self, block_id: int) -> None:
-        self.block_id = block_id
-        self.ref_cnt = 0
-        self.block_hash = None
-
-
-def _new_block(block_id: int) -> _Block:
-    block = _Block(block_id)
-    block.ref_cnt = 1
-    return block
-
-
-class _Run:
-    """``count`` cached private blocks of a request that has ended, side by side in the free queue
-    (module docstring): nobody can hit them; evicting them only takes them."""
-
-    __slots__ = ("count",)
-
-    def __init__(self, count: int) -> None:
-        self.count = count
-
-
-def _evicted(block: _Block) -> bool:
-    return block.block_hash is None
-
-
-#: A private block in its request's table (module docstring): one object stands for every one.
-_HELD = _Block(-1)
-
-
-class PrefixCachingKV(BlockHashes, KVCache):
-    """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
-
-    The free queue is ``blank blocks (a count: the front and the never-used blocks) + back`` (an
-    LRU of cached blocks and runs, oldest first; module docstring). A table is a list: a
-    :class:`_Block` for each block before the request's first private one (or hit after a
-    preemption), then :data:`_HELD` for each private block it holds.
-    """
-
-    caching = True
-
-    def __init__(self, num_gpu_blocks: int, block_size: int) -> None:
-        super().__init__(num_gpu_blocks, block_size)
-        self._init_hashes()
-        self._blank = self.capacity         # free blocks that cache nothing: taken first
-        self._back: OrderedDict[int, _Block | _Run] = OrderedDict()   # cached free blocks, oldest first
-        self._next_key = 1                  # block ids and run keys (block 0 is the null block)
-        self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
-        self._reserved = 0                  # blocks taken for open runs, not yet settled
-        self._own: dict = {}                # preempted seq -> its cached private blocks (_materialize)
-        #: Bumped when a shared block enters the cache or an idle cached block is touched (module docstring).
-        self.epoch = 0
-
-    def new_table(self):
-        return []
-
-    def held(self, seq) -> int:
-        return len(seq.blocks)
-
-    # --- the pool ----------------------------------------------------------------------------
-
-    def _evict(self, count: int) -> None:
-        """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
-        blank blocks first, then the oldest cached ones, whose hashes leave the cache."""
-        self.num_free -= count
-        blank = self._blank
-        if count <= blank:
-            self._blank = blank - count
-            return
-        self._blank = 0
-        count -= blank
-        back, cached = self._back, self._cached
-        while count:
-            key, entry = back.popitem(last=False)
-            if type(entry) is _Run:
-                if entry.count > count:
-                    entry.count -= count
-                    back[key] = entry
-                    back.move_to_end(key, last=False)
-                    return
-                count -= entry.count
-                continue
-            block_hash = entry.block_hash
-            same = cached[block_hash]
-            del same[key]
-            if not same:
-                del cached[block_hash]
-            else:
-                self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
-            entry.block_hash = None
-            count -= 1
-
-    def _mint(self, count: int, table: list) -> None:
-        """Append ``count`` new blocks (held once, caching nothing) to ``table``."""
-        first = self._next_key
-        self._next_key = first + count
-        table.extend(map(_new_block, range(first, first + count)))
-
-    def find_hit(self, seq) -> list:
-        """The longest run of ``seq``'s leading full blocks in the cache, at most
-        ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
-        limit = (seq.num_tokens - 1) // self.block_size
-        hit = []
-        first = self._private_from(seq)
-        if len(seq.hashes) <= first:
-            # No private id yet: it never held a private block, none of them can be cached.
-            limit = min(limit, first)
-        if limit <= 0 or not self._cached:
-            return hit
-        cached = self._cached
-        hashes = seq.hashes
-        for j in range(limit):
-            if j >= len(hashes):   # computed only as far as the hit goes
-                first = self._chain(seq, j + 1)
-                if j > first:
-                    for k in range(j, limit):
-                        same = cached.get(private_id(hashes[first], k - first))
-                        if not same:
-                            break
-                        hit.append(next(iter(same.values())))
-                    break
-            same = cached.get(hashes[j])
-            if not same:
-                break
-            hit.append(next(iter(same.values())))
-        return hit
-
-    def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
-        # A hit block nobody holds sits in the free queue: touching it takes it out.
-        idle_hits = sum(1 for block in hit if block.ref_cnt == 0)
-        return blocks_for(num_tokens, self.block_size) - len(hit) - len(seq.blocks) + idle_hits
-
-    def allocate(self, seq, num_tokens: int, hit=()) -> None:
-        table = seq.blocks
-        if not table and self._own:
-            self._own.pop(seq, None)   # its private blocks are about to be touched or copied
-        if hit:
-            back = self._back
-            for block in hit:   # touch the hit blocks first, so taking new blocks cannot evict them
-                if block.ref_cnt == 0:
-                    del back[block.block_id]
-                    self.num_free -= 1
-                    self.epoch += 1
-                block.ref_cnt += 1
-            table.extend(hit)
-            seq.num_cached = len(table)
-        have = len(table)
-        need = blocks_for(num_tokens, self.block_size) - have
-        if need > 0:
-            self._evict(need)
-            shared = self._private_from(seq) - have   # new blocks before the first private one
-            if shared >= need:
-                self._mint(need, table)
-            else:
-                if shared > 0:
-                    self._mint(shared, table)
-                    need -= shared
-                table.extend([_HELD] * need)
-        # Blocks enter the cache when allocated for a step, before they are computed.
-        self.cache_full(seq, min(num_tokens, seq.num_tokens))
-
-    def cache_full(self, seq, num_tokens: int) -> None:
-        """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
-        ``seq.num_cached``); nothing when no new block is full (vllm-engine.md §3). A private block
-        only counts as cached (its id is known from its chain's): it enters the cache index when its
-        request is preempted (:meth:`free`)."""
-        full = num_tokens // self.block_size
-        start = seq.num_cached
-        if full <= start:
-            return
-        seq.num_cached = full
-        hashes = seq.hashes
-        if hashes and hashes[-1] < 0 and start >= len(hashes) - 1:
-            return   # past the first private block: nothing to enter
-        first = self._chain(seq, full)
-        if start >= first:
-            return
-        table, cached = seq.blocks, self._cached
-        for j in range(start, min(full, first)):
-            block = table[j]
-            block.block_hash = block_hash = hashes[j]
-            same = cached.get(block_hash)
-            if same is None:
-                cached[block_hash] = {block.block_id: block}
-            else:
-                same[block.block_id] = block
-        self.epoch += 1
-
-    def free(self, seq) -> None:
-        """Return every block of ``seq`` to the free queue, tail first: cached ones to the back,
-        the others to the front. The private blocks of a request that has sampled its last token
-        (``generated >= output``) become one run; those of a preempted one, cached blocks."""
-        table = seq.blocks
-        size = len(table)
-        if size and table[-1] is _HELD:
-            start = table.index(_HELD, min(self._private_from(seq), size - 1))
-            cached = seq.num_cached - start if seq.num_cached > start else 0
-            self._blank += size - start - cached   # the uncached tail
-            if cached:
-                if seq.generated >= seq.output:
-                    key = self._next_key
-                    self._next_key = key + 1
-                    self._back[key] = _Run(cached)
-                else:
-                    self._materialize(seq, start, start + cached)
-            self.num_free += size - start
-            del table[start:]
-        back = self._back
-        for block in reversed(table):   # tail first
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                if block.block_hash is None:
-                    self._blank += 1
-                else:
-                    back[block.block_id] = block
-                self.num_free += 1
-        seq.blocks = []
-        seq.num_cached = 0
+    def _ungroup(self, block: _Block) -> None:
+        """A hit touches ``block``, which sits in a group."""
+        group = self._grouped.pop(block.block_id)
+        group.blocks.remove(block)
+        if not group.blocks:
+            del self._back[group.key]
 
     def _materialize(self, seq, start: int, stop: int) -> None:
         """``seq``'s held private blocks ``start .. stop − 1`` (cached, ``start`` at or after its first
@@ -653,10 +473,9 @@ class PrefixCachingKV(BlockHashes, KVCache):
         chain = seq.hashes[first]
         back, cached = self._back, self._cached
         key = self._next_key
-        self._next_key = key + stop - start
         for j in range(stop - 1, start - 1, -1):
             block = _Block(key)
-            block.block_hash = block_hash = chain if j == first else private_id(chain, j - first)
+            block.block_hash = block_hash = private_id(chain, j - first)
             same = cached.get(block_hash)
             if same is None:
                 cached[block_hash] = {key: block}
@@ -664,6 +483,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
                 same[key] = block
             back[key] = block
             key += 1
+        self._next_key = key
 
     # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
     #

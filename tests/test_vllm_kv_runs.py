@@ -1,0 +1,159 @@
+"""The prefix-caching pool's runs of private blocks (sched/vllm/kv_cache.py) against the literal pool
+(every block a block object, interned from its tokens; vllm-engine.md §3 as worded), operation by
+operation on random sequences of admissions, steps, preemptions and endings.
+
+The engine-level differential test (tests/test_vllm_differential.py) rarely reaches the pool's
+rare paths: a preempted request whose hit leaves blocks of its run cached (its last block, when it
+was allocated up to a block boundary in the step that preempted it, and nothing evicted it before
+it came back), after which its private blocks have two cached copies. Here the operations are
+drawn freely, so they are reached often; the test checks that they were.
+
+Compared after every operation: each waiting request's hit length and the blocks its admission
+would take, and the free block count. ``ISL_FULL=1`` runs 2,000 sequences instead of 300.
+"""
+
+import os
+import random
+import unittest
+from unittest import mock
+
+from sched.vllm import kv_cache
+from sched.vllm.kv_cache import LiteralPrefixKV, PrefixCachingKV
+from sched.workload.specs import RequestSpec
+
+SEQUENCES = 2000 if os.environ.get("ISL_FULL") == "1" else 300
+
+
+class _Seq:
+    """A stand-in request: what the pool reads and writes."""
+
+    def __init__(self, spec: RequestSpec, kv) -> None:
+        self.spec, self.prompt, self.output = spec, spec.prompt_tokens, spec.output_tokens
+        self.num_tokens, self.computed, self.generated = spec.prompt_tokens, 0, 0
+        self.blocks, self.num_cached, self.hashes = kv.new_table(), 0, []
+        self.state = "waiting"
+
+
+def _specs(rng: random.Random) -> list[RequestSpec]:
+    specs = []
+    for i in range(rng.randint(2, 8)):
+        kind = rng.choice(["own", "key", "key+own"])
+        output = rng.randint(1, 12)
+        if kind == "own":
+            specs.append(RequestSpec(f"r{i}", 0, None, 0, rng.randint(1, 14), output))
+        else:
+            specs.append(RequestSpec(f"r{i}", 0, rng.choice("AB"), rng.choice([2, 5, 8]),
+                                     0 if kind == "key" else rng.randint(1, 10), output))
+    return specs
+
+
+def _observe(kv, seqs) -> tuple:
+    waiting = [(len(kv.find_hit(s)), kv.blocks_to_allocate(s, s.num_tokens, kv.find_hit(s)))
+               for s in seqs if s.state == "waiting"]
+    return kv.num_free, waiting
+
+
+def _play(seed: int, counts) -> None:
+    rng = random.Random(seed)
+    specs = _specs(rng)
+    size = rng.choice([1, 1, 2, 3, 4])
+    need = max(-(-(s.prompt_tokens + s.output_tokens) // size) for s in specs)
+    capacity = need + rng.choice([0, 1, 3, 8, 20])
+    fast, literal = PrefixCachingKV(capacity + 1, size), LiteralPrefixKV(capacity + 1, size)
+    fast.note_prompts(specs)
+    literal.note_prompts(specs)
+    pools = [(fast, [_Seq(spec, fast) for spec in specs]), (literal, [_Seq(spec, literal) for spec in specs])]
+    for _ in range(rng.randint(10, 80)):
+        pick = rng.randrange(len(specs))
+        action = rng.random()
+        results = []
+        for kv, seqs in pools:
+            seq = seqs[pick]
+            if seq.state == "waiting":
+                hit = kv.find_hit(seq)
+                if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
+                    results.append("blocked")
+                    continue
+                computed = len(hit) * size
+                chunk = max(1, int((seq.num_tokens - computed) * action)) if action < 0.5 else seq.num_tokens - computed
+                kv.allocate(seq, computed + chunk, hit)
+                seq.computed, seq.state = computed, "running"
+                results.append(("admitted", len(hit)))
+                _advance(seq, computed + chunk)
+            elif seq.state == "running":
+                if action < 0.15:   # preempted (sometimes right after its blocks for a step were taken)
+                    if action < 0.08 and seq.computed < seq.num_tokens:
+                        target = seq.num_tokens
+                        if kv.blocks_to_allocate(seq, target) <= kv.num_free:
+                            kv.allocate(seq, target)
+                    kv.free(seq)
+                    seq.computed, seq.state = 0, "waiting"
+                    results.append("preempted")
+                    continue
+                target = min(seq.num_tokens, seq.computed + random.Random(action).randint(1, 6))
+                if kv.blocks_to_allocate(seq, target) > kv.num_free:
+                    results.append("no room")
+                    continue
+                kv.allocate(seq, target)
+                results.append("step")
+                _advance(seq, target)
+            else:
+                results.append(seq.state)
+            if seq.state == "running" and seq.generated >= seq.output:
+                kv.free(seq)
+                seq.state = "ended"
+                seq.hashes = []
+        if len(results) == 2:
+            assert results[0] == results[1], (seed, results)
+        assert _observe(fast, pools[0][1]) == _observe(literal, pools[1][1]), seed
+    counts["sequences"] += 1
+
+
+def _advance(seq, target: int) -> None:
+    seq.computed = target
+    if seq.computed == seq.num_tokens:
+        seq.generated += 1
+        seq.num_tokens += 1
+
+
+class PrivateRunsTest(unittest.TestCase):
+
+    def test_the_pool_with_runs_equals_the_literal_pool(self):
+        counts = {"sequences": 0, "_regroup": 0, "_materialize": 0, "_ungroup": 0}
+        originals = {name: getattr(PrefixCachingKV, name) for name in ("_regroup", "_materialize", "_ungroup")}
+
+        def counting(name):
+            def method(self, *args):
+                counts[name] += 1
+                return originals[name](self, *args)
+            return method
+
+        with mock.patch.multiple(PrefixCachingKV, **{name: counting(name) for name in originals}):
+            for seed in range(SEQUENCES):
+                with self.subTest(seed=seed):
+                    _play(seed, counts)
+        # The rare paths were taken (module docstring).
+        self.assertGreater(counts["_regroup"], 0)
+        self.assertGreater(counts["_materialize"], 0)
+        self.assertGreater(counts["_ungroup"], 0)
+
+    def test_a_finished_requests_private_blocks_are_one_run(self):
+        """A 40-token own prompt in blocks of 4: 10 private blocks, 1 queue entry when it ends; they
+        stay free blocks (10 of them), evicted from the run one count at a time."""
+        kv = PrefixCachingKV(21, 4)
+        spec = RequestSpec("q", 0, None, 0, 40, 1)
+        kv.note_prompts([spec])
+        seq = _Seq(spec, kv)
+        kv.allocate(seq, 40)
+        self.assertEqual((kv.num_free, seq.num_cached, len(seq.blocks)), (10, 10, 10))
+        self.assertEqual(kv._cached, {})          # nothing entered in the cache index
+        seq.generated = 1
+        kv.free(seq)
+        self.assertEqual((kv.num_free, len(kv._back)), (20, 1))
+        other = _Seq(RequestSpec("p", 0, None, 0, 52, 1), kv)
+        kv.allocate(other, 52)                    # 13 blocks: the 10 blank ones, then 3 of the run
+        self.assertEqual((kv.num_free, next(iter(kv._back.values())).count), (7, 7))
+
+
+if __name__ == "__main__":
+    unittest.main()
