@@ -37,9 +37,13 @@ class _Seq:
 def _specs(rng: random.Random) -> list[RequestSpec]:
     specs = []
     for i in range(rng.randint(2, 8)):
-        kind = rng.choice(["own", "key", "key+own"])
+        kind = rng.choice(["own", "key", "key+own", "blocks"])
         output = rng.randint(1, 12)
-        if kind == "own":
+        if kind == "blocks":   # workload block chains: shared, then (for some) nobody else's
+            chain = rng.choice([(1,), (1, 2), (1, 2, 3), (1, 4), (5,)])
+            specs.append(RequestSpec(f"r{i}", 0, None, 0, len(chain) * 4 - rng.choice([0, 1, 3]), output,
+                                     prefix_blocks=chain, block_size=4))
+        elif kind == "own":
             specs.append(RequestSpec(f"r{i}", 0, None, 0, rng.randint(1, 14), output))
         else:
             specs.append(RequestSpec(f"r{i}", 0, rng.choice("AB"), rng.choice([2, 5, 8]),

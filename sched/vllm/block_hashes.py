@@ -41,7 +41,7 @@ class BlockHashes:
         self._workload_ids: dict[tuple, int] = {}         # (parent hash, workload block id) -> first hash
         self._next_id = 0                                 # interned hashes handed out so far
         self._next_private = 0                            # private chains handed out so far
-        self._unique_prompts: set = set()                 # see note_prompts
+        self._starts: dict = {}                           # name -> first private block (note_prompts)
 
     def _chain(self, seq, num_blocks: int) -> int:
         """Make ``seq.hashes`` hold the hashes of its first ``num_blocks`` full blocks up to its first
@@ -86,25 +86,54 @@ class BlockHashes:
         return [hashes[j] if j <= first else private_id(hashes[first], j - first) for j in range(num_blocks)]
 
     def note_prompts(self, specs) -> None:
-        """Learn which requests' prompts (wholly shared tokens) no other request of the run repeats:
-        their output blocks are private too. Without this call none of them are."""
+        """Learn which of the run's requests have private blocks the workload alone does not show:
+        a prompt of wholly shared tokens that no other request repeats has private output blocks,
+        and a workload block chain (``prefix_blocks``) that no other request shares up to block
+        ``w`` makes the blocks from the first one holding a token of ``w`` private. Without this
+        call none of them are."""
         # Workload blocks are interned together only when the workload has one block size (a file
         # has one header): an id's first tokens are the same tokens at any size, the groups not.
-        if len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) > 1:
+        one_size = len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) <= 1
+        if not one_size:
             self.GROUP_WORKLOAD_BLOCKS = False
         seen: dict = {}
+        nodes: dict = {}      # (parent node, workload block id, its type) -> node of the chain tree
+        users: list = []      # node -> how many requests' chains pass through it
+        chains = []
+        bs = self.block_size
         for spec in specs:
-            if private_from(spec, spec.prompt_tokens, self.block_size) == NEVER:
+            if private_from(spec, spec.prompt_tokens, bs) == NEVER:
                 key = prompt_key(spec)
                 seen[key] = None if key in seen else spec.name
-        self._unique_prompts = {name for name in seen.values() if name is not None}
+            if one_size and spec.prefix_blocks is not None:
+                parent, path = -1, []
+                for block_id in spec.prefix_blocks[:-(-spec.prompt_tokens // spec.block_size)]:
+                    key = (parent, block_id, type(block_id).__name__)
+                    node = nodes.get(key)
+                    if node is None:
+                        node = nodes[key] = len(users)
+                        users.append(0)
+                    users[node] += 1
+                    path.append(node)
+                    parent = node
+                chains.append((spec, path))
+        unique = {name for name in seen.values() if name is not None}
+        starts = {}
+        for spec in specs:
+            first = private_from(spec, spec.prompt_tokens, bs)
+            if first == NEVER and spec.name in unique:
+                first = spec.prompt_tokens // bs   # the first block holding an output token
+            starts[spec.name] = first
+        for spec, path in chains:   # a chain nobody else shares from workload block w on
+            w = next((w for w, node in enumerate(path) if users[node] == 1), None)
+            if w is not None:
+                starts[spec.name] = min(starts[spec.name], w * spec.block_size // bs)
+        self._starts = starts
 
     def _private_from(self, seq) -> int:
         """The index of ``seq``'s first private block, or :data:`~sched.vllm.block_tokens.NEVER`."""
-        first = private_from(seq.spec, seq.prompt, self.block_size)
-        if first == NEVER and seq.spec.name in self._unique_prompts:
-            return seq.prompt // self.block_size   # the first block holding an output token
-        return first
+        first = self._starts.get(seq.spec.name)
+        return private_from(seq.spec, seq.prompt, self.block_size) if first is None else first
 
 
 def private_id(first_id: int, offset: int) -> int:

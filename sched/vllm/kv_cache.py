@@ -89,38 +89,8 @@ class KVCache:
         return seq.blocks
 
     def find_hit(self, seq) -> list:
-        """The longest run of ``seq``'s leading full blocks in the cache, at most
-        ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed)."""
-        limit = (seq.num_tokens - 1) // self.block_size
-        hit = []
-        first = self._private_from(seq)
-        hashes = seq.hashes
-        if len(hashes) <= first:
-            # No private id yet: it never held a private block, none of them can be cached.
-            limit = min(limit, first)
-        if limit <= 0 or not self._cached:
-            return hit
-        cached = self._cached
-        for j in range(min(limit, first)):
-            if j >= len(hashes):   # computed only as far as the hit goes
-                self._chain(seq, j + 1)
-            same = cached.get(hashes[j])
-            if not same:
-                return hit
-            hit.append(next(iter(same.values())))
-        if limit <= first:
-            return hit
-        own = self._own.get(seq)
-        if own is not None:   # its private blocks, the only copies: the survivors lead (_materialize)
-            hit.extend(own[:min(bisect_left(own, True, key=_evicted), limit - first)])
-            return hit
-        chain = hashes[first]
-        for k in range(limit - first):
-            same = cached.get(private_id(chain, k))
-            if not same:
-                break
-            hit.append(next(iter(same.values())))
-        return hit
+        """Leading cached full blocks of ``seq`` (none without prefix caching)."""
+        return []
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         """Free blocks ``seq`` would take to hold ``num_tokens`` tokens, given ``hit`` blocks."""
@@ -228,41 +198,61 @@ class PrefixCachingKV(BlockHashes, KVCache):
 
     # --- the pool ----------------------------------------------------------------------------
 
-    def _evict(self, count: int) -> None:
+    def _take(self, count: int, table=None, objects: int = 0) -> None:
         """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
-        blank blocks first, then the oldest cached ones, whose hashes leave the cache."""
+        blank blocks first, then the oldest cached ones, whose hashes leave the cache. ``table``
+        gets ``objects`` block objects (held once, caching nothing), then :data:`_HELD` for the rest."""
         self.num_free -= count
         blank = self._blank
         if count <= blank:
             self._blank = blank - count
-            return
-        self._blank = 0
-        count -= blank
-        back = self._back
-        while count:
-            key, entry = back.popitem(last=False)
-            kind = type(entry)
-            if kind is _Block:
-                self._uncache(entry)
-                count -= 1
-            elif kind is _Run:
-                if entry.count > count:
-                    entry.count -= count
-                    back[key] = entry
-                    back.move_to_end(key, last=False)
-                    return
-                count -= entry.count
-                entry.count = 0
-            else:
-                blocks = entry.blocks
-                while count and blocks:
-                    block = blocks.popleft()
-                    del self._grouped[block.block_id]
-                    self._uncache(block)
-                    count -= 1
-                if blocks:
-                    back[key] = entry
-                    back.move_to_end(key, last=False)
+        else:
+            self._blank = 0
+            rest = count - blank
+            back, cached = self._back, self._cached
+            while rest:
+                key, entry = back.popitem(last=False)
+                kind = type(entry)
+                if kind is _Block:   # evicted (inlined for speed: a long trace evicts millions)
+                    block_hash = entry.block_hash
+                    same = cached[block_hash]
+                    if len(same) == 1:
+                        del cached[block_hash]
+                    else:
+                        del same[key]
+                        self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+                    entry.block_hash = None
+                    if objects:   # reused
+                        entry.ref_cnt = 1
+                        table.append(entry)
+                        objects -= 1
+                        count -= 1
+                    rest -= 1
+                elif kind is _Run:
+                    if entry.count > rest:
+                        entry.count -= rest
+                        back[key] = entry
+                        back.move_to_end(key, last=False)
+                        break
+                    rest -= entry.count
+                    entry.count = 0
+                else:
+                    blocks = entry.blocks
+                    while rest and blocks:
+                        block = blocks.popleft()
+                        del self._grouped[block.block_id]
+                        self._uncache(block)
+                        rest -= 1
+                    if blocks:
+                        back[key] = entry
+                        back.move_to_end(key, last=False)
+        if objects:
+            first = self._next_key
+            self._next_key = first + objects
+            table.extend(map(_new_block, range(first, first + objects)))
+            count -= objects
+        if count and table is not None:
+            table.extend([_HELD] * count)
 
     def _uncache(self, block: _Block) -> None:
         """``block`` (taken from the free queue) leaves the cache index."""
@@ -274,12 +264,6 @@ class PrefixCachingKV(BlockHashes, KVCache):
         else:
             self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
         block.block_hash = None
-
-    def _mint(self, count: int, table: list) -> None:
-        """Append ``count`` new blocks (held once, caching nothing) to ``table``."""
-        first = self._next_key
-        self._next_key = first + count
-        table.extend(map(_new_block, range(first, first + count)))
 
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most
@@ -355,16 +339,9 @@ class PrefixCachingKV(BlockHashes, KVCache):
             self._regroup(seq, run, taken)
         have = len(table)
         need = blocks_for(num_tokens, self.block_size) - have
-        if need > 0:
-            self._evict(need)
-            shared = self._private_from(seq) - have   # new blocks before the first private one
-            if shared >= need:
-                self._mint(need, table)
-            else:
-                if shared > 0:
-                    self._mint(shared, table)
-                    need -= shared
-                table.extend([_HELD] * need)
+        if need > 0:   # new blocks before the first private one are block objects
+            shared = self._private_from(seq) - have
+            self._take(need, table, need if shared >= need else shared if shared > 0 else 0)
         # Blocks enter the cache when allocated for a step, before they are computed.
         self.cache_full(seq, min(num_tokens, seq.num_tokens))
 
@@ -498,7 +475,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
 
     def reserve(self, count: int) -> None:
         if count:
-            self._evict(count)
+            self._take(count)
             self._reserved += count
 
     def settle(self, seq) -> None:
