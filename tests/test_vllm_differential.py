@@ -196,6 +196,8 @@ class DifferentialTest(unittest.TestCase):
         self.assertEqual(len(run(specs, plain, None, "counts", False).ticks), 26)  # A: 24 steps, B: 2
         cached = VllmKnobs(max_num_batched_tokens=64, max_num_seqs=4, block_size=4, num_gpu_blocks=10,
                            enable_prefix_caching=True)
+        # B's first 16 tokens are prefix K's (a hit could help it: its lookups are not skipped).
+        specs = [specs[0], RequestSpec("B", 1, "K", 16, 16, 2)]
         from sched.vllm.kv_cache import PrefixCachingKV
         for fast, expected in ((True, 3), (False, 1 + 23 + 1)):   # A once; B at ticks 1..23 and 24
             lookups = []

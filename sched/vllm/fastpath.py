@@ -133,8 +133,10 @@ class DecodeRuns:
         # Step 4 only when the head passes the admission gate (whole sequence in the free blocks;
         # no hit without prefix caching), as in jump: a long trace is mostly steps whose head waits.
         # With prefix caching step 4 itself skips a head known to be blocked (sim.blocked_head).
-        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and (kv.caching or
-                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - head.blocks <= kv.num_free):
+        # A head that no hit can help (kv.may_hit) is gated on its whole sequence as without caching.
+        if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and (
+                kv.caching and kv.may_hit(head := sim.waiting.peek()) or
+                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - kv.held(head) <= kv.num_free):
             admitted, hits = sim.admit(t, cap, budget - used, scheduled)
             used = num_open + sum(scheduled.values())
         num_decode = num_open
@@ -181,7 +183,7 @@ class DecodeRuns:
             head = sim.waiting.peek()
             # With prefix caching a hit can let in a head that does not fit whole: ask the memo, or look up.
             if blocks_for(head.num_tokens, bs) - kv.held(head) <= kv.num_free or \
-                    (kv.caching and sim.head_admissible(head)):
+                    (kv.caching and kv.may_hit(head) and sim.head_admissible(head)):
                 return     # the next step admits
         heap = self.finishes
         while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):

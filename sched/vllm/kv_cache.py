@@ -301,6 +301,11 @@ class PrefixCachingKV(BlockHashes, KVCache):
             hit.append(next(iter(same.values())))
         return hit
 
+    def may_hit(self, seq) -> bool:
+        """Whether :meth:`find_hit` can find anything for ``seq``: not when its first block is
+        private and it has never held a full one (nothing of it can be cached)."""
+        return bool(seq.hashes) or self._private_from(seq) > 0
+
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         # A hit block nobody holds sits in the free queue: touching it takes it out.
         need = blocks_for(num_tokens, self.block_size) - len(seq.blocks)
