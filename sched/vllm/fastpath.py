@@ -30,6 +30,7 @@ did before this fast path existed.
 from __future__ import annotations
 
 import heapq
+from itertools import accumulate
 
 from .kv_cache import blocks_for
 from ..core.records import Status
@@ -249,11 +250,9 @@ class DecodeRuns:
             # (A step time reading the KV blocks gives each step its own duration: the one asked for.)
             starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
             durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
-            joined = sim.arrivals.count_due(starts)
-            for j, start in enumerate(starts):
-                kv_used += due[(ordinal + j) % bs]
-                sim.log.add_step(ordinal + j, start, durations[j], (), 0, num_open, (), (), (), (), (), kv_used,
-                                 num_open, waiting + joined[j])
+            used = list(accumulate([due[(ordinal + j) % bs] for j in range(span)], initial=kv_used))
+            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used[1:], num_open,
+                                     [waiting + n for n in sim.arrivals.count_due(starts)])
             sim.arrive(sim.now)
             return
         if sim.log.detail == "counts":   # the queue's length at the last jumped step (the largest seen)

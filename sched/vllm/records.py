@@ -149,6 +149,40 @@ class StepLog:
         self._span = keep_counts(records, record, self._span)
         return record
 
+    def add_decode_steps(self, ordinal, starts, durations, num_decode, kv_used, num_running, num_waiting) -> None:
+        """Record ``len(starts)`` decode-only steps from step ``ordinal`` on, as :meth:`add_step`
+        would one by one: step ``ordinal + j`` starts at ``starts[j]``, lasts ``durations[j]``,
+        decodes ``num_decode`` tokens of ``num_running`` requests, with ``kv_used[j]`` blocks held
+        and ``num_waiting[j]`` requests waiting (both non-decreasing in ``j``). The steps a merged
+        ``counts`` record covers are merged at once."""
+        if self.detail != "counts":
+            for j, start in enumerate(starts):
+                self.add_step(ordinal + j, start, durations[j], (), 0, num_decode, (), (), (), (), (), kv_used[j],
+                              num_running, num_waiting[j])
+            return
+        records, count, j = self.records, len(starts), 0
+        while j < count:
+            span = self._span
+            if span > 1 and records and ordinal + j < records[-1].step + span:
+                last = records[-1]
+                stop = min(count, last.step + span - ordinal)
+                k = stop - 1
+                last.num_steps = ordinal + stop - last.step
+                last.duration = starts[k] + durations[k] - last.tick
+                last.num_decode_tokens += (stop - j) * num_decode
+                if kv_used[k] > last.kv_blocks_used:
+                    last.kv_blocks_used = kv_used[k]
+                if num_running > last.num_running:
+                    last.num_running = num_running
+                if num_waiting[k] > last.num_waiting:
+                    last.num_waiting = num_waiting[k]
+                j = stop
+            else:
+                self._span = keep_counts(records, StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode,
+                                                             0, 0, 0, 0, 0, kv_used[j], num_running, num_waiting[j]),
+                                         span)
+                j += 1
+
     def add_jump(self, ordinal, t, num_steps, duration, num_decode, kv_used, num_running, num_waiting) -> None:
         """Record a jump over ``num_steps`` decode-only steps (``counts`` only; ``full`` never jumps)."""
         if self.detail == "counts":
