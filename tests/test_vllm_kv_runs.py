@@ -17,7 +17,6 @@ import random
 import unittest
 from unittest import mock
 
-from sched.vllm import kv_cache
 from sched.vllm.kv_cache import LiteralPrefixKV, PrefixCachingKV
 from sched.workload.specs import RequestSpec
 

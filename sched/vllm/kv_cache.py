@@ -50,9 +50,10 @@ cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 
 from .block_hashes import BlockHashes, private_id
+from .kv_blocks import HELD, Block, Group, PrivateCopies, Run, new_block
 from .block_tokens import NEVER as _NEVER
 
 __all__ = ["KVCache", "PrefixCachingKV", "LiteralPrefixKV", "blocks_for", "make_kv_cache"]
@@ -123,55 +124,13 @@ class KVCache:
         seq.blocks = blocks_for(seq.computed, self.block_size)
 
 
-class _Block:
-    __slots__ = ("block_id", "ref_cnt", "block_hash")
-
-    def __init__(self, block_id: int) -> None:
-        self.block_id = block_id
-        self.ref_cnt = 0
-        self.block_hash = None
-
-
-def _new_block(block_id: int) -> _Block:
-    block = _Block(block_id)
-    block.ref_cnt = 1
-    return block
-
-
-class _Run:
-    """``count`` cached private blocks of one request, side by side in the free queue under ``key``
-    (module docstring), its blocks ``first .. first + count − 1`` (``first``: its first private
-    block), the last one oldest: eviction takes them from the top, a hit from the bottom."""
-
-    __slots__ = ("count", "key")
-
-    def __init__(self, count: int, key: int) -> None:
-        self.count, self.key = count, key
-
-
-class _Group:
-    """Cached blocks side by side in the free queue under ``key`` (``blocks``: oldest first): a run
-    whose blocks became blocks of the cache index in place (:meth:`PrefixCachingKV._regroup`)."""
-
-    __slots__ = ("blocks", "key")
-
-    def __init__(self, key: int) -> None:
-        self.blocks: deque = deque()
-        self.key = key
-
-
-#: A private block in its request's table, or in a hit on its run (module docstring): one object
-#: stands for every one; its ``ref_cnt`` stays 0.
-_HELD = _Block(-1)
-
-
-class PrefixCachingKV(BlockHashes, KVCache):
+class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
     """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
 
     The free queue is ``blank blocks (a count: the front and the never-used blocks) + back`` (an
     LRU of cached blocks, runs and groups, oldest first; module docstring). A table is a list: a
-    :class:`_Block` for each block before the request's first private one (and for a private one
-    hit in the cache index after a preemption), then :data:`_HELD` for each private block it holds.
+    :class:`Block` for each block before the request's first private one (and for a private one
+    hit in the cache index after a preemption), then :data:`HELD` for each private block it holds.
     """
 
     caching = True
@@ -180,10 +139,10 @@ class PrefixCachingKV(BlockHashes, KVCache):
         super().__init__(num_gpu_blocks, block_size)
         self._init_hashes()
         self._blank = self.capacity         # free blocks that cache nothing: taken first
-        self._back: OrderedDict = OrderedDict()   # key -> cached free _Block, _Run or _Group, oldest first
+        self._back: OrderedDict = OrderedDict()   # key -> cached free Block, Run or Group, oldest first
         self._next_key = 1                  # block ids and run keys (block 0 is the null block)
-        self._cached: dict[int, dict[int, _Block]] = {}   # hash -> {block id: block}, oldest first
-        self._grouped: dict[int, _Group] = {}             # block id -> the group holding it
+        self._cached: dict[int, dict[int, Block]] = {}   # hash -> {block id: block}, oldest first
+        self._grouped: dict[int, Group] = {}             # block id -> the group holding it
         self._own: dict = {}                # preempted seq -> the run of its private blocks
         self._copied: set = set()           # seqs whose private blocks may have two cached copies
         self._reserved = 0                  # blocks taken for open runs, not yet settled
@@ -201,7 +160,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
     def _take(self, count: int, table=None, objects: int = 0) -> None:
         """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
         blank blocks first, then the oldest cached ones, whose hashes leave the cache. ``table``
-        gets ``objects`` block objects (held once, caching nothing), then :data:`_HELD` for the rest."""
+        gets ``objects`` block objects (held once, caching nothing), then :data:`HELD` for the rest."""
         self.num_free -= count
         blank = self._blank
         if count <= blank:
@@ -213,7 +172,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
             while rest:
                 key, entry = back.popitem(last=False)
                 kind = type(entry)
-                if kind is _Block:   # evicted (inlined for speed: a long trace evicts millions)
+                if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
                     block_hash = entry.block_hash
                     same = cached[block_hash]
                     if len(same) == 1:
@@ -228,7 +187,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
                         objects -= 1
                         count -= 1
                     rest -= 1
-                elif kind is _Run:
+                elif kind is Run:
                     if entry.count > rest:
                         entry.count -= rest
                         back[key] = entry
@@ -249,12 +208,12 @@ class PrefixCachingKV(BlockHashes, KVCache):
         if objects:
             first = self._next_key
             self._next_key = first + objects
-            table.extend(map(_new_block, range(first, first + objects)))
+            table.extend(map(new_block, range(first, first + objects)))
             count -= objects
         if count and table is not None:
-            table.extend([_HELD] * count)
+            table.extend([HELD] * count)
 
-    def _uncache(self, block: _Block) -> None:
+    def _uncache(self, block: Block) -> None:
         """``block`` (taken from the free queue) leaves the cache index."""
         block_hash = block.block_hash
         same = self._cached[block_hash]
@@ -268,7 +227,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most
         ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed). Blocks of
-        its own run are :data:`_HELD` in the answer."""
+        its own run are :data:`HELD` in the answer."""
         limit = (seq.num_tokens - 1) // self.block_size
         hit = []
         first = self._private_from(seq)
@@ -291,7 +250,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
         run = self._own.get(seq)
         if run is not None:   # the only copies of its private blocks: as many as are left
             if run.count:
-                hit.extend([_HELD] * min(run.count, limit - first))
+                hit.extend([HELD] * min(run.count, limit - first))
             return hit
         chain = hashes[first]
         for k in range(limit - first):
@@ -311,7 +270,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
         need = blocks_for(num_tokens, self.block_size) - len(seq.blocks)
         if hit:
             size = len(hit)
-            stop = hit.index(_HELD) if hit[-1] is _HELD else size   # a run's blocks: all idle
+            stop = hit.index(HELD) if hit[-1] is HELD else size   # a run's blocks: all idle
             need -= stop - sum(1 for j in range(stop) if hit[j].ref_cnt == 0)
         return need
 
@@ -322,7 +281,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
         if hit:
             back = self._back
             size = len(hit)
-            stop = hit.index(_HELD) if hit[-1] is _HELD else size
+            stop = hit.index(HELD) if hit[-1] is HELD else size
             for j in range(stop):   # touch the hit blocks first, so taking new blocks cannot evict them
                 block = hit[j]
                 if block.ref_cnt == 0:
@@ -384,9 +343,9 @@ class PrefixCachingKV(BlockHashes, KVCache):
         (``generated >= output``)."""
         table = seq.blocks
         size = len(table)
-        if size and table[-1] is _HELD:
+        if size and table[-1] is HELD:
             first = self._private_from(seq)
-            start = table.index(_HELD, min(first, size - 1))
+            start = table.index(HELD, min(first, size - 1))
             cached = seq.num_cached - start if seq.num_cached > start else 0
             self._blank += size - start - cached   # the uncached tail
             if cached:
@@ -394,7 +353,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
                 if done or (start == first and seq not in self._copied):
                     key = self._next_key
                     self._next_key = key + 1
-                    run = self._back[key] = _Run(cached, key)
+                    run = self._back[key] = Run(cached, key)
                     if not done:
                         self._own[seq] = run
                 else:
@@ -412,60 +371,6 @@ class PrefixCachingKV(BlockHashes, KVCache):
                 self.num_free += 1
         seq.blocks = []
         seq.num_cached = 0
-
-    # --- private blocks that may have two cached copies (rare: vllm-engine.md §3 as worded) ------
-    #
-    # A preempted request whose hit does not take every block of its run (the shared blocks before
-    # them were evicted, or the hit's cap stops short of the last one) allocates new copies of
-    # them. The cache then finds the oldest copy first, so from then on its private blocks are
-    # real blocks of the cache index, entered in the order the literal pool entered them.
-
-    def _regroup(self, seq, run: _Run, taken: int) -> None:
-        """The blocks of ``seq``'s run a hit did not take (the ``taken`` first ones it did) become
-        cached blocks in the run's place in the free queue; ``seq``'s private blocks are real blocks
-        from now on."""
-        first = self._private_from(seq)
-        chain = seq.hashes[first]
-        start = first + taken
-        group, cached, grouped = _Group(run.key), self._cached, self._grouped
-        key = self._next_key
-        for j in range(start + run.count - 1, start - 1, -1):   # the last one oldest
-            block = _Block(key)
-            block.block_hash = block_hash = private_id(chain, j - first)
-            cached[block_hash] = {key: block}   # the only copy so far
-            group.blocks.append(block)
-            grouped[key] = group
-            key += 1
-        self._next_key = key
-        self._back[run.key] = group
-        run.count = 0
-        self._copied.add(seq)
-
-    def _ungroup(self, block: _Block) -> None:
-        """A hit touches ``block``, which sits in a group."""
-        group = self._grouped.pop(block.block_id)
-        group.blocks.remove(block)
-        if not group.blocks:
-            del self._back[group.key]
-
-    def _materialize(self, seq, start: int, stop: int) -> None:
-        """``seq``'s held private blocks ``start .. stop − 1`` (cached, ``start`` at or after its first
-        private block) become cached blocks at the back of the free queue, the last one first."""
-        first = self._private_from(seq)
-        chain = seq.hashes[first]
-        back, cached = self._back, self._cached
-        key = self._next_key
-        for j in range(stop - 1, start - 1, -1):
-            block = _Block(key)
-            block.block_hash = block_hash = private_id(chain, j - first)
-            same = cached.get(block_hash)
-            if same is None:
-                cached[block_hash] = {key: block}
-            else:
-                same[key] = block
-            back[key] = block
-            key += 1
-        self._next_key = key
 
     # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
     #
@@ -487,7 +392,7 @@ class PrefixCachingKV(BlockHashes, KVCache):
         table = seq.blocks
         more = blocks_for(seq.computed, self.block_size) - len(table)
         if more > 0:   # past the prompt of a request that may run open: private blocks
-            table.extend([_HELD] * more)
+            table.extend([HELD] * more)
             self._reserved -= more
         self.cache_full(seq, seq.computed)
 
