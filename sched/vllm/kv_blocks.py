@@ -21,7 +21,7 @@ from collections import deque
 
 from .block_hashes import private_id
 
-__all__ = ["Block", "HELD", "Run", "Group", "PrivateCopies", "new_block"]
+__all__ = ["Block", "HELD", "Run", "Group", "PrivateCopies"]
 
 
 class Block:
@@ -30,17 +30,10 @@ class Block:
 
     __slots__ = ("block_id", "ref_cnt", "block_hash")
 
-    def __init__(self, block_id: int) -> None:
+    def __init__(self, block_id: int, ref_cnt: int = 0, block_hash=None) -> None:
         self.block_id = block_id
-        self.ref_cnt = 0
-        self.block_hash = None
-
-
-def new_block(block_id: int) -> Block:
-    """A block held once, caching nothing."""
-    block = Block(block_id)
-    block.ref_cnt = 1
-    return block
+        self.ref_cnt = ref_cnt
+        self.block_hash = block_hash
 
 
 class Run:
@@ -72,7 +65,7 @@ HELD = Block(-1)
 
 class PrivateCopies:
     """The pool's rare path (module docstring). Reads and writes the pool's ``_cached`` (hash ->
-    {block id: block}, oldest first), ``_back`` (the free queue's cached end), ``_grouped`` (block
+    its block, or {block id: block} of its copies, oldest first; entered by ``_enter``), ``_back`` (the free queue's cached end), ``_grouped`` (block
     id -> its group), ``_copied`` (requests on this path), ``_next_key`` and ``_private_from``."""
 
     def _regroup(self, seq, run: Run, taken: int) -> None:
@@ -85,9 +78,9 @@ class PrivateCopies:
         group, cached, grouped = Group(run.key), self._cached, self._grouped
         key = self._next_key
         for j in range(start + run.count - 1, start - 1, -1):   # the last one oldest
-            block = Block(key)
-            block.block_hash = block_hash = private_id(chain, j - first)
-            cached[block_hash] = {key: block}   # the only copy so far
+            block_hash = private_id(chain, j - first)
+            block = Block(key, 0, block_hash)
+            cached[block_hash] = block   # the only copy so far
             group.blocks.append(block)
             grouped[key] = group
             key += 1
@@ -108,16 +101,12 @@ class PrivateCopies:
         private block) become cached blocks at the back of the free queue, the last one first."""
         first = self._private_from(seq)
         chain = seq.hashes[first]
-        back, cached = self._back, self._cached
+        back = self._back
         key = self._next_key
         for j in range(stop - 1, start - 1, -1):
-            block = Block(key)
-            block.block_hash = block_hash = private_id(chain, j - first)
-            same = cached.get(block_hash)
-            if same is None:
-                cached[block_hash] = {key: block}
-            else:
-                same[key] = block
+            block_hash = private_id(chain, j - first)
+            block = Block(key, 0, block_hash)
+            self._enter(block, block_hash)
             back[key] = block
             key += 1
         self._next_key = key

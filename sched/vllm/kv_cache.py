@@ -51,9 +51,10 @@ cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 from __future__ import annotations
 
 from collections import OrderedDict
+from itertools import repeat
 
 from .block_hashes import BlockHashes, private_id
-from .kv_blocks import HELD, Block, Group, PrivateCopies, Run, new_block
+from .kv_blocks import HELD, Block, Group, PrivateCopies, Run
 from .block_tokens import NEVER as _NEVER
 
 __all__ = ["KVCache", "PrefixCachingKV", "LiteralPrefixKV", "blocks_for", "make_kv_cache"]
@@ -141,7 +142,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         self._blank = self.capacity         # free blocks that cache nothing: taken first
         self._back: OrderedDict = OrderedDict()   # key -> cached free Block, Run or Group, oldest first
         self._next_key = 1                  # block ids and run keys (block 0 is the null block)
-        self._cached: dict[int, dict[int, Block]] = {}   # hash -> {block id: block}, oldest first
+        self._cached: dict = {}             # hash -> its block, or {block id: block} of its copies, oldest first
         self._grouped: dict[int, Group] = {}             # block id -> the group holding it
         self._own: dict = {}                # preempted seq -> the run of its private blocks
         self._copied: set = set()           # seqs whose private blocks may have two cached copies
@@ -174,12 +175,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
                 kind = type(entry)
                 if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
                     block_hash = entry.block_hash
-                    same = cached[block_hash]
-                    if len(same) == 1:
+                    if cached[block_hash] is entry:   # its only copy
                         del cached[block_hash]
                     else:
-                        del same[key]
-                        self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+                        self._drop_copy(entry)
                     entry.block_hash = None
                     if objects:   # reused
                         entry.ref_cnt = 1
@@ -208,7 +207,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         if objects:
             first = self._next_key
             self._next_key = first + objects
-            table.extend(map(new_block, range(first, first + objects)))
+            table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
             count -= objects
         if count and table is not None:
             table.extend([HELD] * count)
@@ -216,13 +215,32 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
     def _uncache(self, block: Block) -> None:
         """``block`` (taken from the free queue) leaves the cache index."""
         block_hash = block.block_hash
-        same = self._cached[block_hash]
-        del same[block.block_id]
-        if not same:
+        if self._cached[block_hash] is block:   # its only copy
             del self._cached[block_hash]
         else:
-            self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+            self._drop_copy(block)
         block.block_hash = None
+
+    def _drop_copy(self, block: Block) -> None:
+        """``block`` leaves the cache index, where other blocks cache its hash too."""
+        block_hash = block.block_hash
+        same = self._cached[block_hash]
+        del same[block.block_id]
+        if len(same) == 1:
+            self._cached[block_hash] = next(iter(same.values()))
+        self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+
+    def _enter(self, block: Block, block_hash: int) -> None:
+        """``block`` caches ``block_hash`` (after any other block caching it)."""
+        cached = self._cached
+        same = cached.get(block_hash)
+        if same is None:
+            cached[block_hash] = block
+        elif type(same) is Block:
+            cached[block_hash] = {same.block_id: same, block.block_id: block}
+        else:
+            same[block.block_id] = block
+        block.block_hash = block_hash
 
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most
@@ -242,9 +260,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
             if j >= len(hashes):   # computed only as far as the hit goes
                 self._chain(seq, j + 1)
             same = cached.get(hashes[j])
-            if not same:
+            if same is None:
                 return hit
-            hit.append(next(iter(same.values())))
+            hit.append(same if type(same) is Block else next(iter(same.values())))
         if limit <= first:
             return hit
         run = self._own.get(seq)
@@ -255,9 +273,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         chain = hashes[first]
         for k in range(limit - first):
             same = cached.get(private_id(chain, k))
-            if not same:
+            if same is None:
                 break
-            hit.append(next(iter(same.values())))
+            hit.append(same if type(same) is Block else next(iter(same.values())))
         return hit
 
     def may_hit(self, seq) -> bool:
@@ -329,11 +347,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         for j in range(start, min(full, first)):
             block = table[j]
             block.block_hash = block_hash = hashes[j]
-            same = cached.get(block_hash)
-            if same is None:
-                cached[block_hash] = {block.block_id: block}
+            if block_hash in cached:
+                self._enter(block, block_hash)
             else:
-                same[block.block_id] = block
+                cached[block_hash] = block
         self.epoch += 1
 
     def free(self, seq) -> None:
