@@ -136,8 +136,8 @@ class DecodeRuns:
         # With prefix caching step 4 itself skips a head known to be blocked (sim.blocked_head).
         # A head that no hit can help (kv.may_hit) is gated on its whole sequence as without caching.
         if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and (
-                kv.caching and kv.may_hit(head := sim.waiting.peek()) or
-                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - kv.held(head) <= kv.num_free):
+                blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - kv.held(head) <= kv.num_free
+                or kv.caching and kv.may_hit(head)):
             admitted, hits = sim.admit(t, cap, budget - used, scheduled)
             used = num_open + sum(scheduled.values())
         num_decode = num_open

@@ -402,8 +402,12 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
 
     def reserve(self, count: int) -> None:
         if count:
-            self._take(count)
             self._reserved += count
+            if count <= self._blank:   # _take's first case, inlined: a decode step takes few blocks
+                self._blank -= count
+                self.num_free -= count
+            else:
+                self._take(count)
 
     def settle(self, seq) -> None:
         table = seq.blocks
