@@ -170,6 +170,11 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
             self._blank = 0
             rest = count - blank
             back, cached = self._back, self._cached
+            if not objects:   # the oldest entry a run that covers the rest: it only shrinks
+                entry = back[next(iter(back))]
+                if type(entry) is Run and entry.count > rest:
+                    entry.count -= rest
+                    rest = 0
             while rest:
                 key, entry = back.popitem(last=False)
                 kind = type(entry)
@@ -322,7 +327,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         have = len(table)
         need = blocks_for(num_tokens, self.block_size) - have
         if need > 0:   # new blocks before the first private one are block objects
-            shared = self._private_from(seq) - have
+            shared = 0 if have and table[-1] is HELD else self._private_from(seq) - have
             self._take(need, table, need if shared >= need else shared if shared > 0 else 0)
         # Blocks enter the cache when allocated for a step, before they are computed.
         self.cache_full(seq, min(num_tokens, seq.num_tokens))
@@ -361,13 +366,12 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         table = seq.blocks
         size = len(table)
         if size and table[-1] is HELD:
-            first = self._private_from(seq)
-            start = table.index(HELD, min(first, size - 1))
+            start = table.index(HELD)
             cached = seq.num_cached - start if seq.num_cached > start else 0
             self._blank += size - start - cached   # the uncached tail
             if cached:
                 done = seq.generated >= seq.output
-                if done or (start == first and seq not in self._copied):
+                if done or (start == self._private_from(seq) and seq not in self._copied):
                     key = self._next_key
                     self._next_key = key + 1
                     run = self._back[key] = Run(cached, key)
@@ -398,7 +402,8 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
     # else can hit a private block, so entering it later changes no decision.
 
     def can_open(self, seq) -> bool:
-        return self._private_from(seq) != _NEVER
+        table = seq.blocks
+        return bool(table) and table[-1] is HELD or self._private_from(seq) != _NEVER
 
     def reserve(self, count: int) -> None:
         if count:
