@@ -348,10 +348,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         first = self._chain(seq, full)
         if start >= first:
             return
-        table, cached = seq.blocks, self._cached
-        for j in range(start, min(full, first)):
-            block = table[j]
-            block.block_hash = block_hash = hashes[j]
+        stop, cached = min(full, first), self._cached
+        for block, block_hash in zip(seq.blocks[start:stop], hashes[start:stop]):
+            block.block_hash = block_hash
             if block_hash in cached:
                 self._enter(block, block_hash)
             else:
@@ -382,14 +381,19 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
             self.num_free += size - start
             del table[start:]
         back = self._back
+        blank = freed = 0
         for block in reversed(table):   # tail first
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
+            if block.ref_cnt == 1:
+                block.ref_cnt = 0
                 if block.block_hash is None:
-                    self._blank += 1
+                    blank += 1
                 else:
                     back[block.block_id] = block
-                self.num_free += 1
+                freed += 1
+            else:
+                block.ref_cnt -= 1
+        self._blank += blank
+        self.num_free += freed
         seq.blocks = []
         seq.num_cached = 0
 
