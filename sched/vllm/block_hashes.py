@@ -96,38 +96,44 @@ class BlockHashes:
         one_size = len({spec.block_size for spec in specs if spec.prefix_blocks is not None}) <= 1
         if not one_size:
             self.GROUP_WORKLOAD_BLOCKS = False
-        seen: dict = {}
         nodes: dict = {}      # (parent node, workload block id, its type) -> node of the chain tree
         users: list = []      # node -> how many requests' chains pass through it
-        chains = []
+        ends: dict = {}       # name -> the node of its last workload block
         bs = self.block_size
+        if one_size:
+            for spec in specs:
+                if spec.prefix_blocks is not None:
+                    parent = -1
+                    for block_id in spec.prefix_blocks[:-(-spec.prompt_tokens // spec.block_size)]:
+                        key = (parent, block_id, type(block_id).__name__)
+                        node = nodes.get(key)
+                        if node is None:
+                            node = nodes[key] = len(users)
+                            users.append(0)
+                        users[node] += 1
+                        parent = node
+                    ends[spec.name] = parent
+        seen: dict = {}
         for spec in specs:
             if private_from(spec, spec.prompt_tokens, bs) == NEVER:
-                key = prompt_key(spec)
+                # With one workload block size a chain and a length name the tokens (no token runs built).
+                end = ends.get(spec.name)
+                key = prompt_key(spec) if end is None else ("n", end, spec.prompt_tokens)
                 seen[key] = None if key in seen else spec.name
-            if one_size and spec.prefix_blocks is not None:
-                parent, path = -1, []
-                for block_id in spec.prefix_blocks[:-(-spec.prompt_tokens // spec.block_size)]:
-                    key = (parent, block_id, type(block_id).__name__)
-                    node = nodes.get(key)
-                    if node is None:
-                        node = nodes[key] = len(users)
-                        users.append(0)
-                    users[node] += 1
-                    path.append(node)
-                    parent = node
-                chains.append((spec, path))
         unique = {name for name in seen.values() if name is not None}
         starts = {}
         for spec in specs:
             first = private_from(spec, spec.prompt_tokens, bs)
             if first == NEVER and spec.name in unique:
                 first = spec.prompt_tokens // bs   # the first block holding an output token
+            if spec.name in ends:   # a chain nobody else shares from workload block w on
+                parent = -1
+                for w, block_id in enumerate(spec.prefix_blocks[:-(-spec.prompt_tokens // spec.block_size)]):
+                    parent = nodes[(parent, block_id, type(block_id).__name__)]
+                    if users[parent] == 1:
+                        first = min(first, w * spec.block_size // bs)
+                        break
             starts[spec.name] = first
-        for spec, path in chains:   # a chain nobody else shares from workload block w on
-            w = next((w for w, node in enumerate(path) if users[node] == 1), None)
-            if w is not None:
-                starts[spec.name] = min(starts[spec.name], w * spec.block_size // bs)
         self._starts = starts
 
     def _private_from(self, seq) -> int:

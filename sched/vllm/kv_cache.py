@@ -261,9 +261,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         if limit <= 0 or not (self._cached or self._own):
             return hit
         cached = self._cached
-        for j in range(min(limit, first)):
-            if j >= len(hashes):   # computed only as far as the hit goes
-                self._chain(seq, j + 1)
+        stop = min(limit, first)
+        if len(hashes) < stop:   # its shared blocks' hashes (interned now or when it allocates them)
+            self._chain(seq, stop)
+        for j in range(stop):
             same = cached.get(hashes[j])
             if same is None:
                 return hit
