@@ -31,10 +31,12 @@ how many blocks are free. So:
 - a request's *private* blocks (:mod:`sched.vllm.block_hashes`: only the request itself can hit
   them, after a preemption) are held as one shared placeholder each (``len(seq.blocks)`` stays the
   table's length) and are not entered in the cache index while it holds them;
-- when a request that has sampled its last token frees them, nobody can ever hit them again: its
-  cached private blocks enter the back of the free queue as one *run* (a count, evicted from its
-  oldest end like the blocks it stands for); when a preempted request frees them, they become real
-  blocks in the cache index, in the order the literal pool would hold them.
+- when it frees them, its cached private blocks enter the back of the free queue as one *run* (a
+  count, evicted from its oldest end like the blocks it stands for): nobody can ever hit the run of
+  a request that has sampled its last token; a preempted request hits its own run from its other
+  end when it comes back. Only when such a hit leaves blocks of the run cached (two copies of a
+  block may then exist) do they become real blocks of the cache index, in place and in the order
+  the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
 
 So a request whose prompt shares nothing costs a few operations per request, not per block.
 
