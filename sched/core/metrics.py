@@ -35,6 +35,7 @@ from .records import CaseResult, Request, Status
 from .samples import extend_columns, like, low_high, ordered_sample
 
 #: The record fields summarize() reads, one tuple per request.
+_SPEC = attrgetter("spec")
 _FIELDS = attrgetter("status", "spec.arrival", "admitted_at", "done_at", "hit_tokens", "spec.priority", "_runs",
                       "_open_from")
 
@@ -298,8 +299,12 @@ def _summarize(result: CaseResult) -> dict:
     emitted = hit_tokens = 0
     latest, earliest = (requests[0].done_at, requests[0].spec.arrival) if requests else (0, 0)
     rows = []   # per successful request: queue wait, TTFT, E2E, last − first token, tokens, priority, ...
-    # ... moved every _ROWS_AT_ONCE rows into columns of 8-byte integers (priorities and runs: lists)
-    columns = [array("q"), array("q"), array("q"), array("q"), array("q"), [], array("q"), array("q"), []]
+    # ... moved every _ROWS_AT_ONCE rows into columns of 8-byte integers (priorities: a list), the
+    # token runs into the gap histogram; priority, first and last token only when the order scores
+    # can exist (two priority classes among the requests, none given = 0).
+    ranked = len({spec.priority or 0 for spec in map(_SPEC, requests)}) > 1
+    columns = [array("q"), array("q"), array("q"), array("q"), array("q"), *([[], array("q"), array("q")] * ranked)]
+    gaps = Counter()
     for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
         if open_from is not None:   # still decoding: its open run counts too
             runs = r.flat_token_runs
@@ -318,16 +323,15 @@ def _summarize(result: CaseResult) -> dict:
         if status is Status.DONE:
             rows.append((admitted - arrival, first - arrival, done - arrival, span, count, priority, first, done, runs))
             if len(rows) == _ROWS_AT_ONCE:
-                extend_columns(columns, rows)
+                _move(rows, columns, gaps)
                 rows.clear()
     # ... and their columns, in workload order.
-    extend_columns(columns, rows)
+    _move(rows, columns, gaps)
     del rows
-    waits, ttfts, e2es, spans, counts, priorities, firsts, ends, flat_runs = columns
+    waits, ttfts, e2es, spans, counts, *ranks = columns
     num_ok = len(waits)
     completed = sum(counts)
     makespan = latest - earliest
-    gaps = _runs_gap_histogram(flat_runs, completed)
     # Each sample ordered once for its percentiles, one at a time (a histogram when it holds few values).
     ordered = ordered_sample(ttfts)
     ttft_p50, ttft_p95, ttft_stats = _rank(ordered, 50), _rank(ordered, 95), _sorted_stats("ttft", ordered)
@@ -339,10 +343,11 @@ def _summarize(result: CaseResult) -> dict:
     e2e_p95, e2e_stats = _rank(ordered, 95), _sorted_stats("e2e", ordered)
     del ordered, waits, ttfts, e2es
     # Order scores need two different priorities (lower = more urgent, none given = 0), else None.
+    priorities, firsts, ends = ranks or ([], (), ())
     urgencies = [p or 0 for p in priorities] if len({p or 0 for p in set(priorities)}) > 1 else None
     first_order = order_score(zip(urgencies, firsts)) if urgencies else None
     end_order = order_score(zip(urgencies, ends)) if urgencies else None
-    del urgencies, priorities, firsts, ends, flat_runs, columns
+    del urgencies, priorities, firsts, ends, ranks, columns
     # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
     many = [n >= 2 for n in counts]
     tpot_ticks = like(spans, compress(spans, many))
@@ -386,6 +391,14 @@ def _summarize(result: CaseResult) -> dict:
     return row
 
 
+
+
+def _move(rows: list, columns: list, gaps: Counter) -> None:
+    """Move :func:`_summarize`'s ``rows`` into its ``columns`` (as many leading row fields as there
+    are columns), their token runs (the last field) into the gap histogram ``gaps``."""
+    if rows:
+        gaps.update(_runs_gap_histogram([row[-1] for row in rows], sum(row[4] for row in rows)))
+        extend_columns(columns, rows)
 
 
 def _sorted_stats(metric: str, ordered) -> dict:

@@ -14,10 +14,11 @@ __all__ = ["extend_columns", "like", "ordered_sample", "low_high"]
 
 
 def extend_columns(columns: list, rows: list) -> None:
-    """Move ``rows`` (tuples, one per request) into ``columns``, one column per tuple position: an
-    integer array (8 bytes a value, no object per value) turns into a list for a value it cannot
-    hold (a non-integer, an integer beyond 64 bits); a list takes any value."""
-    for at, values in enumerate(zip(*rows)):
+    """Move ``rows`` (tuples, one per request) into ``columns``, one column per tuple position (a
+    row's fields beyond the columns are left out): an integer array (8 bytes a value, no object
+    per value) turns into a list for a value it cannot hold (a non-integer, an integer beyond 64
+    bits); a list takes any value."""
+    for at, values in zip(range(len(columns)), zip(*rows)):
         column = columns[at]
         if type(column) is array:
             try:
