@@ -50,6 +50,17 @@ class SummaryColumnsTest(unittest.TestCase):
                 self.assertEqual(stats["mean_x"], Fraction(sum(values), len(values)))
                 self.assertEqual(stats["x_samples"], len(values))
                 self.assertEqual(samples.low_high(ordered), (min(values), max(values)))
+        for label, values in (("few floats", [rng.randrange(6) / 4 for _ in range(3000)]),
+                              ("many floats", [rng.random() for _ in range(3000)])):
+            with self.subTest(label):
+                ordered = samples.ordered_sample(array("d", values), chunk=256)
+                plain = sorted(values)
+                for rank in (0, 1, 1499, 2998, 2999):
+                    value, lo, hi = samples.at_rank(ordered, rank)
+                    self.assertEqual(value, plain[rank])
+                    self.assertEqual((lo, hi), (plain.index(value), len(plain) - plain[::-1].index(value)))
+                with self.assertRaises(IndexError):
+                    samples.at_rank(ordered, 3000)
         empty = samples.ordered_sample(array("q"))
         self.assertEqual(metrics._sorted_stats("x", empty)["mean_x"], None)
         self.assertIsNone(metrics._rank(empty, 50))

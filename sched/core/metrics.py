@@ -25,14 +25,14 @@ from __future__ import annotations
 import gc
 import math
 from array import array
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import Counter
 from fractions import Fraction
 from itertools import compress, repeat
 from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
 from .records import CaseResult, Request, Status
-from .samples import extend_columns, like, low_high, ordered_sample
+from .samples import at_rank, extend_columns, like, low_high, ordered_sample
 
 #: The record fields summarize() reads, one tuple per request.
 _SPEC = attrgetter("spec")
@@ -74,13 +74,14 @@ def _ratio_percentiles(nums: list[int], dens: list[int], ps) -> dict:
         return {p: None for p in ps}
     if nums == dens:   # every ratio is 1 (a TPOT of one tick, the lab engine's steady decode)
         return {p: Fraction(1) for p in ps}
-    values = list(map(truediv, nums, dens))
-    ordered = sorted(values)
+    # The floats as 8-byte doubles, ordered as a histogram when they take few values (no object each).
+    values = (array("d", map(truediv, nums, dens)) if type(nums) is array and type(dens) is array
+              else list(map(truediv, nums, dens)))
+    ordered = ordered_sample(values)
     found, groups = {}, {}
     for p in ps:
-        rank = max(1, math.ceil(Fraction(p) / 100 * len(ordered))) - 1
-        value = ordered[rank]
-        lo, hi = bisect_left(ordered, value), bisect_right(ordered, value)
+        rank = max(1, math.ceil(Fraction(p) / 100 * len(values))) - 1
+        value, lo, hi = at_rank(ordered, rank)
         if hi - lo == 1:   # the only ratio with this float
             at = values.index(value)
             found[p] = Fraction(nums[at], dens[at])
@@ -349,10 +350,9 @@ def _summarize(result: CaseResult) -> dict:
     end_order = order_score(zip(urgencies, ends)) if urgencies else None
     del urgencies, priorities, firsts, ends, ranks, columns
     # TPOT as exact ratios ticks / tokens of every successful request with >= 2 tokens.
-    many = [n >= 2 for n in counts]
-    tpot_ticks = like(spans, compress(spans, many))
-    tpot_tokens = like(counts, map(sub, compress(counts, many), repeat(1)))
-    del many, spans, counts
+    tpot_ticks = like(spans, compress(spans, map((1).__lt__, counts)))
+    tpot_tokens = like(counts, map(sub, compress(counts, map((1).__lt__, counts)), repeat(1)))
+    del spans, counts
     tpot_percentiles = _ratio_percentiles(tpot_ticks, tpot_tokens, (50, 90, 95, 99))  # sorted once
     row = {
         "case": result.case.name,

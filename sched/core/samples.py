@@ -8,9 +8,10 @@ a column, an array 8 MB.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left, bisect_right
 from collections import Counter
 
-__all__ = ["extend_columns", "like", "ordered_sample", "low_high"]
+__all__ = ["extend_columns", "like", "ordered_sample", "at_rank", "low_high"]
 
 
 def extend_columns(columns: list, rows: list) -> None:
@@ -45,6 +46,22 @@ def ordered_sample(column, chunk: int = 65536):
         if len(counts) > limit:
             return sorted(column)
     return counts
+
+
+def at_rank(ordered, rank: int) -> tuple:
+    """``(value, lo, hi)``: the value at 0-based ``rank`` of a sample ordered by :func:`ordered_sample`
+    and the ranks ``lo`` .. ``hi - 1`` that the values equal to it hold in sorted order. Raises
+    :class:`IndexError` for a rank past the sample."""
+    if type(ordered) is Counter:
+        below = 0
+        for value in sorted(ordered):
+            count = ordered[value]
+            if rank < below + count:
+                return value, below, below + count
+            below += count
+        raise IndexError(rank)
+    value = ordered[rank]
+    return value, bisect_left(ordered, value), bisect_right(ordered, value)
 
 
 def low_high(ordered) -> tuple:
