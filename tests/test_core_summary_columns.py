@@ -18,10 +18,18 @@ class SummaryColumnsTest(unittest.TestCase):
         self.assertEqual([type(c) for c in columns], [array, list, array])
         self.assertEqual([list(c) for c in columns], [[1, 4, 7], [None, 2, 0], [3, 6, 9]])
 
+    def test_a_value_beyond_32_bits_widens_the_array(self):
+        columns = [array("i"), array("i")]
+        metrics_rows = [(1, 2), (3, 4)]
+        samples.extend_columns(columns, metrics_rows)
+        samples.extend_columns(columns, [(5, 2**40), (6, -2**63)])
+        self.assertEqual([c.typecode for c in columns], ["i", "q"])
+        self.assertEqual(list(columns[1]), [2, 4, 2**40, -2**63])
+
     def test_a_value_an_array_cannot_hold_turns_the_column_into_a_list(self):
         for odd in (2.5, 2**64, Fraction(1, 3), -2**63 - 1):
             with self.subTest(odd=odd):
-                columns = [array("q"), array("q")]
+                columns = [array("i"), array("i")]
                 samples.extend_columns(columns, [(1, 1), (2, 2)])
                 samples.extend_columns(columns, [(3, odd), (4, 5)])
                 self.assertEqual([type(c) for c in columns], [array, list])

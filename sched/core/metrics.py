@@ -300,11 +300,11 @@ def _summarize(result: CaseResult) -> dict:
     emitted = hit_tokens = 0
     latest, earliest = (requests[0].done_at, requests[0].spec.arrival) if requests else (0, 0)
     rows = []   # per successful request: queue wait, TTFT, E2E, last − first token, tokens, priority, ...
-    # ... moved every _ROWS_AT_ONCE rows into columns of 8-byte integers (priorities: a list), the
+    # ... moved every _ROWS_AT_ONCE rows into columns of 4-byte integers (priorities: a list), the
     # token runs into the gap histogram; priority, first and last token only when the order scores
     # can exist (two priority classes among the requests, none given = 0).
     ranked = len({spec.priority or 0 for spec in map(_SPEC, requests)}) > 1
-    columns = [array("q"), array("q"), array("q"), array("q"), array("q"), *([[], array("q"), array("q")] * ranked)]
+    columns = [array("i"), array("i"), array("i"), array("i"), array("i"), *([[], array("i"), array("i")] * ranked)]
     gaps = Counter()
     for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
         if open_from is not None:   # still decoding: its open run counts too

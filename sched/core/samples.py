@@ -1,8 +1,8 @@
 """A sample of one value per request held compactly (lab.md §5's samples, for :mod:`sched.core.metrics`):
-columns of 8-byte integers instead of a list of int objects (a column turns into a list for a value
+columns of 4-byte integers (8 where a value needs it) instead of a list of int objects (a column turns into a list for a value
 an array cannot hold), and a sample ordered for its percentiles as a histogram {value: count} when it
 holds few distinct values, else as the sorted list. At 10⁶ requests a list of ints costs about 40 MB
-a column, an array 8 MB.
+a column, an array 4 MB.
 """
 
 from __future__ import annotations
@@ -16,23 +16,26 @@ __all__ = ["extend_columns", "like", "ordered_sample", "at_rank", "low_high"]
 
 def extend_columns(columns: list, rows: list) -> None:
     """Move ``rows`` (tuples, one per request) into ``columns``, one column per tuple position (a
-    row's fields beyond the columns are left out): an integer array (8 bytes a value, no object
-    per value) turns into a list for a value it cannot hold (a non-integer, an integer beyond 64
-    bits); a list takes any value."""
+    row's fields beyond the columns are left out): an integer array (4 bytes a value, no object
+    per value) widens to 8 bytes for a value beyond 32 bits and turns into a list for a value it
+    cannot hold (a non-integer, an integer beyond 64 bits); a list takes any value."""
     for at, values in zip(range(len(columns)), zip(*rows)):
         column = columns[at]
-        if type(column) is array:
+        while type(column) is array:
             try:
-                column.extend(array("q", values))
-                continue
+                column.extend(array(column.typecode, values))
+                break
             except (TypeError, OverflowError):
-                columns[at] = column = column.tolist()
-        column.extend(values)
+                wide = column.typecode == "i" and all(type(v) is int and -2**63 <= v < 2**63 for v in values)
+                columns[at] = column = array("q", column) if wide else column.tolist()
+        else:
+            column.extend(values)
 
 
 def like(column, values):
-    """``values`` (drawn from ``column``) as an integer array when ``column`` is one, else as a list."""
-    return array("q", values) if type(column) is array else list(values)
+    """``values`` (drawn from ``column``) as an integer array of its kind when ``column`` is one,
+    else as a list."""
+    return array(column.typecode, values) if type(column) is array else list(values)
 
 
 def ordered_sample(column, chunk: int = 65536):
