@@ -39,12 +39,15 @@ from ..core.records import CaseResult, SimulationError, Status
 from .config import VllmKnobs
 from .engine import VllmSimulation
 from .async_jump import jump as decode_jump
+from .async_runs import AsyncDecodeRuns
 from .kv_cache import KVCache, PrefixCachingKV
 
 __all__ = ["AsyncVllmSimulation", "make_simulation", "simulate"]
 
 #: Whether runs without prefix caching jump over runs of decode-only batches
-#: (:meth:`AsyncVllmSimulation.jump`); off, every batch is walked (the tests compare both).
+#: (:meth:`AsyncVllmSimulation.jump`) and runs with it keep decoding requests as open runs
+#: (:mod:`sched.vllm.async_runs`; timeline ``counts`` or ``off``); off, every batch is walked
+#: (the tests compare both).
 DECODE_JUMPS = True
 
 #: Batches in flight at most: vLLM's ``max_concurrent_batches`` with async scheduling and no
@@ -59,17 +62,21 @@ class Batch:
     tokens before it); ``start``/``end``: when it runs on the GPU (``end`` is ``None`` for an empty
     batch, which takes no time); ``scheduled``: (request, tokens) in vLLM's order; ``samplers``: the
     requests that sample a token in it; ``preempted``: (victim, request that needed the blocks);
-    ``kv_used``, ``num_running``, ``num_waiting``: right after scheduling.
+    ``kv_used``, ``num_running``, ``num_waiting``: right after scheduling; ``num_open``: open runs
+    (:mod:`sched.vllm.async_runs`) scheduled one token each, listed neither in ``scheduled`` nor in
+    ``samplers`` (their tokens are delivered by the run).
     """
 
     __slots__ = ("step", "start", "end", "scheduled", "samplers", "num_prompt", "num_decode", "preempted",
-                 "admitted", "hits", "kv_used", "num_running", "num_waiting")
+                 "admitted", "hits", "kv_used", "num_running", "num_waiting", "num_open", "merged")
 
     def __init__(self, *, step, start, end, scheduled, samplers, num_prompt, num_decode, preempted, admitted, hits,
-                 kv_used, num_running, num_waiting) -> None:
+                 kv_used, num_running, num_waiting, num_open=0) -> None:
         self.step, self.start, self.end, self.scheduled, self.samplers = step, start, end, scheduled, samplers
         self.num_prompt, self.num_decode, self.preempted, self.admitted = num_prompt, num_decode, preempted, admitted
         self.hits, self.kv_used, self.num_running, self.num_waiting = hits, kv_used, num_running, num_waiting
+        self.num_open = num_open    # open runs scheduled one token each, not in ``scheduled``/``samplers``
+        self.merged = False         # runs closed into ``samplers`` at its end (not in running order)
 
 
 class AsyncVllmSimulation(VllmSimulation):
@@ -89,12 +96,23 @@ class AsyncVllmSimulation(VllmSimulation):
         self.batches: deque[Batch] = deque()   # scheduled, output not processed yet; newest first
         self._reported_finish = False   # vLLM's finished request ids, cleared by the next schedule()
         self._held: Batch | None = None  # an empty batch that only preempted, logged with its step
+        # With prefix caching (its fast pool) and a timeline without names: open decode runs.
+        self.open_runs = (AsyncDecodeRuns(self) if DECODE_JUMPS and type(self.kv) is PrefixCachingKV
+                          and timeline != "full" else None)
 
     # --- schedule() ----------------------------------------------------------------------------
 
     def schedule(self, now) -> Batch:
         """vLLM's ``schedule()`` at time ``now`` under async scheduling; returns the batch (queued
-        by the caller), its placeholders already given."""
+        by the caller), its placeholders already given. With open runs an easy turn is taken
+        without walking them (:mod:`sched.vllm.async_runs`), any other turn walked."""
+        if self.open_runs is not None:
+            return self.open_runs.schedule(now)
+        return self._walk(now)
+
+    def _walk(self, now) -> Batch:
+        """The literal ``schedule()``: the running list in order, preempting when KV blocks run out
+        (no open run may be left: :meth:`sched.vllm.async_runs.AsyncDecodeRuns.schedule` closes them)."""
         knobs, kv = self.knobs, self.kv
         start = now if now > self.gpu_free else self.gpu_free
         step = start if self.stamp_times is None else len(self.stamp_times) - 1
@@ -167,10 +185,17 @@ class AsyncVllmSimulation(VllmSimulation):
             budget -= n
             i += 1
         self.running = dict.fromkeys(running)
+        return self._complete(start, step, cap, budget, scheduled, preempted, 0)
+
+    def _complete(self, start, step, cap, budget, scheduled, preempted, num_open) -> Batch:
+        """The end of ``schedule()`` after the running pass: admission (when nobody was preempted),
+        vLLM's ``_update_after_schedule``, the batch's time. ``num_open``: open runs scheduled one
+        decode token each besides ``scheduled``."""
+        kv = self.kv
         admitted, hits = ([], []) if preempted else self.admit(start, cap, budget, scheduled)
         # vLLM's _update_after_schedule: tokens count as computed now; a request whose prompt is
         # complete samples a token nobody knows yet (a placeholder).
-        samplers, num_decode, used = [], 0, 0
+        samplers, num_decode, used = [], num_open, num_open
         for seq, n in scheduled.items():
             known_and_pending = seq.num_tokens + seq.placeholders
             if n == 1 and seq.computed == known_and_pending - 1 and seq.generated + seq.placeholders:
@@ -199,7 +224,8 @@ class AsyncVllmSimulation(VllmSimulation):
             self.num_steps += 1
         return Batch(step=step, start=start, end=end, scheduled=list(scheduled.items()), samplers=samplers,
                      num_prompt=used - num_decode, num_decode=num_decode, preempted=preempted, admitted=admitted,
-                     hits=hits, kv_used=kv.num_used, num_running=len(self.running), num_waiting=self.waiting.size)
+                     hits=hits, kv_used=kv.num_used, num_running=len(self.running), num_waiting=self.waiting.size,
+                     num_open=num_open)
 
     def _preempt(self, seq, t, ordinal) -> None:
         """Recompute preemption; a token still in flight for ``seq`` becomes stale (still delivered)."""
@@ -234,7 +260,13 @@ class AsyncVllmSimulation(VllmSimulation):
                 kv.cache_full(seq, seq.computed - seq.placeholders)
             if seq.generated == seq.output:
                 finished.append(seq)
+        if batch.merged and len(finished) > 1:   # runs closed into it: free in running order
+            order = {seq: i for i, seq in enumerate(self.running)}
+            finished.sort(key=order.__getitem__)
+        others = None if self.open_runs is None else self.open_runs.others
         for seq in finished:
+            if others is not None:
+                others.pop(seq, None)
             if seq.state == "running":
                 kv.free(seq)
                 del self.running[seq]
@@ -245,13 +277,13 @@ class AsyncVllmSimulation(VllmSimulation):
             self.end(seq, Status.DONE, batch.end)
             self._reported_finish = True
         self._log(batch, finished)
-        return bool(batch.samplers)
+        return bool(batch.samplers or batch.num_open)
 
     def _log(self, batch: Batch, finished: list) -> None:
         """Log a processed batch that scheduled or preempted anyone. An empty batch that only
         preempted waits for a batch of the same step to merge into (vLLM logs one step per tick)."""
         held = self._held
-        if held is not None and (held.step != batch.step or not (batch.scheduled or batch.preempted)):
+        if held is not None and (held.step != batch.step or not (batch.scheduled or batch.num_open or batch.preempted)):
             self._held = None
             self._add(held, [])
         elif held is not None:
@@ -261,7 +293,7 @@ class AsyncVllmSimulation(VllmSimulation):
             batch.preempted = held.preempted + batch.preempted
         if batch.end is None and batch.preempted and not finished:
             self._held = batch
-        elif batch.scheduled or batch.preempted or finished:
+        elif batch.scheduled or batch.num_open or batch.preempted or finished:
             self._add(batch, finished)
 
     def _add(self, batch: Batch, finished: list) -> None:
@@ -293,6 +325,7 @@ class AsyncVllmSimulation(VllmSimulation):
         total, arrivals, batches = self.num_requests, self.arrivals, self.batches
         now = self.now
         jumps = DECODE_JUMPS and type(self.kv) is KVCache and self._held is None
+        runs = self.open_runs
         try:
             while self._num_ended < total:
                 if not self._has_requests() and not batches:
@@ -308,9 +341,10 @@ class AsyncVllmSimulation(VllmSimulation):
                         continue
                 progressed = False
                 take_oldest = bool(batches)
+                newest = None
                 if self._has_requests():
-                    batch = self.schedule(now)
-                    progressed = bool(batch.scheduled or batch.preempted)
+                    batch = newest = self.schedule(now)
+                    progressed = bool(batch.scheduled or batch.num_open or batch.preempted)
                     batches.appendleft(batch)
                     take_oldest = not (len(batches) < BATCH_QUEUE_SIZE and
                                        (batch.end is not None or self.running or self.waiting.size))
@@ -319,6 +353,8 @@ class AsyncVllmSimulation(VllmSimulation):
                     if batch.end is not None and batch.end > now:
                         now = batch.end          # wait for the GPU to finish it
                     progressed = self.process(batch) or progressed
+                if runs is not None and len(batches) == 1 and batches[0] is newest and newest.end is not None:
+                    runs.reopen(batches[0])   # the batch of this turn: its decoding samplers run open
                 self.now = now
                 if not progressed and not any(b.end is not None for b in batches):
                     # Nothing in flight and nothing changed: frozen until the next arrival.

@@ -421,13 +421,15 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
             else:
                 self._take(count)
 
-    def settle(self, seq) -> None:
+    def settle(self, seq, num_cached_tokens=None) -> None:
+        """As :meth:`KVCache.settle`; its full blocks among ``num_cached_tokens`` tokens (default
+        ``seq.computed``) enter the cache (async scheduling caches one token less: the one in flight)."""
         table = seq.blocks
         more = blocks_for(seq.computed, self.block_size) - len(table)
         if more > 0:   # past the prompt of a request that may run open: private blocks
             table.extend([HELD] * more)
             self._reserved -= more
-        self.cache_full(seq, seq.computed)
+        self.cache_full(seq, seq.computed if num_cached_tokens is None else num_cached_tokens)
 
 
 class LiteralPrefixKV(PrefixCachingKV):
