@@ -1,11 +1,14 @@
-"""Decode jumps of the async vLLM engine (``sched.vllm.async_step.AsyncVllmSimulation.jump``):
-a run with jumps gives exactly the records of the same run walked batch by batch
-(``DECODE_JUMPS`` off), every request record and every step record, in all three timeline details.
+"""Decode jumps of the async vLLM engine (``sched.vllm.async_step.AsyncVllmSimulation.jump``) and,
+with prefix caching, its open decode runs (``sched.vllm.async_runs``): a run with them gives
+exactly the records of the same run walked batch by batch (``DECODE_JUMPS`` off), every request
+record and every step record, in all three timeline details.
 
 The reference is the walk itself, which the 30 async oracle cases pin to vLLM 0.33.0
 (``tests/test_vllm_oracle_async.py``); the workloads here are random, drawn so that runs have long
 decode stretches (jumps happen) as well as preemption (tiny KV), chunked prefill, priority, prefix
-caching (no jumps there: the walk both times) and step models with and without the KV term.
+caching (open runs there, with timeline ``counts`` and ``off``) and step models with and without
+the KV term; the prefix-cached workloads share prefixes, workload blocks and whole prompts, on small
+KV pools and small budgets. ``ISL_FULL=1`` runs 300 seeds of each instead of 12 and 25.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import random
 import unittest
 from unittest import mock
 
-from sched.vllm import async_step
+from sched.vllm import async_runs, async_step
 from sched.vllm.async_step import simulate
 from sched.vllm.config import VllmKnobs
 from sched.workload.specs import RequestSpec
@@ -54,6 +57,42 @@ def random_case(seed: int):
     return workload, knobs, step_time
 
 
+def random_cached_case(seed: int):
+    """A random prefix-cached workload for the open runs (sched.vllm.async_runs): prompts sharing
+    prefix keys of nested lengths, workload block chains, whole prompts repeated (shared output
+    blocks) and own prompts; long outputs (runs open), KV from one request's need to twice it
+    (preemption, eviction of cached blocks), budgets from 8 tokens (turns cut by the budget) to
+    2048, chunk caps, both policies and the four clocks of :func:`random_case`."""
+    rng = random.Random(f"async-open/{seed}")
+    size = rng.choice([4, 16])
+    workload = []
+    for i in range(rng.randint(2, 30)):
+        arrival, output, priority = rng.choice([0, rng.randint(0, 40), rng.randint(0, 300)]), rng.randint(1, 150), \
+            rng.choice([None, 0, 1])
+        kind = rng.choice(["key", "blocks", "own", "repeat"])
+        if kind == "repeat" and workload:
+            base = rng.choice(workload)
+            workload.append(RequestSpec(f"r{i}", arrival, base.prefix_key, base.prefix_tokens, base.suffix_tokens,
+                                        output, priority, base.prefix_blocks, base.block_size))
+        elif kind == "key":
+            key = rng.choice("AB")
+            workload.append(RequestSpec(f"r{i}", arrival, key, rng.choice([5, 16, 33] if key == "A" else [40]),
+                                        rng.choice([0, 0, 1, 7, 30]), output, priority))
+        elif kind == "blocks":
+            chain = rng.choice([(1,), (1, 2), (1, 2, 3), (1, 4), (5,)])
+            workload.append(RequestSpec(f"r{i}", arrival, None, 0, len(chain) * size + rng.choice([0, 0, 3, 20]),
+                                        output, priority, chain, size))
+        else:
+            workload.append(RequestSpec(f"r{i}", arrival, None, 0, rng.randint(1, 60), output, priority))
+    need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in workload)
+    tokens = rng.choice([8, 16, 32, 2048])
+    knobs = VllmKnobs(tokens, rng.randint(1, min(12, tokens)), rng.choice([0, 0, 8]), True, size,
+                      rng.choice([need + 1, need + 2, need + 5, 2 * need + 1, None]),
+                      rng.choice(["fcfs", "priority"]), async_scheduling=True)
+    _, _, step_time = random_case(seed)
+    return workload, knobs, step_time
+
+
 def requests_of(result):
     return [(r.spec.name, r.admitted_at, r.token_times, r.done_at, r.status, r.num_preemptions,
              list(r.preempted_at), r.hit_tokens) for r in result.requests]
@@ -79,6 +118,46 @@ class AsyncDecodeJumpTest(unittest.TestCase):
             workload, knobs, step_time = random_case(seed)
             with self.subTest(seed=seed, knobs=knobs):
                 self.assert_same_run(workload, knobs, step_time)
+
+    def test_random_prefix_cached_workloads_open_equal_walked(self):
+        """With prefix caching decoding requests run open (sched.vllm.async_runs): the same records
+        as the walk, on workloads where runs open, close for preemptions and budget cuts, and
+        share blocks; open runs did happen over these seeds (a run closed after decoding in the open)."""
+        closed_open = []
+        original = async_runs.AsyncDecodeRuns.close
+
+        def counting(runs, seq, turn):
+            closed_open.append(turn - seq.open_from)
+            original(runs, seq, turn)
+        with mock.patch.object(async_runs.AsyncDecodeRuns, "close", counting):
+            for seed in range(300 if FULL else 25):
+                workload, knobs, step_time = random_cached_case(seed)
+                with self.subTest(seed=seed, knobs=knobs):
+                    self.assert_same_run(workload, knobs, step_time)
+        self.assertGreater(sum(closed_open), 1000)
+
+    def test_a_long_cached_decode_runs_open(self):
+        """Two requests decoding 500 tokens each with prefix caching and ample KV: they run open (one
+        close each, at the turn whose batch skips them, after 499 tokens delivered in the open) and
+        the stamps are the walk's (hand check as in test_a_long_decode_is_jumped: last token at 500)."""
+        workload = [RequestSpec("a", 0, None, 0, 10, 500), RequestSpec("b", 0, None, 0, 10, 500)]
+        knobs = VllmKnobs(2048, 4, 0, True, 16, None, async_scheduling=True)
+        counts = []
+        original = async_runs.AsyncDecodeRuns.close
+
+        def counting(runs, seq, turn):
+            counts.append((seq.spec.name, turn - seq.open_from))
+            original(runs, seq, turn)
+        with mock.patch.object(async_runs.AsyncDecodeRuns, "close", counting):
+            opened = run(workload, knobs, None, "counts", True)
+        # Batch 0 prefills both and samples their first token: in flight, every known token computed,
+        # so both run open from turn 1; the batches of turns 0..498 deliver tokens 1..499 in the open,
+        # and turn 500 closes them (its batch skips them: token 500 is in flight).
+        self.assertEqual(counts, [("a", 499), ("b", 499)])
+        self.assertEqual([r.token_times[-1] for r in opened.requests], [500, 500])
+        walked = run(workload, knobs, None, "counts", False)
+        self.assertEqual(requests_of(opened), requests_of(walked))
+        self.assertEqual(opened.ticks, walked.ticks)
 
     def test_a_long_decode_is_jumped(self):
         """Two requests decoding 500 tokens each with ample KV: the jump takes the stretch (fewer
