@@ -17,7 +17,10 @@ cut off by the budget, so the order of the pass only matters among the other req
 recomputes, requests whose last token is in flight), which are walked in running order as the
 literal pass walks them; the open runs add their tokens and the blocks due in the turn (taken from
 the free queue in the turn: the same evictions, a taken block holds nothing and any one serves). Any
-other turn closes every open run and is walked literally (:meth:`AsyncVllmSimulation._walk`).
+other turn is walked in running order (:meth:`sched.vllm.async_step.AsyncVllmSimulation._walk`): an
+open run met there takes its token and its due block and stays open; one preempted or not reached
+by the budget is closed. Under ``priority`` a victim may be one already scheduled in the turn (its
+block of the turn returns with its table): every run is closed before such a walk.
 
 What makes it exact with prefix caching: a request runs open only while the blocks it fills are
 private (nobody else can hit them, :meth:`sched.vllm.kv_cache.PrefixCachingKV.can_open`), so
@@ -76,11 +79,12 @@ class AsyncDecodeRuns:
                 inflight.samplers += closed
                 inflight.merged = True    # freed in running order (process)
             batch = self._easy(now, k) if self._fits(k) else None
-            if batch is None and self.num_open:
-                self._close_all(k)
+            if batch is None and self.num_open and sim._priority:
+                self._close_all(k)   # a victim may have taken its block in the turn: walked closed
         if batch is None:
             batch = sim._walk(now)
-            self.others = dict.fromkeys(sim.running)   # every run is closed; the walk may have preempted
+            # The walk may have preempted, admitted, closed runs.
+            self.others = {seq: None for seq in sim.running if seq.open_from is None}
         self.steps.append(batch.step)
         self.turn = k + 1
         return batch
@@ -183,6 +187,13 @@ class AsyncDecodeRuns:
         self.sim.kv.settle(seq, seq.computed - 1)
         self.num_open -= 1
         self.others[seq] = None
+
+    def close_in_walk(self, seq) -> None:
+        """Close ``seq`` in a walked turn (it is preempted, or the budget runs out before it): its
+        token in flight is delivered with the batch in flight (it cannot be its last, so where it
+        stands among that batch's samplers changes nothing)."""
+        self.close(seq, self.turn)
+        self.sim.batches[0].samplers.append(seq)
 
     def _close_all(self, k) -> None:
         """Close every open run before a walked turn ``k``; the batch in flight then lists every

@@ -111,8 +111,11 @@ class AsyncVllmSimulation(VllmSimulation):
         return self._walk(now)
 
     def _walk(self, now) -> Batch:
-        """The literal ``schedule()``: the running list in order, preempting when KV blocks run out
-        (no open run may be left: :meth:`sched.vllm.async_runs.AsyncDecodeRuns.schedule` closes them)."""
+        """The literal ``schedule()``: the running list in order, preempting when KV blocks run out.
+
+        An open run met on the way (fcfs: priority closes them all first) takes its 1 token and, when
+        one is due, a KV block; it is closed when it is preempted or the budget runs out before it
+        (:meth:`sched.vllm.async_runs.AsyncDecodeRuns.close_in_walk`)."""
         knobs, kv = self.knobs, self.kv
         start = now if now > self.gpu_free else self.gpu_free
         step = start if self.stamp_times is None else len(self.stamp_times) - 1
@@ -128,9 +131,27 @@ class AsyncVllmSimulation(VllmSimulation):
         # With prefix caching, the engine's own pool: its allocate() for a request with room in its
         # last block does nothing but enter newly full blocks, so such a request is settled inline.
         cached_inline = type(kv) is PrefixCachingKV
+        runs, num_open = self.open_runs, 0
+        due = None if runs is None else runs.turn % bs   # open runs taking a new block in this turn
         i = 0
         while i < len(running) and budget > 0:
             seq = running[i]
+            if seq.open_from is not None:   # an open run: 1 decode token, a new block when one is due
+                need = 1 if (seq.open_from - seq.num_tokens) % bs == due else 0
+                while need > kv.num_free:
+                    victim = running.pop()
+                    self._preempt(victim, start, step)
+                    preempted.append((victim, seq))
+                    if victim is seq:
+                        break
+                if seq.state != "running":
+                    break
+                if need:
+                    kv.reserve(1)
+                num_open += 1
+                budget -= 1
+                i += 1
+                continue
             # Its last token is in flight: not scheduled again (it keeps its slot and blocks).
             if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
                 i += 1
@@ -184,8 +205,12 @@ class AsyncVllmSimulation(VllmSimulation):
             scheduled[seq] = n
             budget -= n
             i += 1
+        if runs is not None and runs.num_open:
+            for seq in running[i:]:   # open runs the budget did not reach: no token in this batch
+                if seq.open_from is not None:
+                    runs.close_in_walk(seq)
         self.running = dict.fromkeys(running)
-        return self._complete(start, step, cap, budget, scheduled, preempted, 0)
+        return self._complete(start, step, cap, budget, scheduled, preempted, num_open)
 
     def _complete(self, start, step, cap, budget, scheduled, preempted, num_open) -> Batch:
         """The end of ``schedule()`` after the running pass: admission (when nobody was preempted),
@@ -229,6 +254,8 @@ class AsyncVllmSimulation(VllmSimulation):
 
     def _preempt(self, seq, t, ordinal) -> None:
         """Recompute preemption; a token still in flight for ``seq`` becomes stale (still delivered)."""
+        if seq.open_from is not None:
+            self.open_runs.close_in_walk(seq)
         seq.stale += seq.placeholders
         seq.placeholders = 0
         super()._preempt(seq, t, ordinal)
@@ -261,8 +288,9 @@ class AsyncVllmSimulation(VllmSimulation):
             if seq.generated == seq.output:
                 finished.append(seq)
         if batch.merged and len(finished) > 1:   # runs closed into it: free in running order
+            # (a request preempted since, its last token stale, is freed by no one: any place will do)
             order = {seq: i for i, seq in enumerate(self.running)}
-            finished.sort(key=order.__getitem__)
+            finished.sort(key=lambda seq: order.get(seq, -1))
         others = None if self.open_runs is None else self.open_runs.others
         for seq in finished:
             if others is not None:
