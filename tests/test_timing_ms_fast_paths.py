@@ -6,6 +6,7 @@
   once) is, line for line, what decoding each line and encoding it again with the ms fields gives.
 """
 
+import json
 import unittest
 
 from sched.core.records import Request, CurrentTick
@@ -56,6 +57,12 @@ class MsRequestLinesTest(unittest.TestCase):
                 slow = [msrun._request_line(line) for line in msrun.request_lines(run)]
                 self.assertEqual(list(msrun._request_lines_ms(run)), slow)
                 self.assertTrue(any('"tpot_ms": null' not in line for line in slow))
+                # The compact lines (one-token runs written as "[s, 1]" each) are json.dumps' text.
+                lines = list(msrun.request_lines(run))
+                self.assertTrue(any(line.count(", 1]") > 3 for line in lines))
+                for line, r in zip(lines, run.results[0].requests):
+                    self.assertEqual(json.dumps(json.loads(line), ensure_ascii=False), line)
+                    self.assertEqual(json.loads(line)["token_runs"], [list(pair) for pair in r.token_runs])
 
 
 if __name__ == "__main__":

@@ -92,6 +92,9 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
         if len(runs) == 2:   # one run of tokens: its count is every token emitted
             emitted = output_text if runs[1] == output else str(runs[1])
             pairs = f"[{first_text}, {emitted}]"
+        elif runs and runs[1::2].count(1) * 2 == len(runs):   # one token a run (a step-model run): "[s, 1]" each
+            pairs = f'[{", 1], [".join(map(str, runs[0::2]))}, 1]'
+            emitted = len(runs) // 2
         else:
             pairs = ", ".join(map(_PAIR, runs[0::2], runs[1::2]))
             emitted = sum(runs[1::2])

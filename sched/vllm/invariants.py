@@ -109,11 +109,11 @@ def _check_request(result: CaseResult, r, fail) -> None:
     spec, knobs = r.spec, result.config
     where = f"request {r.index} ({r.name})"
     deadline = None if knobs.timeout_ticks is None else spec.arrival + knobs.timeout_ticks
-    runs = r.token_runs
-    flat = r.flat_token_runs
+    flat = r.flat_token_runs   # [first stamp, count, ...]: the runs of token_runs, not paired up
+    runs = bool(flat)
     starts, counts = flat[0::2], flat[1::2]
     num_tokens = sum(counts)
-    first, last = (runs[0][0], runs[-1][0] + runs[-1][1] - 1) if runs else (None, None)
+    first, last = (flat[0], flat[-2] + flat[-1] - 1) if runs else (None, None)
     if not r.status.ended or r.done_at is None:
         fail(result, where, f"never ended (status {r.status.value})")
     if num_tokens > spec.output_tokens:
@@ -133,7 +133,7 @@ def _check_request(result: CaseResult, r, fail) -> None:
         fail(result, where, f"token times {first}..{last} outside admission {r.admitted_at} .. end {r.done_at}")
     # Each run's start <= the last stamp (start + count − 1) of the run before it: mapped in C.
     if (counts and min(counts) < 1) or any(map(le, starts[1:], map(sub, map(add, starts, counts), repeat(1)))):
-        fail(result, where, f"token times do not strictly increase: runs {runs}")
+        fail(result, where, f"token times do not strictly increase: runs {r.token_runs}")
     shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
     if r.hit_tokens % knobs.block_size or not 0 <= r.hit_tokens <= min(shared, spec.prompt_tokens - 1):
         fail(result, where, f"hit_tokens {r.hit_tokens}: not whole blocks of {knobs.block_size} within a "
