@@ -28,6 +28,11 @@ The scheduling pass itself (running list first, the policy's preemption, admissi
 that preempted no one) is vLLM's, as in :mod:`sched.vllm.engine`; only what it asks of each running
 request differs. Checked against vLLM 0.33.0's own ``AsyncScheduler`` driven through its batch-queue
 loop: every request and every step of the 30 async oracle cases (``tests/test_vllm_oracle_async.py``).
+
+Speed (the records are the walk's, ``tests/test_vllm_async_jumps.py``): without prefix caching runs
+of decode-only batches are jumped over (:mod:`sched.vllm.async_jump`); with prefix caching decoding
+requests run open and a turn whose running pass fits the budget and the free blocks walks only the
+others (:mod:`sched.vllm.async_runs`).
 """
 
 from __future__ import annotations
@@ -83,7 +88,8 @@ class AsyncVllmSimulation(VllmSimulation):
     """One run under vLLM's async scheduling (module docstring), same interface as
     :class:`VllmSimulation` (``workload``, ``knobs`` with ``async_scheduling``, ``timeline``,
     ``step_time``); without prefix caching, runs of decode-only batches are jumped over
-    (:mod:`sched.vllm.async_jump`, same records as the walk). Request deadlines are refused by
+    (:mod:`sched.vllm.async_jump`); with it (timeline ``counts`` or ``off``) decoding requests run
+    open (:mod:`sched.vllm.async_runs`); both give the walk's records. Request deadlines are refused by
     :class:`VllmKnobs`. A run that can make no progress raises :class:`SimulationError`."""
 
     ASYNC = True
