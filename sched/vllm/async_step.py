@@ -407,6 +407,7 @@ class AsyncVllmSimulation(VllmSimulation):
                 self._add(self._held, [])
                 self._held = None
         finally:
+            self.open_runs = None   # it refers back to the simulation: no cycle left for a paused collector
             if collecting:
                 gc.enable()
         return self._result()
