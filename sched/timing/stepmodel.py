@@ -183,7 +183,8 @@ def parse_step_model(text: str, source: str) -> StepModel:
     for another engine is refused), coefficients finite and in ``[0, MAX_COEFFICIENT_MS]``,
     every setting present with its type and written as one (``2588.0`` is no integer setting), and
     every provenance value one line of printable text, a finite number, true/false/null or a list
-    of those. The text is read by :func:`sched.base.strict_json.strict_json` (a key written twice,
+    of those (``fitted_on.device`` and ``fitted_on.model``, which are looked up by name, text or
+    null: :data:`NAMED_PROVENANCE`). The text is read by :func:`sched.base.strict_json.strict_json` (a key written twice,
     ``NaN`` or ``Infinity`` anywhere is refused)."""
     data = need(strict_json(text, source), dict, source, "a JSON object")
     if data.get("kind") != STEP_MODEL_KIND:
@@ -230,8 +231,15 @@ def parse_step_model(text: str, source: str) -> StepModel:
         if not value:
             unidentified.setdefault(key, "marked identified: false")
     check_provenance(fitted_on, source, "fitted_on")   # printed in tables: one line of text per value
+    for key in NAMED_PROVENANCE:   # looked up by name (the GPU table, the weights' size): text or nothing
+        need(fitted_on.get(key), str, f"{source}: field 'fitted_on.{key}'", "text or null", nullable=True)
     a, b, c, d = coefficients
     return StepModel(a, b, c, checked, fitted_on, d, uncertainty, unidentified or None)
+
+
+#: ``fitted_on`` keys the lab reads as names (``device``: the GPU table of ``--gpu`` and ``plan``;
+#: ``model``: the parameter count for ``--gpu-memory-utilization``): each text or null.
+NAMED_PROVENANCE = ("device", "model")
 
 
 def _known_keys(section: dict, known: tuple, where: str) -> None:
