@@ -238,7 +238,8 @@ class BreakerRoundThreeTest(unittest.TestCase):
         yield ("vLLM", "a step model fitted with 64 tokens and 256 seqs", lambda: [
             "--engine", "vllm", "--step-model", b.model_file("seqs.json", _text_edit('"max_num_seqs": 4',
                                                                                     '"max_num_seqs": 256')),
-            "--artifacts", b.path("run")], 2, "--max-num-batched-tokens 64 is below --max-num-seqs 256")
+            "--artifacts", b.path("run")], 2,
+            "seqs.json: field 'settings.max_num_batched_tokens': 64 is below settings.max_num_seqs 256")
 
     def test_each_case_is_one_line_exit_2_and_nothing_written(self):
         for cause, label, prepare, code, words in self.cases():

@@ -4,6 +4,7 @@ Found by using ``plan`` as a new engineer would: a step model whose ``fitted_on.
 number ended ``plan`` with an internal error (exit 3, the table measures the GPU's name), and so did
 ``fitted_on.model`` as a number with ``--gpu-memory-utilization`` (the weights' size is read from the
 model's name). Both are names the lab looks up (formats: ``step-model.json``), so they must be text.
+A file whose own settings vLLM would refuse was blamed on flags nobody gave.
 """
 
 import json
@@ -49,6 +50,21 @@ class TamperedStepModelTest(unittest.TestCase):
         assert_bad_input(self, ["--engine", "vllm", "--workload", self.workload, "--step-model", path,
                                 "--artifacts", out_dir], "field 'fitted_on.device'")
         self.assertFalse(os.path.exists(out_dir))
+
+    def test_settings_vllm_refuses_name_the_file(self):
+        """A file whose own max_num_batched_tokens is below its max_num_seqs was refused as if the flags
+        had said so ("--max-num-batched-tokens 8 is below --max-num-seqs 256"), flags nobody gave."""
+        path = os.path.join(self.base, "m-refused.json")
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(dict(STEP_MODEL, settings=dict(STEP_MODEL["settings"], max_num_batched_tokens=4)), out)
+        out_dir = os.path.join(self.base, "never")
+        for argv in (["plan", "--workload", self.workload, "--step-model", path, "--goodput", "ttft:300",
+                      "--workers", "1", "--out", out_dir],
+                     ["--engine", "vllm", "--workload", self.workload, "--step-model", path, "--artifacts", out_dir]):
+            with self.subTest(command=argv[0]):
+                assert_bad_input(self, argv, f"{path}: field 'settings.max_num_batched_tokens': 4 is below "
+                                             "settings.max_num_seqs 8")
+                self.assertFalse(os.path.exists(out_dir))
 
     def test_null_device_is_still_read(self):
         """``null`` says nothing was recorded: the file is read (a plan without ``--gpu`` needs no GPU name)."""

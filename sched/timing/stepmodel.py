@@ -183,7 +183,7 @@ def parse_step_model(text: str, source: str) -> StepModel:
     for another engine is refused), coefficients finite and in ``[0, MAX_COEFFICIENT_MS]``,
     every setting present with its type and written as one (``2588.0`` is no integer setting), and
     every provenance value one line of printable text, a finite number, true/false/null or a list
-    of those (``fitted_on.device`` and ``fitted_on.model``, which are looked up by name, text or
+    of those; ``max_num_batched_tokens`` not below ``max_num_seqs``, as vLLM requires (``fitted_on.device`` and ``fitted_on.model``, which are looked up by name, text or
     null: :data:`NAMED_PROVENANCE`). The text is read by :func:`sched.base.strict_json.strict_json` (a key written twice,
     ``NaN`` or ``Infinity`` anywhere is refused)."""
     data = need(strict_json(text, source), dict, source, "a JSON object")
@@ -211,6 +211,10 @@ def parse_step_model(text: str, source: str) -> StepModel:
     checked = {key: _setting(settings.get(key), key, kind, source) for key, kind in SETTINGS.items()}
     checked.update({key: _setting(settings[key], key, kind, source) for key, kind in OPTIONAL_SETTINGS.items()
                     if key in settings})
+    if checked["max_num_batched_tokens"] < checked["max_num_seqs"]:   # vLLM's SchedulerConfig refuses them
+        raise InputError(f"{source}: field 'settings.max_num_batched_tokens': {checked['max_num_batched_tokens']} is "
+                         f"below settings.max_num_seqs {checked['max_num_seqs']}; vLLM refuses such settings, "
+                         "no run has them")
     fitted_on = need(data.get("fitted_on", {}), dict, f"{source}: field 'fitted_on'", "an object")
     unidentified = need(data.get("unidentified", {}), dict, f"{source}: field 'unidentified'", "an object")
     _known_keys(unidentified, ("a", "b", "c", "d"), f"{source}: field 'unidentified.")
