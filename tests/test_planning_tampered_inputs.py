@@ -4,7 +4,8 @@ Found by using ``plan`` as a new engineer would: a step model whose ``fitted_on.
 number ended ``plan`` with an internal error (exit 3, the table measures the GPU's name), and so did
 ``fitted_on.model`` as a number with ``--gpu-memory-utilization`` (the weights' size is read from the
 model's name). Both are names the lab looks up (formats: ``step-model.json``), so they must be text.
-A file whose own settings vLLM would refuse was blamed on flags nobody gave.
+A file whose own settings vLLM would refuse was blamed on flags nobody gave, and the same step
+model given twice was searched twice and reported as a tie.
 """
 
 import json
@@ -65,6 +66,15 @@ class TamperedStepModelTest(unittest.TestCase):
                 assert_bad_input(self, argv, f"{path}: field 'settings.max_num_batched_tokens': 4 is below "
                                              "settings.max_num_seqs 8")
                 self.assertFalse(os.path.exists(out_dir))
+
+    def test_the_same_step_model_twice(self):
+        """It was searched twice and reported as a tie ("tied with 1 other setting"): two identical rows."""
+        path = self.model_with("device", "NVIDIA GeForce RTX 4090")
+        out_dir = os.path.join(self.base, "never")
+        again = os.path.join(self.base, ".", os.path.basename(path))
+        assert_bad_input(self, ["plan", "--workload", self.workload, "--step-model", path, again, "--goodput",
+                                "ttft:300", "--workers", "1", "--out", out_dir], f"--step-model: {again} is given twice")
+        self.assertFalse(os.path.exists(out_dir))
 
     def test_null_device_is_still_read(self):
         """``null`` says nothing was recorded: the file is read (a plan without ``--gpu`` needs no GPU name)."""

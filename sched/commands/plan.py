@@ -165,7 +165,11 @@ def _main(argv: list[str]) -> int:
     gpus = [] if args.gpu is None else [name.strip() for name in args.gpu.split(",")]
     if len(set(gpus)) != len(gpus) or "" in gpus:
         raise ConfigError(f"--gpu: a name is empty or given twice in {args.gpu!r}")
+    seen = {}
     for path in args.step_model:
+        if os.path.realpath(path) in seen:   # the same searches twice would read as a tie between two GPUs
+            raise ConfigError(f"--step-model: {path} is given twice (as {seen[os.path.realpath(path)]} too)")
+        seen[os.path.realpath(path)] = path
         try:
             model = load_step_model(path)
             models.append((os.path.basename(path), path, model, None))
