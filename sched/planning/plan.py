@@ -231,6 +231,17 @@ def _chart_items(configs: list[dict]) -> list[dict]:
     return items
 
 
+def _margin_text(margin: float | None, resolution: float) -> str:
+    """The recommendation's margin over the next slower setting; each answer lies within ``resolution``
+    below its true boundary, so a smaller margin ranks nothing and is said so (two decimals then)."""
+    if margin is None:
+        return ""
+    if margin < resolution:
+        return (f"; {margin:+.2%} over the next slower setting (below the {resolution:.2%} resolution: the "
+                "search cannot tell them apart)")
+    return f"; {margin:+.1%} over the next slower setting"
+
+
 def plan_files(document: dict, searched_fields: list[str], same_runs: dict[int, tuple] | None = None) -> dict[str, str]:
     """Every file of a plan directory by name (:data:`PLAN_FILES`); ``same_runs``: settings not searched
     because their runs are another's (:attr:`sched.planning.same_runs.SharedSearches.same_as`), said
@@ -245,7 +256,7 @@ def plan_files(document: dict, searched_fields: list[str], same_runs: dict[int, 
         table += (f"recommendation: {rec['gpu']} {rec['settings']} at up to {rec['max_request_rate']} req/s "
                   f"(attainment {rec['evidence']['slo_attainment_at_rate']}, and "
                   f"{rec['evidence']['slo_attainment_above']} at {rec['evidence']['rate_above']} req/s)"
-                  + ("" if margin is None else f"; {margin:+.1%} over the next slower setting")
+                  + _margin_text(margin, document["resolution"])
                   + (f"; tied with {len(rec['tied_with'])} other setting(s) at this rate" if rec["tied_with"] else "")
                   + "\n")
         table += f"reproduce: {rec['command']}\n"
