@@ -57,9 +57,15 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         self.assertTrue(all(result.ticks == [] for result in run.results))   # rendered, not kept
 
     def test_workload_json_comes_from_the_worker(self):
+        """Written in the worker; here only its sha256 is read, and the text streamed from the file
+        when the artifacts are written (never built or held whole in this process)."""
         run = self.run_split()
-        self.assertEqual(len(run._workload_json), 1)   # written in the worker, read back here
-        self.assertEqual(run._workload_json[0][0], self.expected["workload.json"])
+        self.assertEqual(run._workload_json, [])
+        self.assertEqual(run._sha256, [run._sections.workload_sha256()])
+        files = stream_artifacts(run)
+        self.assertNotIsInstance(files["workload.json"], str)   # chunks read from the file
+        self.assertEqual(_text(files), self.expected)
+        self.assertEqual(run._workload_json, [])
 
     def test_a_failed_workload_write_is_rendered_here(self):
         real = CaseSections.write_workload
@@ -70,8 +76,9 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
 
         with mock.patch.object(CaseSections, "write_workload", full_disk):
             run = self.run_split()
-        self.assertEqual(run._workload_json, [])
-        self.assertEqual(_text(stream_artifacts(run)), self.expected)
+        self.assertEqual((run._workload_json, run._sha256), ([], []))
+        self.assertIsNone(run._sections.workload_sha256())
+        self.assertEqual(_text(stream_artifacts(run)), self.expected)   # rendered here
 
     def test_chunks_cut_inside_a_character_are_decoded_whole(self):
         run = self.run_split()
@@ -84,12 +91,12 @@ class SectionsGiveTheSameBytesTest(unittest.TestCase):
         other cases read from their sections, and the bytes are the same."""
         real = CaseSections.write
 
-        def full_disk(self, run, index):
+        def full_disk(self, run, index, parts=None):
             if index == 1:
                 raise_in = mock.patch.object(self._files[index][0], "write", side_effect=OSError(28, "No space"))
                 with raise_in:
-                    return real(self, run, index)
-            return real(self, run, index)
+                    return real(self, run, index, parts)
+            return real(self, run, index, parts)
 
         with mock.patch.object(CaseSections, "write", full_disk):
             run = self.run_split()

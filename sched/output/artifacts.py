@@ -256,21 +256,28 @@ def stream_artifacts(run: LabRun) -> dict:
     """Like :func:`render_artifacts`, but ``requests.jsonl``, ``timeline.jsonl`` and ``workload.json`` are iterators
     of text chunks that :func:`sched.base.safe_write.write_artifacts` streams to disk; the bytes are the
     same. A run whose cases were rendered where they were simulated (``run._sections``) reads them
-    back instead of rendering them again."""
-    files = render_artifacts(run, jsonl=jsonl_chunks)   # lazy: nothing of these two rendered yet
-    if run._sections is not None:
+    back instead of rendering them again, and its ``workload.json`` too when it was written there."""
+    sections = run._sections
+    # workload.json as the run wrote it where it was simulated, read back in chunks, if it did.
+    workload = None if sections is None or sections.workload_sha256() is None else sections.workload_chunks()
+    files = render_artifacts(run, jsonl=jsonl_chunks, workload_text=workload)   # lazy: nothing of these rendered yet
+    if sections is not None:
         files["requests.jsonl"] = sectioned_chunks(run, "requests.jsonl")
         files["timeline.jsonl"] = sectioned_chunks(run, "timeline.jsonl")
     return files
 
 
-def render_artifacts(run: LabRun, jsonl=jsonl_text) -> dict[str, str]:
-    """Every artifact's text by file name (:data:`sched.base.safe_write.ARTIFACT_FILES`); same run → same bytes."""
+def render_artifacts(run: LabRun, jsonl=jsonl_text, workload_text=None) -> dict[str, str]:
+    """Every artifact's text by file name (:data:`sched.base.safe_write.ARTIFACT_FILES`); same run → same bytes.
+
+    ``workload_text``: ``workload.json``'s text (or its chunks) when already at hand; else it is
+    built from the specs (:meth:`LabRun.workload_json`)."""
     raw_summaries = run.summaries
-    # The workload's text built once; when streaming (:func:`stream_artifacts`) and not at hand, text
-    # chunks rendered as they are written (its sha256 is hashed in chunks too: never held whole).
-    workload_text = (run.workload_json()[0] if jsonl is jsonl_text or run._workload_json
-                     else workload_json_chunks(run.workload))
+    if workload_text is None:
+        # The workload's text built once; when streaming (:func:`stream_artifacts`) and not at hand, text
+        # chunks rendered as they are written (its sha256 is hashed in chunks too: never held whole).
+        workload_text = (run.workload_json()[0] if jsonl is jsonl_text or run._workload_json
+                         else workload_json_chunks(run.workload))
     table = render_table(run, raw_summaries)  # summaries computed once for every file
     raw_summaries, fields, field_units = _with_load(run, raw_summaries)
     summaries = [{k: _number(v) for k, v in s.items()} for s in raw_summaries]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import codecs
 import itertools
+import os
 import tempfile
 
 from .artifacts import LabRun
@@ -61,25 +62,35 @@ class CaseSections:
             self.close()
             raise
         self._parts: list[tuple] | None = None
+        self._owner = os.getpid()   # the process that made the files (the run's own)
 
     def renderer(self, workload, config, policy: str, source: str, timeline: str):
         """The ``render(index, result) -> bool`` hook of :func:`sched.runs.parallel.run_cases_in_workers`
         for a run of these inputs (as :class:`sched.output.artifacts.LabRun` takes them): :meth:`write`
-        of that one case. Call it before the workers fork: what every case's lines share is formatted here, once."""
-        self._parts = request_line_parts(workload)
+        of that one case.
 
+        What every case's lines of a request share (:func:`sched.output.jsonl_lines.request_line_parts`)
+        is formatted once per worker process, on its first case, and kept there; the run's own
+        process formats them as each of its cases' lines go and keeps nothing (about 280 bytes per
+        request it would hold while it simulates and for the rest of the run)."""
         def render(index: int, result) -> bool:
-            return self.write(LabRun(workload, config, policy, source, [result], timeline), index)
+            parts = None
+            if os.getpid() != self._owner:
+                if self._parts is None:
+                    self._parts = request_line_parts(workload)
+                parts = self._parts
+            return self.write(LabRun(workload, config, policy, source, [result], timeline), index, parts)
         return render
 
-    def write(self, run: LabRun, index: int) -> bool:
+    def write(self, run: LabRun, index: int, parts: list[tuple] | None = None) -> bool:
         """Render ``run``'s cases (one: case ``index`` of the whole run) into that case's files;
+        ``parts``: :func:`sched.output.jsonl_lines.request_line_parts` of the workload, if at hand;
         True when written. A write that fails (``OSError``: a full disk) leaves the case's files
         empty and returns False, raising nothing: the case is then rendered from its results when
         the artifacts are written (:meth:`written`)."""
         requests_file, timeline_file = self._files[index]
         try:
-            for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, self._parts)):
+            for handle, lines in zip((requests_file, timeline_file), case_jsonl_lines(run, parts)):
                 while chunk := list(itertools.islice(lines, 4096)):
                     chunk.append("")   # every line ends with a newline
                     handle.write("\n".join(chunk).encode("utf-8"))
@@ -110,15 +121,24 @@ class CaseSections:
             except OSError:
                 pass
 
-    def workload_json(self) -> tuple[str, str] | None:
-        """``(workload.json text, its sha256)`` as :meth:`write_workload` wrote them, or ``None``
-        when they were not written."""
+    def workload_sha256(self) -> str | None:
+        """The sha256 :meth:`write_workload` wrote, or ``None`` when the workload was not written
+        (its text is then built from the specs when the artifacts are written)."""
         try:
             self._workload_file.seek(0)
-            sha256, _, text = self._workload_file.read().decode("utf-8").partition("\n")
+            sha256 = self._workload_file.readline().decode("ascii").rstrip("\n")
+            written = self._workload_file.read(1) != b""
         except (OSError, ValueError):
             return None
-        return (text, sha256) if text else None
+        return sha256 if written and len(sha256) == 64 else None
+
+    def workload_chunks(self):
+        """``workload.json``'s text as :meth:`write_workload` wrote it, in chunks (the whole text is
+        never held: tens of bytes per request), for :func:`sched.base.safe_write.write_artifacts`."""
+        handle = self._workload_file
+        handle.seek(0)
+        handle.readline()   # the sha256
+        yield from _decoded(handle)
 
     def written(self, index: int) -> bool:
         """True when case ``index``'s lines are there (a case has at least one request: an empty
@@ -133,12 +153,7 @@ class CaseSections:
         chunks, for :func:`sched.base.safe_write.write_artifacts`."""
         handle = self._files[index][0 if name == "requests.jsonl" else 1]
         handle.seek(0)
-        decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
-        while chunk := handle.read(_READ_SIZE):
-            yield decoder.decode(chunk)
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
+        yield from _decoded(handle)
 
     def close(self) -> None:
         """Close (and so delete) every file."""
@@ -147,3 +162,13 @@ class CaseSections:
                 handle.close()
         if self._workload_file is not None:
             self._workload_file.close()
+
+
+def _decoded(handle):
+    """The rest of ``handle``'s UTF-8 bytes as text chunks of about :data:`_READ_SIZE` bytes."""
+    decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
+    while chunk := handle.read(_READ_SIZE):
+        yield decoder.decode(chunk)
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail

@@ -11,7 +11,6 @@ imports this one).
 
 from __future__ import annotations
 
-import functools
 import json
 
 from ..core.metrics import e2e, queue_wait, ttft
@@ -129,18 +128,23 @@ def timeline_lines(run):
         yield from _case_timeline_lines(run, result)
 
 
-@functools.lru_cache(maxsize=2)
-def _count_texts(num_requests: int) -> list[str]:
-    """``str(i)`` for ``i`` in ``0 .. num_requests``: a counts record's request counts (waiting,
-    active, admitted, hits, timeouts, finished) never exceed the workload's size, and looking
-    their text up is several times cheaper than formatting it again on every line."""
-    return [str(i) for i in range(num_requests + 1)]
+class _CountTexts(dict):
+    """``str(i)`` by ``i``, each made on first use: a counts record's request counts (waiting, active,
+    admitted, hits, timeouts, finished) repeat a few values over and over, and looking their text
+    up is several times cheaper than formatting it again on every line. Holds only the values met
+    (at most six per record), not one text per request of the workload."""
+
+    __slots__ = ()
+
+    def __missing__(self, count: int) -> str:
+        text = self[count] = str(count)
+        return text
 
 
 def _case_timeline_lines(run, result: CaseResult):
     if run.timeline == "counts":
         case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
-        n = _count_texts(len(run.workload))
+        n = _CountTexts()
         for k in result.ticks:
             yield (f'{{"case": {case}, "tick": {k.tick}, "ticks": {k.num_ticks}, "waiting": {n[k.num_waiting]}, '
                    f'"active": {n[k.num_active]}, "admitted": {n[k.num_admitted]}, '

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter, sub
 
+from ..core.packed_requests import PackedRequests
 from ..core.records import CaseResult, Request, Status
 from .svg import BLUE, GREY, ORANGE, SKY
 
@@ -177,12 +178,21 @@ _FIRST_TOKEN_AT, _ARRIVAL = attrgetter("first_token_at"), attrgetter("spec.arriv
 def p95_ttft_request(result: CaseResult) -> Request | None:
     """The request whose TTFT is the case's P95 TTFT (lab.md §5, nearest rank): the successful
     requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
-    succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest."""
-    ok = [r for r in result.requests if r.status is Status.DONE]   # r.succeeded, without a call per request
+    succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest.
+
+    Requests packed as columns (:class:`sched.core.packed_requests.PackedRequests`: a finished
+    large case) are read from their columns, and the one found is built from them (a new record:
+    compare it with others by ``index``)."""
+    requests = result.requests
+    if isinstance(requests, PackedRequests):
+        ok, ttfts = requests.successful_ttfts()   # indices of the successful requests, their TTFTs
+    else:
+        ok = [r for r in requests if r.status is Status.DONE]   # r.succeeded, without a call per request
+        ttfts = [*map(sub, map(_FIRST_TOKEN_AT, ok), map(_ARRIVAL, ok))]
     if not ok:
         return None
-    ttfts = [*map(sub, map(_FIRST_TOKEN_AT, ok), map(_ARRIVAL, ok))]
     rank = max(1, (95 * len(ok) + 99) // 100)
     p95 = sorted(ttfts)[rank - 1]
     tie = rank - sum(t < p95 for t in ttfts)   # the tie-th request with that TTFT, in workload order
-    return next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
+    found = next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
+    return requests[found] if isinstance(requests, PackedRequests) else found

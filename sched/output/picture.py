@@ -123,11 +123,13 @@ def render_timeline_svg(results: list[CaseResult], clock: RunClock = LAB_TICKS,
         static = result.case.batching is Batching.STATIC
         for row, request in enumerate(lanes):
             lane_y = top + row * (_LANE_H + _LANE_GAP)
-            if request is p95:
+            # By index, not identity: packed requests are built anew on each access.
+            is_p95 = p95 is not None and request.index == p95.index
+            if is_p95:
                 _p95_band(svg, case, request, lane_y, False)
             _lane(svg, case, request, prefill[request.name] if prefill is not None else None,
                   result.case.chunk_tokens, lane_y, x, static,
-                  None if view is None else (view, context), request is p95)
+                  None if view is None else (view, context), is_p95)
         svg.element("text", text="tick", x=_LEFT - 12, y=bottom + 12, text_anchor="end", fill="#444444")
         extra = extras[index]
         if extra is not None:

@@ -64,10 +64,9 @@ def run_lab(workload, config: EngineConfig | VllmKnobs, policy: str = "fcfs", so
         prelude = None if sections is None else lambda: sections.write_workload(workload)   # workload.json
         results, summaries = run_cases_in_workers(workload, config, cases, policy, progress, timeline,
                                                   render=render, prelude=prelude)
-        workload_json = None if sections is None else sections.workload_json()
+        sha256 = None if sections is None else sections.workload_sha256()   # workload.json's text stays there
         return LabRun(workload, config, policy, source, results, timeline, clock=clock, _summaries=summaries,
-                      _sections=sections,
-                      _workload_json=[] if workload_json is None else [workload_json])
+                      _sections=sections, _sha256=[] if sha256 is None else [sha256])
     results = run_cases(workload, config, cases_for(config), policy, progress, timeline=timeline)
     check_cases(results)
     return LabRun(workload, config, policy, source, results, timeline, clock=clock)

@@ -31,7 +31,8 @@ from ..base.cmdline import Interrupted
 from ..lab.engine import Simulation
 from ..engines import check_case
 from ..core.metrics import summarize
-from ..core.records import CaseResult, Request, SimulationError, Status, CurrentTick
+from ..core.packed_requests import PackedRequests
+from ..core.records import CaseResult, SimulationError
 
 __all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cases_in_workers"]
 
@@ -39,11 +40,6 @@ __all__ = ["MIN_REQUESTS_FOR_WORKERS", "usable_cores", "worth_workers", "run_cas
 #: (tens of milliseconds) than it saves.
 MIN_REQUESTS_FOR_WORKERS = 2000
 
-_STATUS = {status.value: status for status in Status}
-#: A finished request's state besides its status (its spec, index and clock are the parent's own).
-_REQUEST_STATE = ("admitted_at", "hit_tokens", "prefilled_tokens", "prefill_done_at", "done_at", "_runs",
-                  "_num_closed", "_seq")
-_SAME_TICKS: dict = {}   # tick value -> the one int object the unpacked requests share (per run)
 # Worker-side state, inherited through fork (never pickled): the run's inputs and the counters.
 _JOB: dict = {}
 
@@ -116,11 +112,16 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
         if prelude is not None and not running:
             prelude()
         while (index := _take()) is not None:   # this process's own cases: nothing to send back
-            result = Simulation(workload, config, cases[index], policy, timeline=timeline).run(progress)
+            simulation = Simulation(workload, config, cases[index], policy, timeline=timeline)
+            result = simulation.run(progress)
             check_case(result)
             results[index], summaries[index] = result, summarize(result)
             if render is not None and render(index, result):
                 result.ticks = []   # rendered: what they held is in render's output now
+            # Ended: the records as columns, before the next case builds its own.
+            result.requests = PackedRequests.pack(result.requests, workload, simulation.now)
+            del simulation
+            _give_back_free_memory()
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
@@ -147,7 +148,6 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
             process.join()
             receiver.close()
         _JOB.clear()
-        _SAME_TICKS.clear()
         if collecting:
             gc.enable()
     _give_back_free_memory()
@@ -188,12 +188,15 @@ def _receive(receiver, workload, config, cases, results, summaries) -> None:
             return
         if kind == "error":
             raise payload
-        index, summary, num_columns, record_type, num_records, *rest = payload
-        columns = [receiver.recv() for _ in range(num_columns)]
+        index, summary, nones, now, record_type, num_records, budget_spent, busy_ticks = payload
+        status, *ints = (receiver.recv() for _ in range(1 + len(nones)))
+        runs, starts = receiver.recv(), receiver.recv()
         records = [receiver.recv() for _ in range(num_records)]
-        summaries[index], results[index] = _unpack(workload, config, cases[index],
-                                                   (summary, columns, record_type, records, *rest))
-        del columns, records, payload
+        requests = PackedRequests.from_columns(workload, (status, ints, nones, runs, starts, now))
+        ticks = [record_type(*values) for values in zip(*records)] if record_type is not None else []
+        summaries[index] = summary
+        results[index] = CaseResult(cases[index], config, requests, ticks, budget_spent, busy_ticks)
+        del records, payload
 
 
 def _give_back_free_memory() -> None:
@@ -240,11 +243,12 @@ def _work(sender, first: bool, readers: list, parent: int) -> None:
     except BaseException as exc:   # Ctrl-C included: the parent raises it again
         sender.send(("error", exc))
     else:
-        for index, (summary, columns, record_type, records, *rest) in packed:
+        for index, (summary, requests, record_type, records, budget_spent, busy_ticks) in packed:
             # One message per column: the parent's receive buffers stay small and are reused,
             # where one large message would leave megabytes of freed memory in its heap.
-            sender.send(("ok", (index, summary, len(columns), record_type, len(records), *rest)))
-            for column in columns + records:
+            status, ints, nones, runs, starts, now = requests.columns()
+            sender.send(("ok", (index, summary, nones, now, record_type, len(records), budget_spent, busy_ticks)))
+            for column in (status, *ints, runs, starts, *records):
                 sender.send(column)
         sender.send(("done", None))
     finally:
@@ -279,35 +283,10 @@ def _packed_case(index: int) -> tuple:
     summary = summarize(result)
     if job["render"] is not None and job["render"](index, result):
         result.ticks = []   # rendered: not sent back
-    # Column by column (one list per field): the parent's copies of these few large lists are freed
-    # whole once unpacked, where a tuple per request would leave its memory scattered.
-    requests = result.requests
-    columns = [[r.status.value for r in requests]] + [[getattr(r, name) for r in requests] for name in _REQUEST_STATE]
+    # The requests as columns (a few arrays, pickled as bytes); the timeline records one list per
+    # field: the parent's copies of these few large lists are freed whole once rebuilt.
+    requests = PackedRequests.pack(result.requests, job["workload"], simulation.now)
     ticks = result.ticks
     fields = type(ticks[0]).__slots__ if ticks else ()
     records = [[getattr(k, name) for k in ticks] for name in fields]
-    return (summary, columns, type(ticks[0]) if ticks else None, records, result.budget_spent, result.busy_ticks,
-            simulation.now)
-
-
-def _unpack(workload, config, case, state) -> tuple[dict, CaseResult]:
-    """The summary and the parent's :class:`CaseResult` of a packed worker result (same values)."""
-    summary, columns, record_type, records, budget_spent, busy_ticks, now = state
-    # One int object per tick value for the tick columns, shared across cases (the engine shares
-    # them too): received ints are all distinct objects, 32 bytes each.
-    same = _SAME_TICKS.setdefault
-    for k, name in enumerate(("status",) + _REQUEST_STATE):
-        if name in ("admitted_at", "prefill_done_at", "done_at"):
-            columns[k] = [same(v, v) for v in columns[k]]
-    clock = CurrentTick(now)
-    requests = []
-    new = Request.__new__
-    for index, (spec, status, *values) in enumerate(zip(workload, *columns)):
-        request = new(Request)
-        (request.admitted_at, request.hit_tokens, request.prefilled_tokens, request.prefill_done_at,
-         request.done_at, request._runs, request._num_closed, request._seq) = values   # _REQUEST_STATE
-        request.status = _STATUS[status]
-        request.spec, request.index, request._clock, request._open_from = spec, index, clock, None
-        requests.append(request)
-    ticks = [record_type(*values) for values in zip(*records)] if record_type is not None else []
-    return summary, CaseResult(case, config, requests, ticks, budget_spent, busy_ticks)
+    return (summary, requests, type(ticks[0]) if ticks else None, records, result.budget_spent, result.busy_ticks)
