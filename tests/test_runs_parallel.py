@@ -43,6 +43,7 @@ class WorkersAgreeTest(unittest.TestCase):
             self.assertEqual(one.case, other.case)
             self.assertEqual((one.budget_spent, one.busy_ticks), (other.budget_spent, other.busy_ticks))
             self.assertEqual(one.ticks, other.ticks)
+            self.assertEqual(len(one.requests), len(other.requests))
             for a, b in zip(one.requests, other.requests):
                 self.assertEqual((a.spec, a.index, a.status, a.admitted_at, a.hit_tokens, a.prefilled_tokens,
                                   a.prefill_done_at, a.done_at, a.token_runs, a.first_token_at, a.last_token_at),

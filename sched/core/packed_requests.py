@@ -17,38 +17,39 @@ workload's request ``i`` (its ``spec`` and ``index``), as every lab-engine case 
 from __future__ import annotations
 
 from array import array
-from functools import partial
 from collections.abc import Sequence
 from itertools import accumulate, chain, compress, repeat
-from operator import attrgetter, eq, is_, is_not, sub
+from operator import attrgetter, eq, is_not, sub
 
 from .records import CurrentTick, Request, Status
 
 __all__ = ["PackedRequests"]
 
 _STATUSES = tuple(Status)   # a status is packed as its position here
-_CODE = {status: code for code, status in enumerate(_STATUSES)}
-_DONE = _CODE[Status.DONE]
+_CODE = {status.value: code for code, status in enumerate(_STATUSES)}   # by value: a str hashes in C
+_DONE = _CODE[Status.DONE.value]
+_STATUS_VALUE = attrgetter("status._value_")
 #: The int fields packed besides the status and the token runs, in column order; ``None`` is
 #: packed as the column's smallest value (:func:`_column`).
 _FIELDS = ("admitted_at", "hit_tokens", "prefilled_tokens", "prefill_done_at", "done_at", "_num_closed", "_seq")
-_GET_FIELDS = attrgetter(*_FIELDS)
 _INT32 = 1 << 31
-_NOT_NONE = partial(is_not, None)
 
 
-def _column(values: list) -> tuple[array, int]:
-    """``values`` (ints or ``None``) as an array of 4-byte ints where every value fits (else 8-byte),
-    ``None`` as the type's smallest value, which no value takes; returns ``(column, that value)``."""
-    present = list(filter(_NOT_NONE, values))
-    low, high = (min(present), max(present)) if present else (0, 0)
-    typecode = "i" if -_INT32 < low and high < _INT32 else "q"
-    if typecode == "q" and low == -(1 << 63):
-        raise ValueError("a value too small to pack")
-    none = -_INT32 if typecode == "i" else -(1 << 63)
-    if len(present) < len(values):
-        values = map({None: none}.get, values, values)   # None -> none, any int -> itself
-    return array(typecode, values), none
+def _column(values) -> tuple[array, int]:
+    """``values`` (a list of ints or ``None``, or an iterable of ints) as an array of 4-byte ints
+    where every value fits (else 8-byte), ``None`` as the type's smallest value, which then no value
+    takes; returns ``(column, that value)``. Raises ``ValueError`` for an int past 8 bytes."""
+    nones = values.count(None) if isinstance(values, list) else 0
+    if not isinstance(values, list):
+        values = list(values)
+    for typecode, none in (("i", -_INT32), ("q", -(1 << 63))):
+        try:
+            column = array(typecode, map({None: none}.get, values, values) if nones else values)
+        except OverflowError:
+            continue
+        if not nones or column.count(none) == nones:   # else a value equal to it: the wider type
+            return column, none
+    raise ValueError("a value too large to pack")
 
 
 class PackedRequests(Sequence):
@@ -72,20 +73,18 @@ class PackedRequests(Sequence):
         """The columns of ``requests`` (one case's records, request ``i`` being ``specs[i]``, the
         workload's request ``i``); ``now``: the case's final tick (its requests' clock).
         Raises ``ValueError`` for a request that has not ended its token run, was preempted, or is
-        not the workload's request at its position."""
-        if len(requests) != len(specs) or not all(map(is_, map(attrgetter("spec"), requests), specs)) \
-                or list(map(attrgetter("index"), requests)) != list(range(len(requests))):
+        not at its position (``index``) in the list."""
+        if len(requests) != len(specs) or list(map(attrgetter("index"), requests)) != list(range(len(requests))):
             raise ValueError("the requests are not the workload's, in workload order")
         if any(map(is_not, map(attrgetter("_open_from"), requests), repeat(None))):
             raise ValueError("a request still has an open token run")
         if any(map(attrgetter("num_preemptions"), requests)):
             raise ValueError("a preempted request (only the lab engine's requests are packed)")
-        status = bytes(map(_CODE.__getitem__, map(attrgetter("status"), requests)))
-        packed = [_column(list(values)) for values in zip(*map(_GET_FIELDS, requests))] if requests else \
-            [_column([]) for _ in _FIELDS]
+        status = bytes(map(_CODE.__getitem__, map(_STATUS_VALUE, requests)))
+        packed = [_column(list(map(attrgetter(name), requests))) for name in _FIELDS]
         run_lists = list(map(attrgetter("_runs"), requests))
-        runs, _ = _column(list(chain.from_iterable(run_lists)))
-        starts, _ = _column(list(accumulate(map(len, run_lists), initial=0)))
+        runs, _ = _column(chain.from_iterable(run_lists))
+        starts, _ = _column(accumulate(map(len, run_lists), initial=0))
         return cls(specs, status, [column for column, _ in packed], [none for _, none in packed], runs, starts, now)
 
     def columns(self) -> tuple:

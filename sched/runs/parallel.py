@@ -4,10 +4,12 @@ The cases of a run never see each other (lab.md §4: each starts cold), so they 
 at the same time. :func:`run_cases_in_workers` forks one worker per other core; this process and
 the workers each take the next case nobody has taken, longest expected first, until none is left.
 Each case is simulated (:func:`sched.lab.engine.simulate`), checked
-(:func:`sched.engines.check_case`) and summarised (:func:`sched.core.metrics.summarize`); a worker
-then sends back the requests' final state and the timeline records as plain lists, which this
-process turns back into the same :class:`~sched.core.records.CaseResult` a sequential run gives: same
-requests, same records, same summary, so every artifact has the same bytes.
+(:func:`sched.engines.check_case`) and summarised (:func:`sched.core.metrics.summarize`); a worker then sends back the requests' final state as
+columns (:class:`sched.core.packed_requests.PackedRequests`: a few arrays, about 40 bytes a request)
+and the timeline records as plain lists, which this process turns back into a
+:class:`~sched.core.records.CaseResult` whose requests read as the sequential run's: same records,
+same summary, so every artifact has the same bytes. This process packs its own finished cases the
+same way before it simulates the next, so a run holds one case's full records at a time.
 
 Only used where it pays (:func:`worth_workers`: a workload of at least
 :data:`MIN_REQUESTS_FOR_WORKERS` requests, at least two usable cores, and the ``fork`` start
