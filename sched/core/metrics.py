@@ -31,6 +31,7 @@ from fractions import Fraction
 from itertools import compress, repeat
 from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
+from .packed_requests import PackedRequests
 from .records import CaseResult, Request, Status
 from .samples import at_rank, extend_columns, like, low_high, ordered_sample
 
@@ -303,12 +304,15 @@ def _summarize(result: CaseResult) -> dict:
     # ... moved every _ROWS_AT_ONCE rows into columns of 4-byte integers (priorities: a list), the
     # token runs into the gap histogram; priority, first and last token only when the order scores
     # can exist (two priority classes among the requests, none given = 0).
-    ranked = len({spec.priority or 0 for spec in map(_SPEC, requests)}) > 1
+    # Requests packed as columns (a finished large case) give these fields without a record each.
+    packed = isinstance(requests, PackedRequests)
+    ranked = len({spec.priority or 0 for spec in (requests.specs if packed else map(_SPEC, requests))}) > 1
     columns = [array("i"), array("i"), array("i"), array("i"), array("i"), *([[], array("i"), array("i")] * ranked)]
     gaps = Counter()
-    for r, (status, arrival, admitted, done, hit, priority, runs, open_from) in zip(requests, map(_FIELDS, requests)):
+    fields = requests.summary_fields() if packed else map(_FIELDS, requests)
+    for index, (status, arrival, admitted, done, hit, priority, runs, open_from) in enumerate(fields):
         if open_from is not None:   # still decoding: its open run counts too
-            runs = r.flat_token_runs
+            runs = requests[index].flat_token_runs
         if len(runs) == 2:
             first, count = runs
             span = count - 1

@@ -124,6 +124,22 @@ class PackedRequests(Sequence):
         request.num_preemptions, request.preempted_at = 0, ()
         return request
 
+    @property
+    def specs(self):
+        """The workload's requests (``RequestSpec``), request ``i``'s spec at ``i``."""
+        return self._specs
+
+    def summary_fields(self):
+        """Per request in workload order, the tuple :func:`sched.core.metrics.summarize` reads:
+        ``(status, arrival, admitted_at, done_at, hit_tokens, priority, flat token runs, None)``
+        (the runs as an array slice; ``None``: no open run), without building records."""
+        ints, nones = self._ints, self._nones
+        admitted, done = (map({nones[k]: None}.get, ints[k], ints[k]) for k in (0, 4))   # _FIELDS order
+        starts, runs = self._starts, self._runs
+        return zip(map(_STATUSES.__getitem__, self._status), map(attrgetter("arrival"), self._specs),
+                   admitted, done, ints[1], map(attrgetter("priority"), self._specs),
+                   map(runs.__getitem__, map(slice, starts, starts[1:])), repeat(None))
+
     def successful_ttfts(self) -> tuple[list[int], list[int]]:
         """``(indices, TTFTs)`` of the successful requests in workload order: TTFT = first token
         stamp − arrival, ticks (lab.md §5), read from the columns without building records."""

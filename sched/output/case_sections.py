@@ -21,14 +21,17 @@ from __future__ import annotations
 
 import codecs
 import itertools
-import os
 import tempfile
 
 from .artifacts import LabRun
 from .jsonl_lines import case_jsonl_lines, request_line_parts
 from ..workload.specs import workload_json_and_sha256
 
-__all__ = ["CaseSections", "open_case_sections"]
+__all__ = ["CaseSections", "open_case_sections", "PARTS_KEPT_MAX_REQUESTS"]
+
+#: Largest workload whose shared line parts are formatted once and kept for the whole run
+#: (:meth:`CaseSections.renderer`): 100,000 requests hold about 28 MB of them.
+PARTS_KEPT_MAX_REQUESTS = 100_000
 
 #: Bytes read from a section file at a time when the artifacts are written.
 _READ_SIZE = 1 << 20
@@ -62,24 +65,20 @@ class CaseSections:
             self.close()
             raise
         self._parts: list[tuple] | None = None
-        self._owner = os.getpid()   # the process that made the files (the run's own)
 
     def renderer(self, workload, config, policy: str, source: str, timeline: str):
         """The ``render(index, result) -> bool`` hook of :func:`sched.runs.parallel.run_cases_in_workers`
         for a run of these inputs (as :class:`sched.output.artifacts.LabRun` takes them): :meth:`write`
-        of that one case.
+        of that one case. Call it before the workers fork.
 
-        What every case's lines of a request share (:func:`sched.output.jsonl_lines.request_line_parts`)
-        is formatted once per worker process, on its first case, and kept there; the run's own
-        process formats them as each of its cases' lines go and keeps nothing (about 280 bytes per
-        request it would hold while it simulates and for the rest of the run)."""
+        What every case's lines of a request share (:func:`sched.output.jsonl_lines.request_line_parts`,
+        about 280 bytes a request) is formatted here once for every process when the workload has at
+        most :data:`PARTS_KEPT_MAX_REQUESTS` requests; a larger one's are formatted by each case as
+        its lines go, and nothing is kept (the memory of the run stays bounded by what runs)."""
+        self._parts = request_line_parts(workload) if len(workload) <= PARTS_KEPT_MAX_REQUESTS else None
+
         def render(index: int, result) -> bool:
-            parts = None
-            if os.getpid() != self._owner:
-                if self._parts is None:
-                    self._parts = request_line_parts(workload)
-                parts = self._parts
-            return self.write(LabRun(workload, config, policy, source, [result], timeline), index, parts)
+            return self.write(LabRun(workload, config, policy, source, [result], timeline), index, self._parts)
         return render
 
     def write(self, run: LabRun, index: int, parts: list[tuple] | None = None) -> bool:

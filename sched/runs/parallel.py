@@ -114,16 +114,8 @@ def run_cases_in_workers(workload, config, cases, policy: str = "fcfs", progress
         if prelude is not None and not running:
             prelude()
         while (index := _take()) is not None:   # this process's own cases: nothing to send back
-            simulation = Simulation(workload, config, cases[index], policy, timeline=timeline)
-            result = simulation.run(progress)
-            check_case(result)
-            results[index], summaries[index] = result, summarize(result)
-            if render is not None and render(index, result):
-                result.ticks = []   # rendered: what they held is in render's output now
-            # Ended: the records as columns, before the next case builds its own.
-            result.requests = PackedRequests.pack(result.requests, workload, simulation.now)
-            del simulation
-            _give_back_free_memory()
+            results[index], summaries[index] = _finished_case(workload, config, cases[index], policy, timeline,
+                                                              progress, render, index)
             gc.disable()   # Simulation.run enables it again on the way out
         while running:
             for receiver in connection.wait(list(running), timeout=0.25):
@@ -269,9 +261,25 @@ def _end_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _finished_case(workload, config, case, policy, timeline, progress, render, index) -> tuple[CaseResult, dict]:
+    """Case ``index`` simulated, checked, rendered (``render``, if any: then its timeline records
+    are dropped), its requests packed as columns and summarised from them: ``(result, summary)``.
+    Packed before the summary, so the summary's own columns never sit beside the full records,
+    and before the next case builds its own."""
+    simulation = Simulation(workload, config, case, policy, timeline=timeline)
+    result = simulation.run(progress)
+    now = simulation.now
+    del simulation
+    check_case(result)
+    if render is not None and render(index, result):
+        result.ticks = []   # rendered: what they held is in render's output now
+    result.requests = PackedRequests.pack(result.requests, workload, now)
+    _give_back_free_memory()
+    return result, summarize(result)
+
+
 def _packed_case(index: int) -> tuple:
     job = _JOB
-    case = job["cases"][index]
     counters = job["counters"]
     hook = None
     if counters is not None:
@@ -279,16 +287,12 @@ def _packed_case(index: int) -> tuple:
             counters[2 * index] = now
             counters[2 * index + 1] = ended
     gc.disable()   # the worker only builds long-lived objects; it ends after the run
-    simulation = Simulation(job["workload"], job["config"], case, job["policy"], timeline=job["timeline"])
-    result = simulation.run(hook)
-    check_case(result)
-    summary = summarize(result)
-    if job["render"] is not None and job["render"](index, result):
-        result.ticks = []   # rendered: not sent back
+    result, summary = _finished_case(job["workload"], job["config"], job["cases"][index], job["policy"],
+                                     job["timeline"], hook, job["render"], index)
     # The requests as columns (a few arrays, pickled as bytes); the timeline records one list per
     # field: the parent's copies of these few large lists are freed whole once rebuilt.
-    requests = PackedRequests.pack(result.requests, job["workload"], simulation.now)
     ticks = result.ticks
     fields = type(ticks[0]).__slots__ if ticks else ()
     records = [[getattr(k, name) for k in ticks] for name in fields]
-    return (summary, requests, type(ticks[0]) if ticks else None, records, result.budget_spent, result.busy_ticks)
+    return (summary, result.requests, type(ticks[0]) if ticks else None, records, result.budget_spent,
+            result.busy_ticks)
