@@ -251,6 +251,35 @@ class ExplainAgreesWithArtifactsTest(unittest.TestCase):
                     "  end          tick 9, ok, 3 of 3 tokens (E2E 8)", "  hit tokens   0",
                     "  token runs   ticks 7–9 (3 tokens in 1 run)"])
 
+    def test_token_runs_telling_more_than_the_run_exit_2(self):
+        """A tampered ``token_runs`` count of 10**9 was expanded into 10**9 stamps (the process was
+        killed for memory). ``static`` of :meth:`reduced_run` emits 4 tokens stamped 2–5 and ends at
+        5 (lab.md §3 by hand, above); makespan 9 in the static case (``active`` ends at tick 9)."""
+        def edit(rows, change):
+            return [change(row) if (row["case"], row["name"]) == ("static", "static") else row for row in rows]
+        cases = {
+            "count past output_tokens_emitted": (lambda r: dict(r, token_runs=[[2, 10**9]]),
+                                                 "field 'token_runs': 1000000000 tokens, but output_tokens_emitted is 4"),
+            "a stamp after done_at": (lambda r: dict(r, token_runs=[[2, 3], [9, 1]]),
+                                      "field 'token_runs': a token stamped 9, after done_at 5"),
+            "no emitted count, past the makespan": (
+                lambda r: dict({k: v for k, v in r.items() if k != "output_tokens_emitted"}, done_at=None,
+                               token_runs=[[2, 10**9]]), "more than the case's makespan (9 ticks"),
+        }
+        for label, (change, mention) in cases.items():
+            with self.subTest(label):
+                run = self.reduced_run("counts")
+                path = os.path.join(run, "requests.jsonl")
+                rows = edit([json.loads(line) for line in read(path).splitlines()], change)
+                with open(path, "w", encoding="utf-8") as handle:
+                    handle.write("".join(json.dumps(row) + "\n" for row in rows))
+                code, out, err = run_cli(["explain", "static", "--artifacts", run])
+                self.assertEqual((code, out), (2, ""))
+                self.assertEqual(len(err.strip().splitlines()), 1, err)
+                self.assertIn(path, err)
+                self.assertIn("request 'static'", err)
+                self.assertIn(mention, err)
+
     def test_unknown_timeline_detail_in_manifest_exits_2(self):
         run = os.path.join(temp_dir(self), "run")
         shutil.copytree(BASELINE, run)

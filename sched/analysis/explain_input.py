@@ -140,6 +140,28 @@ def check_times(row: dict, path: str, makespan: int | None) -> None:
                 raise ExplainError(f"{where}: field '{key}': tick {value} is more than the case's makespan "
                                    f"({makespan} ticks, summary.json) after its arrival {row['arrival']}; "
                                    "impossible in this run")
+    _check_token_runs(row, where, makespan)
+
+
+def _check_token_runs(row: dict, where: str, makespan: int | None) -> None:
+    """Refuse ``token_runs`` (``[[first stamp, count], ...]``, ticks and tokens) that tell more tokens
+    than ``output_tokens_emitted``, or a stamp after ``done_at`` or past ``arrival + makespan``: a
+    tampered count of 10**9 must never become 10**9 stamps in memory. Raises :class:`ExplainError`."""
+    runs = row.get("token_runs")
+    if not runs:
+        return
+    total = sum(count for _, count in runs)
+    emitted = row.get("output_tokens_emitted")
+    if emitted is not None and total != emitted:
+        raise ExplainError(f"{where}: field 'token_runs': {total} tokens, but output_tokens_emitted is {emitted}; "
+                           "impossible in a run")
+    last = max(start + count - 1 for start, count in runs)
+    if row.get("done_at") is not None and last > row["done_at"]:
+        raise ExplainError(f"{where}: field 'token_runs': a token stamped {last}, after done_at {row['done_at']}; "
+                           "impossible in a run")
+    if makespan is not None and last - row["arrival"] > makespan:
+        raise ExplainError(f"{where}: field 'token_runs': a token stamped {last}, more than the case's makespan "
+                           f"({makespan} ticks, summary.json) after its arrival {row['arrival']}; impossible in this run")
 
 
 def step_formula(manifest: dict, unit: str = "") -> str:
