@@ -8,7 +8,7 @@ The reference is the walk itself, which the 30 async oracle cases pin to vLLM 0.
 decode stretches (jumps happen) as well as preemption (tiny KV), chunked prefill, priority, prefix
 caching (open runs there, with timeline ``counts`` and ``off``) and step models with and without
 the KV term; the prefix-cached workloads share prefixes, workload blocks and whole prompts, on small
-KV pools and small budgets. ``ISL_FULL=1`` runs 120 seeds of each instead of 12 and 25.
+KV pools and small budgets. ``ISL_FULL=1`` runs 120 seeds of each instead of 8 and 12.
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
                 self.assertEqual((walked.budget_spent, walked.busy_ticks), (jumped.budget_spent, jumped.busy_ticks))
 
     def test_random_workloads_jumped_equal_walked(self):
-        for seed in range(120 if FULL else 12):
+        for seed in range(120 if FULL else 8):
             workload, knobs, step_time = random_case(seed)
             with self.subTest(seed=seed, knobs=knobs):
                 self.assert_same_run(workload, knobs, step_time)
@@ -130,7 +130,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
             closed_open.append(turn - seq.open_from)
             original(runs, seq, turn)
         with mock.patch.object(async_runs.AsyncDecodeRuns, "close", counting):
-            for seed in range(120 if FULL else 25):
+            for seed in range(120 if FULL else 12):
                 workload, knobs, step_time = random_cached_case(seed)
                 with self.subTest(seed=seed, knobs=knobs):
                     self.assert_same_run(workload, knobs, step_time)
