@@ -27,7 +27,7 @@ private (nobody else can hit them, :meth:`sched.vllm.kv_cache.PrefixCachingKV.ca
 entering them in the cache later changes no lookup; a run is closed at the start of the turn where
 its last token is in flight (that turn skips it and the batch before delivers the token and finishes
 it), so an open run never finishes, and the requests finishing in one batch are freed in running
-order (the free queue's order, :meth:`sched.vllm.async_step.AsyncVllmSimulation.process`).
+order (the free queue's order, :meth:`sched.vllm.async_outputs.AsyncOutputs.process`).
 """
 
 from __future__ import annotations

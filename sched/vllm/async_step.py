@@ -15,7 +15,7 @@ oldest batch and processes its output. What follows from that, as implemented he
   the next batch has been scheduled.
 - **Outputs one batch late.** Processing a batch turns its placeholders into tokens (stamped at the
   end of the batch), caches the blocks those tokens complete, and finishes and frees the requests
-  that reached their output length.
+  that reached their output length (:mod:`sched.vllm.async_outputs`, inherited).
 - **Preemption with a batch in flight.** The victim's placeholders become *stale*; the token still
   arrives with its batch and is appended, so recompute covers it too.
 - **Time.** The GPU runs one batch with tokens at a time, back to back: a batch scheduled at ``now``
@@ -40,10 +40,11 @@ from __future__ import annotations
 import gc
 from collections import deque
 
-from ..core.records import CaseResult, SimulationError, Status
+from ..core.records import CaseResult, SimulationError
 from .config import VllmKnobs
 from .engine import VllmSimulation
 from .async_jump import jump as decode_jump
+from .async_outputs import AsyncOutputs
 from .async_runs import AsyncDecodeRuns
 from .kv_cache import KVCache, PrefixCachingKV
 
@@ -84,7 +85,7 @@ class Batch:
         self.merged = False         # runs closed into ``samplers`` at its end (not in running order)
 
 
-class AsyncVllmSimulation(VllmSimulation):
+class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
     """One run under vLLM's async scheduling (module docstring), same interface as
     :class:`VllmSimulation` (``workload``, ``knobs`` with ``async_scheduling``, ``timeline``,
     ``step_time``); without prefix caching, runs of decode-only batches are jumped over
@@ -266,76 +267,6 @@ class AsyncVllmSimulation(VllmSimulation):
         seq.placeholders = 0
         super()._preempt(seq, t, ordinal)
 
-    # --- update_from_output() ------------------------------------------------------------------
-
-    def process(self, batch: Batch) -> bool:
-        """The batch's output (vLLM's ``update_from_output``): its sampled tokens, stamped at its
-        end, the blocks they complete cached, finished requests freed. Returns whether any token
-        arrived."""
-        kv, finished = self.kv, []
-        stamp, caching, bs = batch.step + 1, kv.caching, kv.block_size
-        for seq in batch.samplers:
-            running = seq.state == "running"
-            if running:
-                seq.placeholders -= 1
-            else:                       # preempted while this batch was in flight: a stale token
-                seq.stale -= 1
-            seq.generated += 1
-            seq.num_tokens += 1
-            # seq.rec.emit(stamp), inlined (Request._append_run of one token): once per token
-            runs = seq.rec._runs
-            if runs and runs[-2] + runs[-1] == stamp:
-                runs[-1] += 1
-            else:
-                runs += (stamp, 1)
-            seq.rec._num_closed += 1
-            if running and caching and (seq.computed - seq.placeholders) // bs > seq.num_cached:
-                kv.cache_full(seq, seq.computed - seq.placeholders)
-            if seq.generated == seq.output:
-                finished.append(seq)
-        if batch.merged and len(finished) > 1:   # runs closed into it: free in running order
-            # (a request preempted since, its last token stale, is freed by no one: any place will do)
-            order = {seq: i for i, seq in enumerate(self.running)}
-            finished.sort(key=lambda seq: order.get(seq, -1))
-        others = None if self.open_runs is None else self.open_runs.others
-        for seq in finished:
-            if others is not None:
-                others.pop(seq, None)
-            if seq.state == "running":
-                kv.free(seq)
-                del self.running[seq]
-                seq.state = "ended"
-            else:                       # its last token came in after it was preempted
-                seq.state = "ended"
-                self.waiting.discard(seq)
-            self.end(seq, Status.DONE, batch.end)
-            self._reported_finish = True
-        self._log(batch, finished)
-        return bool(batch.samplers or batch.num_open)
-
-    def _log(self, batch: Batch, finished: list) -> None:
-        """Log a processed batch that scheduled or preempted anyone. An empty batch that only
-        preempted waits for a batch of the same step to merge into (vLLM logs one step per tick)."""
-        held = self._held
-        if held is not None and (held.step != batch.step or not (batch.scheduled or batch.num_open or batch.preempted)):
-            self._held = None
-            self._add(held, [])
-        elif held is not None:
-            if held.start != batch.start:   # an empty batch always waits for the GPU the next one runs on
-                raise SimulationError(f"vllm async: step {batch.step} starts at {held.start} and at {batch.start}")
-            self._held = None
-            batch.preempted = held.preempted + batch.preempted
-        if batch.end is None and batch.preempted and not finished:
-            self._held = batch
-        elif batch.scheduled or batch.num_open or batch.preempted or finished:
-            self._add(batch, finished)
-
-    def _add(self, batch: Batch, finished: list) -> None:
-        duration = 0 if batch.end is None else batch.end - batch.start
-        self.log.add_step(batch.step, batch.start, duration, batch.scheduled, batch.num_prompt, batch.num_decode,
-                          batch.preempted, batch.admitted, batch.hits, finished, [], batch.kv_used,
-                          batch.num_running, batch.num_waiting)
-
     # --- decode jumps ----------------------------------------------------------------------------
 
     def jump(self, now):
@@ -401,11 +332,7 @@ class AsyncVllmSimulation(VllmSimulation):
                                           f"({len(self.running)} running, {self.waiting.size} waiting)")
                 if progress is not None:
                     progress(self.case.name, now, self._num_ended, total)
-            while batches:   # batches left after the last finish scheduled nothing
-                self._log(batches.pop(), [])
-            if self._held is not None:
-                self._add(self._held, [])
-                self._held = None
+            self._log_left(batches)   # batches left after the last finish scheduled nothing
         finally:
             self.open_runs = None   # it refers back to the simulation: no cycle left for a paused collector
             if collecting:
