@@ -1,7 +1,8 @@
 """The vLLM engine (vllm-engine.md): knobs under vLLM's names, KV blocks and the block-level prefix
-cache, the waiting queue, per-step records, the fast path, vLLM's scheduler step (``engine``, with
-its waiting side in ``waiting_side``), its async scheduling (the batch-queue loop of
-``--async-scheduling``, with its output side in ``async_outputs``), its invariants.
+cache (its free queue and eviction in ``free_queue``), the waiting queue, per-step records, the fast
+path, vLLM's scheduler step (``engine``, with its waiting side in ``waiting_side``), its async
+scheduling (the batch-queue loop of ``--async-scheduling``, with its output side in
+``async_outputs``), its invariants.
 
 May import: ``sched.base``, ``sched.workload``, ``sched.core``.
 """

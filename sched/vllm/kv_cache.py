@@ -38,6 +38,8 @@ how many blocks are free. So:
   block may then exist) do they become real blocks of the cache index, in place and in the order
   the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
 
+Taking blocks off the free queue's front, and evicting what they cache, is :mod:`sched.vllm.free_queue`.
+
 So a request whose prompt shares nothing costs a few operations per request, not per block.
 
 :attr:`PrefixCachingKV.epoch` counts the changes that can make a blocked admission pass at equal free
@@ -53,9 +55,9 @@ cached hits ``floor(999 / 16) = 62`` blocks = 992 tokens.
 from __future__ import annotations
 
 from collections import OrderedDict
-from itertools import repeat
 
 from .block_hashes import BlockHashes, private_id
+from .free_queue import FreeQueue
 from .kv_blocks import HELD, Block, Group, PrivateCopies, Run
 from .block_tokens import NEVER as _NEVER
 
@@ -127,11 +129,12 @@ class KVCache:
         seq.blocks = blocks_for(seq.computed, self.block_size)
 
 
-class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
+class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
 
     The free queue is ``blank blocks (a count: the front and the never-used blocks) + back`` (an
-    LRU of cached blocks, runs and groups, oldest first; module docstring). A table is a list: a
+    LRU of cached blocks, runs and groups, oldest first; module docstring), taken from its front by
+    :class:`sched.vllm.free_queue.FreeQueue` (inherited). A table is a list: a
     :class:`Block` for each block before the request's first private one (and for a private one
     hit in the cache index after a preemption), then :data:`HELD` for each private block it holds.
     """
@@ -159,95 +162,6 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, KVCache):
         return len(seq.blocks)
 
     # --- the pool ----------------------------------------------------------------------------
-
-    def _take(self, count: int, table=None, objects: int = 0) -> None:
-        """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
-        blank blocks first, then the oldest cached ones, whose hashes leave the cache. ``table``
-        gets ``objects`` block objects (held once, caching nothing), then :data:`HELD` for the rest."""
-        self.num_free -= count
-        blank = self._blank
-        if count <= blank:
-            self._blank = blank - count
-        else:
-            self._blank = 0
-            rest = count - blank
-            back, cached = self._back, self._cached
-            if not objects:   # the oldest entry a run that covers the rest: it only shrinks
-                entry = back[next(iter(back))]
-                if type(entry) is Run and entry.count > rest:
-                    entry.count -= rest
-                    rest = 0
-            while rest:
-                key, entry = back.popitem(last=False)
-                kind = type(entry)
-                if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
-                    block_hash = entry.block_hash
-                    if cached[block_hash] is entry:   # its only copy
-                        del cached[block_hash]
-                    else:
-                        self._drop_copy(entry)
-                    entry.block_hash = None
-                    if objects:   # reused
-                        entry.ref_cnt = 1
-                        table.append(entry)
-                        objects -= 1
-                        count -= 1
-                    rest -= 1
-                elif kind is Run:
-                    if entry.count > rest:
-                        entry.count -= rest
-                        back[key] = entry
-                        back.move_to_end(key, last=False)
-                        break
-                    rest -= entry.count
-                    entry.count = 0
-                else:
-                    blocks = entry.blocks
-                    while rest and blocks:
-                        block = blocks.popleft()
-                        del self._grouped[block.block_id]
-                        self._uncache(block)
-                        rest -= 1
-                    if blocks:
-                        back[key] = entry
-                        back.move_to_end(key, last=False)
-        if objects:
-            first = self._next_key
-            self._next_key = first + objects
-            table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
-            count -= objects
-        if count and table is not None:
-            table.extend([HELD] * count)
-
-    def _uncache(self, block: Block) -> None:
-        """``block`` (taken from the free queue) leaves the cache index."""
-        block_hash = block.block_hash
-        if self._cached[block_hash] is block:   # its only copy
-            del self._cached[block_hash]
-        else:
-            self._drop_copy(block)
-        block.block_hash = None
-
-    def _drop_copy(self, block: Block) -> None:
-        """``block`` leaves the cache index, where other blocks cache its hash too."""
-        block_hash = block.block_hash
-        same = self._cached[block_hash]
-        del same[block.block_id]
-        if len(same) == 1:
-            self._cached[block_hash] = next(iter(same.values()))
-        self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
-
-    def _enter(self, block: Block, block_hash: int) -> None:
-        """``block`` caches ``block_hash`` (after any other block caching it)."""
-        cached = self._cached
-        same = cached.get(block_hash)
-        if same is None:
-            cached[block_hash] = block
-        elif type(same) is Block:
-            cached[block_hash] = {same.block_id: same, block.block_id: block}
-        else:
-            same[block.block_id] = block
-        block.block_hash = block_hash
 
     def find_hit(self, seq) -> list:
         """The longest run of ``seq``'s leading full blocks in the cache, at most

@@ -1,0 +1,116 @@
+"""The free queue of the prefix-caching KV pool and the cache index's entries (vllm-engine.md §3;
+:class:`sched.vllm.kv_cache.PrefixCachingKV`).
+
+The free queue is ``blank blocks (a count) + back`` (an LRU of cached free blocks, runs and groups,
+oldest first; :mod:`sched.vllm.kv_blocks`). Allocation takes blocks from its front: blank blocks
+first, then the oldest cached ones, which are *evicted*: their hashes leave the cache index. A hash
+may be cached by more than one block (two copies, :class:`sched.vllm.kv_blocks.PrivateCopies`);
+the index then holds ``{block id: block}`` of its copies, oldest first, and the cache finds the
+oldest one.
+
+:class:`FreeQueue` holds no state of its own: the pool inherits it, and every attribute it reads
+(``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``epoch``) is the
+pool's.
+"""
+
+from __future__ import annotations
+
+from itertools import repeat
+
+from .kv_blocks import HELD, Block, Run
+
+__all__ = ["FreeQueue"]
+
+
+class FreeQueue:
+    """Taking blocks off the front of the free queue (evicting what they cache), and a block's
+    hash entering or leaving the cache index."""
+
+    def _take(self, count: int, table=None, objects: int = 0) -> None:
+        """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
+        blank blocks first, then the oldest cached ones, whose hashes leave the cache. ``table``
+        gets ``objects`` block objects (held once, caching nothing), then :data:`HELD` for the rest."""
+        self.num_free -= count
+        blank = self._blank
+        if count <= blank:
+            self._blank = blank - count
+        else:
+            self._blank = 0
+            rest = count - blank
+            back, cached = self._back, self._cached
+            if not objects:   # the oldest entry a run that covers the rest: it only shrinks
+                entry = back[next(iter(back))]
+                if type(entry) is Run and entry.count > rest:
+                    entry.count -= rest
+                    rest = 0
+            while rest:
+                key, entry = back.popitem(last=False)
+                kind = type(entry)
+                if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
+                    block_hash = entry.block_hash
+                    if cached[block_hash] is entry:   # its only copy
+                        del cached[block_hash]
+                    else:
+                        self._drop_copy(entry)
+                    entry.block_hash = None
+                    if objects:   # reused
+                        entry.ref_cnt = 1
+                        table.append(entry)
+                        objects -= 1
+                        count -= 1
+                    rest -= 1
+                elif kind is Run:
+                    if entry.count > rest:
+                        entry.count -= rest
+                        back[key] = entry
+                        back.move_to_end(key, last=False)
+                        break
+                    rest -= entry.count
+                    entry.count = 0
+                else:
+                    blocks = entry.blocks
+                    while rest and blocks:
+                        block = blocks.popleft()
+                        del self._grouped[block.block_id]
+                        self._uncache(block)
+                        rest -= 1
+                    if blocks:
+                        back[key] = entry
+                        back.move_to_end(key, last=False)
+        if objects:
+            first = self._next_key
+            self._next_key = first + objects
+            table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
+            count -= objects
+        if count and table is not None:
+            table.extend([HELD] * count)
+
+    def _uncache(self, block: Block) -> None:
+        """``block`` (taken from the free queue) leaves the cache index."""
+        block_hash = block.block_hash
+        if self._cached[block_hash] is block:   # its only copy
+            del self._cached[block_hash]
+        else:
+            self._drop_copy(block)
+        block.block_hash = None
+
+    def _drop_copy(self, block: Block) -> None:
+        """``block`` leaves the cache index, where other blocks cache its hash too."""
+        block_hash = block.block_hash
+        same = self._cached[block_hash]
+        del same[block.block_id]
+        if len(same) == 1:
+            self._cached[block_hash] = next(iter(same.values()))
+        self.epoch += 1   # a later copy of the hash may be held: a hit on it costs less
+
+    def _enter(self, block: Block, block_hash: int) -> None:
+        """``block`` caches ``block_hash`` (after any other block caching it)."""
+        cached = self._cached
+        same = cached.get(block_hash)
+        if same is None:
+            cached[block_hash] = block
+        elif type(same) is Block:
+            cached[block_hash] = {same.block_id: same, block.block_id: block}
+        else:
+            same[block.block_id] = block
+        block.block_hash = block_hash
