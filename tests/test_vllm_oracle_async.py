@@ -25,27 +25,29 @@ from sched.vllm.config import VllmKnobs
 from sched.vllm.engine import VllmSimulation, simulate_vllm
 from sched.workload.specs import RequestSpec
 from sched.workload.validation import load_workload
-from tests.helpers import FULL
+from tests.helpers import FULL, full_only
 from tests.test_vllm_oracle import MAX_SHOWN, request_diffs, step_diffs
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle", "async")
 
 
-def manifest() -> list:
-    with open(os.path.join(CORPUS, "MANIFEST.json"), encoding="utf-8") as handle:
+def manifest(corpus: str = CORPUS) -> list:
+    """The cases of a corpus folder's ``MANIFEST.json``."""
+    with open(os.path.join(corpus, "MANIFEST.json"), encoding="utf-8") as handle:
         return json.load(handle)["cases"]
 
 
-def load_case(entry: dict):
-    """(workload, knobs, oracle document) of one MANIFEST entry, async scheduling on."""
-    with open(os.path.join(CORPUS, entry["output"]), encoding="utf-8") as handle:
+def load_case(entry: dict, corpus: str = CORPUS):
+    """(workload, knobs, oracle document) of one MANIFEST entry of ``corpus``; the knobs as the case
+    file states them (async scheduling on in this folder)."""
+    with open(os.path.join(corpus, entry["output"]), encoding="utf-8") as handle:
         doc = json.load(handle)
     k = doc["knobs"]
     knobs = VllmKnobs(max_num_batched_tokens=k["max_num_batched_tokens"], max_num_seqs=k["max_num_seqs"],
                       long_prefill_token_threshold=k["long_prefill_token_threshold"],
                       enable_prefix_caching=k["enable_prefix_caching"], block_size=k["block_size"],
                       num_gpu_blocks=k["num_gpu_blocks"], policy=k["policy"], async_scheduling=k["async_scheduling"])
-    return load_workload(os.path.join(CORPUS, entry["workload"])), knobs, doc
+    return load_workload(os.path.join(corpus, entry["workload"])), knobs, doc
 
 
 def differences(doc, result) -> str:
@@ -78,6 +80,7 @@ class AsyncOracleCorpusTest(unittest.TestCase):
                 self.assertEqual(request_diffs(doc, simulate(workload, knobs, timeline="counts")), [])
                 self.assertEqual(request_diffs(doc, simulate(workload, knobs, timeline="off")), [])
 
+    @full_only("all 30 cases replayed again under the synchronous rules")
     def test_sync_scheduling_differs_where_the_corpus_says(self):
         """The corpus tells the modes apart: the synchronous rules miss 26 of the 30 cases; the 4 it
         keeps are those its README names (one slot, or one request: no step is lost)."""

@@ -19,28 +19,19 @@ import unittest
 
 from sched.engines import check_case
 from sched.vllm.async_step import simulate
-from sched.vllm.config import VllmKnobs
-from sched.workload.validation import load_workload
+from tests import test_vllm_oracle_async as oracle_async
 from tests.test_vllm_oracle import MAX_SHOWN, request_diffs, step_diffs
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "vllm-oracle-random")
 
 
 def manifest() -> list:
-    with open(os.path.join(CORPUS, "MANIFEST.json"), encoding="utf-8") as handle:
-        return json.load(handle)["cases"]
+    return oracle_async.manifest(CORPUS)
 
 
 def load_case(entry: dict):
     """(workload, knobs, oracle document) of one MANIFEST entry; the knobs as the case file states them."""
-    with open(os.path.join(CORPUS, entry["output"]), encoding="utf-8") as handle:
-        doc = json.load(handle)
-    k = doc["knobs"]
-    knobs = VllmKnobs(max_num_batched_tokens=k["max_num_batched_tokens"], max_num_seqs=k["max_num_seqs"],
-                      long_prefill_token_threshold=k["long_prefill_token_threshold"],
-                      enable_prefix_caching=k["enable_prefix_caching"], block_size=k["block_size"],
-                      num_gpu_blocks=k["num_gpu_blocks"], policy=k["policy"], async_scheduling=k["async_scheduling"])
-    return load_workload(os.path.join(CORPUS, entry["workload"])), knobs, doc
+    return oracle_async.load_case(entry, CORPUS)
 
 
 def shown(problems: list[str]) -> str:
