@@ -14,7 +14,7 @@ import unittest
 from unittest import mock
 
 from sched.planning import search
-from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+from tests.helpers import assert_bad_input, full_only, read, run_cli, temp_dir
 
 STEP_MODEL = {"kind": "step-model", "engine": "vllm", "step_ms": {"a": 5.0, "b": 0.05, "c": 0.5},
               "settings": {"num_gpu_blocks": 200, "block_size": 16, "max_num_batched_tokens": 512, "max_num_seqs": 8,
@@ -175,6 +175,7 @@ class FrontierTest(unittest.TestCase):
 
 
 class InterruptTest(unittest.TestCase):
+    @full_only("Ctrl-C during a plan: a real process interrupted")
     def test_ctrl_c_leaves_nothing_half_written(self):
         """SIGINT a second into a long plan: exit 130, no plan directory, no worker left behind."""
         import signal

@@ -22,7 +22,7 @@ from sched.timing.stepmodel import StepModel
 from sched.vllm.config import VllmKnobs
 from sched.workload.bench_arrivals import retime
 from sched.workload.specs import RequestSpec
-from tests.helpers import read, run_cli, temp_dir
+from tests.helpers import full_only, read, run_cli, temp_dir
 
 SETTINGS = {"num_gpu_blocks": 60, "block_size": 16, "max_num_batched_tokens": 512, "max_num_seqs": 16,
             "long_prefill_token_threshold": 0, "enable_prefix_caching": True, "policy": "fcfs",
@@ -177,6 +177,7 @@ class PlanSharedTest(unittest.TestCase):
         self.assertEqual(len(calls), 2)
         self.assertEqual(set(shared.same_as), {1, 2, 3, 5})
 
+    @full_only("two local workers searching ahead: a second whole plan")
     def test_spare_workers_search_ahead_same_files(self):
         """Two workers: a group's smaller max-num-seqs is searched speculatively beside the first search,
         which then settles it; the files are those of one worker, searching in turn."""

@@ -7,6 +7,7 @@ resolved the way Python resolves it.
 """
 
 import ast
+import functools
 import os
 import unittest
 
@@ -32,14 +33,31 @@ def _modules():
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def _tree(path: str) -> ast.Module:
+    """The parsed source of one file, read once per test run (every rule below walks the same trees)."""
+    with open(path, encoding="utf-8") as handle:
+        return ast.parse(handle.read(), path)
+
+
 def import_edges(modules=None):
     """``{module: set of sched modules it imports}``; ``from X import name`` counts as importing
-    ``X.name`` when that is a module, else ``X``."""
-    modules = modules or _modules()
+    ``X.name`` when that is a module, else ``X``. A fresh copy each call (a test may add an edge)."""
+    if modules is None:
+        return {module: set(targets) for module, targets in _sched_edges().items()}
+    return _edges(modules)
+
+
+@functools.lru_cache(maxsize=None)
+def _sched_edges():
+    """:func:`import_edges` of the whole of ``sched/``, computed once per test run."""
+    return _edges(_modules())
+
+
+def _edges(modules):
     edges = {}
     for module, path in modules.items():
-        with open(path, encoding="utf-8") as handle:
-            tree = ast.parse(handle.read(), path)
+        tree = _tree(path)
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         targets = set()
         for node in ast.walk(tree):
@@ -64,10 +82,12 @@ def import_edges(modules=None):
 PRIVATE_IMPORTS_LEFT = set()
 
 
-def private_imports(text: str) -> list[str]:
-    """The names ``from X import _name`` takes from another module in ``text`` (a module's source):
-    a name with one leading underscore is its module's own (``__version__`` is not private)."""
-    return [alias.name for node in ast.walk(ast.parse(text)) if isinstance(node, ast.ImportFrom)
+def private_imports(source) -> list[str]:
+    """The names ``from X import _name`` takes from another module in ``source`` (a module's text, or
+    its parsed tree): a name with one leading underscore is its module's own (``__version__`` is not
+    private)."""
+    tree = ast.parse(source) if isinstance(source, str) else source
+    return [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
             for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
 
 
@@ -160,8 +180,7 @@ class ArchitectureTest(unittest.TestCase):
         """What two modules share is a public name in one place (``import _x`` across modules is refused)."""
         found = set()
         for module, path in _modules().items():
-            with open(path, encoding="utf-8") as handle:
-                found.update((module, name) for name in private_imports(handle.read()))
+            found.update((module, name) for name in private_imports(_tree(path)))
         self.assertEqual(found, PRIVATE_IMPORTS_LEFT)
 
     def test_the_private_import_checker_can_fail(self):

@@ -92,6 +92,7 @@ class LabZipTest(unittest.TestCase):
         self.assertEqual(default_zip_name("0123456789abcdef0123456789abcdef01234567-dirty"),
                          f"inference-scheduler-lab-{__version__}-0123456789ab-dirty.zip")
 
+    @full_only("a second ZIP without the course data")
     def test_without_course_data_the_record_says_what_is_left_out(self):
         out = os.path.join(temp_dir(self), "lab.zip")
         code, stdout, err = run_cli(["zip", "-o", out, "--no-data"])
@@ -108,6 +109,7 @@ class LabZipTest(unittest.TestCase):
         self.assertEqual(record["course_data"]["sections_needing_what_is_left_out"], sections)
         self.assertIn(f"handbook sections needing them: {', '.join(sections)} (LAB.json", stdout)
 
+    @full_only("zip --verify: the baseline run from the extracted ZIP")
     def test_verify_runs_the_baseline_from_the_zip(self):
         lines = verify_lab_zip(self.zip_path)
         self.assertTrue(lines[-1].startswith("verified"), lines)
@@ -126,6 +128,7 @@ class LabZipTest(unittest.TestCase):
         self.assertTrue(lines[-1].startswith("NOT verified: check runs/baseline expected/baseline"), lines)
         self.assertIn("table.txt", lines[-1])
 
+    @full_only("a second whole ZIP built")
     def test_same_sources_same_bytes(self):
         """A second build (through the library, not the command) gives the class's ZIP byte for byte."""
         second = os.path.join(temp_dir(self), "b.zip")
@@ -167,6 +170,7 @@ class LabZipTest(unittest.TestCase):
         self.assertIn("Copyright (c) 2026 the infer-sched-lab authors", licence)
         self.assertIn(f"{TOP_FOLDER}/tests/data/SOURCES.md", names)
 
+    @full_only("--force over an existing ZIP: two more ZIPs built")
     def test_existing_output_is_refused_without_force(self):
         base = temp_dir(self)
         path = os.path.join(base, "lab.zip")
@@ -206,6 +210,7 @@ class LabZipTest(unittest.TestCase):
                 build_lab_zip(PROJECT, os.path.join(base, "lab.zip"))
         self.assertEqual(os.listdir(base), [])
 
+    @full_only("a copy of the project and a third ZIP")
     @unittest.skipUnless(hasattr(os, "mkfifo"), "needs FIFOs")
     def test_a_fifo_under_a_packed_folder_is_skipped_not_waited_on(self):
         """Before the fix ``zip`` blocked forever reading the FIFO (and a kill left a .tmp behind)."""

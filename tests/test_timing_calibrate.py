@@ -132,6 +132,7 @@ class SmallCalibrationTest(unittest.TestCase):
         self.assertEqual((first["name"], first["arrival"], second["name"], second["arrival"]),
                          ("bench-0", 0, "bench-1", 387))
 
+    @full_only("the printed 'predict with' command run after a whole calibration")
     def test_run_with_the_step_model_reproduces_the_prediction(self):
         """The run command given workload.json and step-model.json replays the same steps: its
         held-out TTFT and E2E percentiles (ms fields of requests.jsonl) equal calibrate's."""

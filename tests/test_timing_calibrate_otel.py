@@ -16,7 +16,7 @@ import unittest
 from sched.base.cmdline import InputError
 from sched.timing.loadrun import load_real_run, run_workload
 from tests.test_timing_unidentified import assert_said_as_unidentified
-from tests.helpers import PROJECT, assert_bad_input, read, run_cli, temp_dir
+from tests.helpers import PROJECT, assert_bad_input, full_only, read, run_cli, temp_dir
 
 EXCERPT = os.path.join(PROJECT, "tests", "data", "blis-llama2-7b-excerpt")
 
@@ -149,6 +149,7 @@ class ReadOtelRunTest(unittest.TestCase):
 
 
 class CalibrateOtelCommandTest(unittest.TestCase):
+    @full_only("a whole calibration of an OpenTelemetry run")
     def test_fit_judge_and_flags_recorded(self):
         out = os.path.join(temp_dir(self), "cal")
         code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "45", "--num-gpu-blocks", "7000",
@@ -174,6 +175,7 @@ class CalibrateOtelCommandTest(unittest.TestCase):
         names = [r["name"] for r in workload["requests"]]
         self.assertEqual(names, [a["gen_ai.request.id"] for _, a in raw_spans()])
 
+    @full_only("two runs fitted together: a second whole fit")
     def test_two_runs_fitted_together_each_under_its_own_settings(self):
         other = copy_run(self, lambda d: replace_in(os.path.join(d, "vllm.log"), "'max_num_seqs': 256}",
                                                     "'max_num_seqs': 8}"))
@@ -191,6 +193,7 @@ class CalibrateOtelCommandTest(unittest.TestCase):
         assert_bad_input(self, ["calibrate", EXCERPT, other, "--train-first", "45,45,45", "--out",
                                 os.path.join(temp_dir(self), "c2")], "3 values for 2 runs")
 
+    @full_only("--train-first all: a second whole fit")
     def test_train_on_every_request(self):
         out = os.path.join(temp_dir(self), "cal")
         code, stdout, err = run_cli(["calibrate", EXCERPT, "--train-first", "all", "--max-replays", "1", "--out", out])

@@ -12,7 +12,7 @@ import json
 import os
 import unittest
 
-from tests.helpers import assert_bad_input, read, run_cli, temp_dir
+from tests.helpers import assert_bad_input, full_only, read, run_cli, temp_dir
 from tests.test_timing_calibrate_otel import EXCERPT, copy_run, replace_in
 
 LATENCIES = ("gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e", "gen_ai.latency.time_in_queue")
@@ -77,6 +77,7 @@ class RefusedRepeatTest(unittest.TestCase):
 
 
 class GenuineRepeatTest(unittest.TestCase):
+    @full_only("a whole calibration with a repeat run")
     def test_every_time_ten_percent_longer_is_ten_percent_noise(self):
         repeat = copy_run(self, lambda d: edit_spans(d, slower))
         out = os.path.join(temp_dir(self), "cal")

@@ -1,4 +1,4 @@
-# One piece (~400 lines): the statistics contract of lab.md §5, each metric's definition beside the one pass that computes them all, so a definition and its fast form cannot drift apart.
+# One piece (~450 lines): the statistics contract of lab.md §5, each metric's definition beside the one pass that computes them all, so a definition and its fast form cannot drift apart.
 """The statistics contract (lab.md §5): pure functions over one case's finished requests.
 
 Named timestamps (ticks): arrival, ``admitted_at``, first token (``token_times[0]``), ``done_at``.
