@@ -68,15 +68,15 @@ class GatedArrivals(Arrivals):
             self._arrived += released
         return released
 
-    def count_due(self, times) -> list[int]:
-        """For each of the ascending ``times``, how many requests :meth:`due` would release by then
-        with the slots free now (no request ends inside a decode jump, so none frees one)."""
+    def count_due(self, times, base: int = 0) -> list[int]:
+        """For each of the ascending ``times``, ``base`` + how many requests :meth:`due` would release
+        by then with the slots free now (no request ends inside a decode jump, so none frees one)."""
         slots, at, counts = list(self._slots), self._next, []
         for t in times:
             while at < len(self._pending) and at - self._next < len(slots) and \
                     max(self._pending[at].spec.arrival, slots[at - self._next]) <= t:
                 at += 1
-            counts.append(at - self._next)
+            counts.append(base + at - self._next)
         return counts
 
     def release(self, at) -> None:

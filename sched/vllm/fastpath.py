@@ -153,9 +153,10 @@ class DecodeRuns:
         heap = self.finishes
         caching = kv.caching
         finished = self.finish(ordinal, end, not caching) if heap and heap[0][0] <= ordinal else []
-        if caching:   # every request finishing in the step is freed by execute, in running order
-            finished = sim.execute(scheduled, ordinal, end, finished)
-            scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
+        if caching and (scheduled or finished):   # every request finishing in the step is freed by execute,
+            finished = sim.execute(scheduled, ordinal, end, finished)   # in running order
+            if finished:
+                scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
         if scheduled:
             others = self.others
             for seq in scheduled:   # admissions join the list at its end
@@ -250,9 +251,11 @@ class DecodeRuns:
             # (A step time reading the KV blocks gives each step its own duration: the one asked for.)
             starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
             durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
-            used = list(accumulate([due[(ordinal + j) % bs] for j in range(span)], initial=kv_used))
-            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used[1:], num_open,
-                                     [waiting + n for n in sim.arrivals.count_due(starts)])
+            r = ordinal % bs   # the blocks held at each step: the due counts from ordinal on, summed
+            used = list(accumulate(((due[r:] + due[:r]) * (span // bs + 1))[:span], initial=kv_used))
+            del used[0]
+            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open,
+                                     sim.arrivals.count_due(starts, waiting))
             sim.arrive(sim.now)
             return
         if sim.log.detail == "counts":   # the queue's length at the last jumped step (the largest seen)

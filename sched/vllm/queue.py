@@ -10,6 +10,7 @@ key**, as vLLM's priority queue does). Requests that time out while queued are d
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_left
 from collections import deque
 from itertools import repeat
 
@@ -142,14 +143,23 @@ class Arrivals:
             self._arrived += arrived
         return arrived
 
-    def count_due(self, times) -> list[int]:
-        """For each of the ascending ``times``, how many requests not yet returned by :meth:`due`
-        arrive at or before it (nothing is returned)."""
-        pending, at, counts = self._pending, self._next, []
-        for t in times:
-            while at < len(pending) and pending[at].spec.arrival <= t:
-                at += 1
-            counts.append(at - self._next)
+    def count_due(self, times, base: int = 0) -> list[int]:
+        """For each of the ascending ``times`` (a list or a range), ``base`` + how many requests not
+        yet returned by :meth:`due` arrive at or before it (nothing is returned). Costs one binary
+        search per such arrival, the list built in runs of equal counts."""
+        pending, at, size = self._pending, self._next, len(times)
+        if not size:
+            return []
+        last, end = times[-1], len(pending)
+        counts, done = [], 0
+        while at < end and (arrival := pending[at].spec.arrival) <= last:
+            first = bisect_left(times, arrival, done)   # the first time at or after the arrival
+            if first > done:
+                counts += repeat(base, first - done)
+                done = first
+            base += 1
+            at += 1
+        counts += repeat(base, size - done)
         return counts
 
     def next_deadline(self):

@@ -8,6 +8,7 @@ file size stay bounded at any scale (the lab engine's rule, lab.md §7).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import repeat
 
 __all__ = ["StepRecord", "StepCounts", "StepLog", "MAX_COUNTS_RECORDS", "keep_counts"]
 
@@ -94,12 +95,15 @@ def keep_counts(records: list, record: StepCounts, span: int) -> int:
         records[-1].merge(record)
         return span
     records.append(record)
-    if len(records) >= MAX_COUNTS_RECORDS:
-        for first, second in zip(records[::2], records[1::2]):
-            first.merge(second)
-        del records[1::2]
-        span *= 2
-    return span
+    return _halve(records, span) if len(records) >= MAX_COUNTS_RECORDS else span
+
+
+def _halve(records: list, span: int) -> int:
+    """Merge ``records`` pairwise (each even record absorbs the next); returns the doubled span."""
+    for first, second in zip(records[::2], records[1::2]):
+        first.merge(second)
+    del records[1::2]
+    return span * 2
 
 
 class StepLog:
@@ -176,6 +180,14 @@ class StepLog:
                     last.num_running = num_running
                 if num_waiting[k] > last.num_waiting:
                     last.num_waiting = num_waiting[k]
+                j = stop
+            elif span == 1:   # one record a step: as many at once as the list has room for
+                stop = min(count, j + MAX_COUNTS_RECORDS - len(records))
+                records += map(StepCounts, range(ordinal + j, ordinal + stop), starts[j:stop], repeat(1),
+                               durations[j:stop], repeat(0), repeat(num_decode), repeat(0), repeat(0), repeat(0),
+                               repeat(0), repeat(0), kv_used[j:stop], repeat(num_running), num_waiting[j:stop])
+                if len(records) >= MAX_COUNTS_RECORDS:
+                    self._span = _halve(records, span)
                 j = stop
             else:
                 self._span = keep_counts(records, StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode,
