@@ -204,7 +204,8 @@ class VllmSimulation(WaitingSide):
                 kv.allocate(seq, seq.computed + n)
                 scheduled[seq] = n
             else:
-                kv.reserve(need)
+                if need:
+                    kv.reserve(need)
                 opened[seq] = need
             budget -= n
             i += 1
@@ -212,7 +213,8 @@ class VllmSimulation(WaitingSide):
             if seq.open_from is not None:
                 runs.close(seq, ordinal)
                 runs.open(seq, ordinal + 1)
-        self.running = dict.fromkeys(running)
+        if preempted:   # the victims leave the running list (else it is unchanged)
+            self.running = dict.fromkeys(running)
         # 4. The waiting queue, only if nothing was preempted in this step.
         admitted, hits = ([], []) if preempted else self.admit(t, cap, budget, scheduled)
         # 5. Execute.

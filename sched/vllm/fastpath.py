@@ -153,10 +153,18 @@ class DecodeRuns:
         heap = self.finishes
         caching = kv.caching
         finished = self.finish(ordinal, end, not caching) if heap and heap[0][0] <= ordinal else []
-        if caching and (scheduled or finished):   # every request finishing in the step is freed by execute,
-            finished = sim.execute(scheduled, ordinal, end, finished)   # in running order
-            if finished:
-                scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
+        if caching:   # every request finishing in the step is freed by execute, in running order
+            if scheduled:
+                finished = sim.execute(scheduled, ordinal, end, finished)
+                if finished:
+                    scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
+            elif len(finished) > 1:
+                finished = sim.execute(scheduled, ordinal, end, finished)
+            elif finished:   # one open run ends, nothing else: no order to keep
+                seq = finished[0]
+                kv.free(seq)
+                del sim.running[seq]
+                sim.end(seq, Status.DONE, end)
         if scheduled:
             others = self.others
             for seq in scheduled:   # admissions join the list at its end

@@ -9,8 +9,10 @@ the index then holds ``{block id: block}`` of its copies, oldest first, and the 
 oldest one.
 
 :class:`FreeQueue` holds no state of its own: the pool inherits it, and every attribute it reads
-(``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``epoch``) is the
-pool's.
+(``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``_spare``, ``epoch``) is
+the pool's. ``_spare`` holds block objects that nobody holds and that cache nothing (evicted and not
+reused at once, or freed uncached), ``ref_cnt`` already 1: a table needing block objects takes them
+before new ones are made (which block object a table holds shows nowhere).
 """
 
 from __future__ import annotations
@@ -53,11 +55,13 @@ class FreeQueue:
                     else:
                         self._drop_copy(entry)
                     entry.block_hash = None
+                    entry.ref_cnt = 1
                     if objects:   # reused
-                        entry.ref_cnt = 1
                         table.append(entry)
                         objects -= 1
                         count -= 1
+                    else:         # kept for a later table
+                        self._spare.append(entry)
                     rest -= 1
                 elif kind is Run:
                     if entry.count > rest:
@@ -78,10 +82,17 @@ class FreeQueue:
                         back[key] = entry
                         back.move_to_end(key, last=False)
         if objects:
-            first = self._next_key
-            self._next_key = first + objects
-            table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
             count -= objects
+            spare = self._spare
+            if spare:   # block objects nobody holds or caches (ref_cnt already 1), reused first
+                reused = spare[-objects:]
+                del spare[-objects:]
+                table += reused
+                objects -= len(reused)
+            if objects:
+                first = self._next_key
+                self._next_key = first + objects
+                table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
         if count and table is not None:
             table.extend([HELD] * count)
 

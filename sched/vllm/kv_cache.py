@@ -152,6 +152,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         self._own: dict = {}                # preempted seq -> the run of its private blocks
         self._copied: set = set()           # seqs whose private blocks may have two cached copies
         self._reserved = 0                  # blocks taken for open runs, not yet settled
+        self._spare: list[Block] = []       # block objects held by nobody, caching nothing (FreeQueue._take)
         #: Bumped when a shared block enters the cache or an idle cached block is touched (module docstring).
         self.epoch = 0
 
@@ -297,14 +298,15 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
                     self._materialize(seq, start, start + cached)
             self.num_free += size - start
             del table[start:]
-        back = self._back
+        back, spare = self._back, self._spare
         blank = freed = 0
         for block in reversed(table):   # tail first
             if block.ref_cnt == 1:
-                block.ref_cnt = 0
-                if block.block_hash is None:
+                if block.block_hash is None:   # a blank block: its object kept for a later table
                     blank += 1
+                    spare.append(block)
                 else:
+                    block.ref_cnt = 0
                     back[block.block_id] = block
                 freed += 1
             else:
@@ -329,8 +331,16 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def reserve(self, count: int) -> None:
         if count:
             self._reserved += count
-            if count <= self._blank:   # _take's first case, inlined: a decode step takes few blocks
-                self._blank -= count
+            blank = self._blank
+            if count <= blank:   # _take's first cases, inlined: a decode step takes few blocks
+                self._blank = blank - count
+                self.num_free -= count
+                return
+            back = self._back
+            oldest = back[next(iter(back))]
+            if type(oldest) is Run and oldest.count > count - blank:   # the oldest run shrinks
+                oldest.count -= count - blank
+                self._blank = 0
                 self.num_free -= count
             else:
                 self._take(count)

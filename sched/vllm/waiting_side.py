@@ -27,16 +27,19 @@ class WaitingSide:
         while waiting.size and budget > 0 and len(self.running) < knobs.max_num_seqs:
             seq = waiting.peek()
             if kv.caching:
-                if self.blocked_head(seq):
-                    break
+                blocked = self._blocked   # blocked_head, inlined
+                if blocked is not None:
+                    if blocked[0] is seq and blocked[2] == kv.epoch and kv.num_free <= blocked[1]:
+                        break
+                    self._blocked = None
                 hit = kv.find_hit(seq)
             else:
                 hit = []
             computed = len(hit) * knobs.block_size
             n = min(seq.num_tokens - computed, cap or budget, budget)
             if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
-                if kv.caching:   # remember what the gate saw (blocked_head)
-                    self._blocked = (seq, kv.num_free, kv.epoch)
+                if kv.caching and self.blocked_head is not never_blocked:   # remember what the gate saw
+                    self._blocked = (seq, kv.num_free, kv.epoch)                 # (blocked_head)
                 break     # admission gate: a waiting request never preempts
             waiting.pop()
             kv.allocate(seq, computed + n, hit)
