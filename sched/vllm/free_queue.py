@@ -45,14 +45,15 @@ class FreeQueue:
                 if type(entry) is Run and entry.count > rest:
                     entry.count -= rest
                     rest = 0
+            popitem = back.popitem
             while rest:
-                key, entry = back.popitem(last=False)
+                key, entry = popitem(False)
                 kind = type(entry)
                 if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
                     block_hash = entry.block_hash
-                    if cached[block_hash] is entry:   # its only copy
-                        del cached[block_hash]
-                    else:
+                    same = cached.pop(block_hash)
+                    if same is not entry:   # not its only copy
+                        cached[block_hash] = same
                         self._drop_copy(entry)
                     entry.block_hash = None
                     entry.ref_cnt = 1

@@ -267,12 +267,11 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         if start >= first:
             return
         stop, cached = min(full, first), self._cached
+        enter = cached.setdefault
         for block, block_hash in zip(seq.blocks[start:stop], hashes[start:stop]):
             block.block_hash = block_hash
-            if block_hash in cached:
+            if enter(block_hash, block) is not block:   # another block caches it already
                 self._enter(block, block_hash)
-            else:
-                cached[block_hash] = block
         self.epoch += 1
 
     def free(self, seq) -> None:
@@ -299,7 +298,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             self.num_free += size - start
             del table[start:]
         back, spare = self._back, self._spare
-        blank = freed = 0
+        blank = kept = 0
         for block in reversed(table):   # tail first
             if block.ref_cnt == 1:
                 if block.block_hash is None:   # a blank block: its object kept for a later table
@@ -308,11 +307,11 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
                 else:
                     block.ref_cnt = 0
                     back[block.block_id] = block
-                freed += 1
-            else:
+            else:   # another request holds it too
                 block.ref_cnt -= 1
+                kept += 1
         self._blank += blank
-        self.num_free += freed
+        self.num_free += len(table) - kept
         seq.blocks = []
         seq.num_cached = 0
 
