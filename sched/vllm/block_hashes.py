@@ -48,9 +48,19 @@ class BlockHashes:
         private block (interned once), and that block's fresh id when it is reached; returns the
         index of the first private block."""
         hashes = seq.hashes
-        bs, spec = self.block_size, seq.spec
         first = self._private_from(seq)
-        stop = min(num_blocks, first)
+        stop = num_blocks if num_blocks < first else first
+        if len(hashes) < stop:
+            self._intern(seq, stop)
+        if num_blocks > first and len(hashes) == first:
+            hashes.append(-1 - self._next_private)
+            self._next_private += 1
+        return first
+
+    def _intern(self, seq, stop: int) -> None:
+        """Extend ``seq.hashes`` with the interned ids of its blocks up to ``stop`` (none private)."""
+        hashes = seq.hashes
+        bs, spec = self.block_size, seq.spec
         # Blocks wholly inside one workload block (its size a multiple of ours): ids in a row.
         per = spec.block_size // bs if spec.prefix_blocks is not None and spec.block_size % bs == 0 \
             and self.GROUP_WORKLOAD_BLOCKS else 0
@@ -74,10 +84,6 @@ class BlockHashes:
                 block_hash = ids[key] = self._next_id
                 self._next_id += 1
             hashes.append(block_hash)
-        if num_blocks > first and len(hashes) == first:
-            hashes.append(-1 - self._next_private)
-            self._next_private += 1
-        return first
 
     def block_hashes(self, seq, num_blocks: int) -> list[int]:
         """The chained hashes of ``seq``'s first ``num_blocks`` full blocks (module docstring)."""

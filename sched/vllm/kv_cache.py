@@ -243,22 +243,36 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         if run is not None and run.count:   # blocks of its run the hit did not take stay cached
             self._regroup(seq, run, taken)
         have = len(table)
-        need = blocks_for(num_tokens, self.block_size) - have
+        bs = self.block_size
+        need = -(-num_tokens // bs) - have
         if need > 0:   # new blocks before the first private one are block objects
             shared = 0 if have and table[-1] is HELD else self._private_from(seq) - have
-            self._take(need, table, need if shared >= need else shared if shared > 0 else 0)
+            if shared > 0:
+                self._take(need, table, need if shared >= need else shared)
+            elif need <= self._blank:   # private blocks off the blank front (_take's first case)
+                self._blank -= need
+                self.num_free -= need
+                table += [HELD] * need
+            else:
+                self._take(need, table)
         # Blocks enter the cache when allocated for a step, before they are computed.
-        self.cache_full(seq, min(num_tokens, seq.num_tokens))
+        if num_tokens > seq.num_tokens:
+            num_tokens = seq.num_tokens
+        if num_tokens // bs > seq.num_cached:
+            self._cache_new(seq, num_tokens)
 
     def cache_full(self, seq, num_tokens: int) -> None:
         """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
         ``seq.num_cached``); nothing when no new block is full (vllm-engine.md §3). A private block
         only counts as cached: its id is known from its chain's, and it is looked up only by its own
         request after a preemption (:meth:`free`)."""
+        if num_tokens // self.block_size > seq.num_cached:
+            self._cache_new(seq, num_tokens)
+
+    def _cache_new(self, seq, num_tokens: int) -> None:
+        """:meth:`cache_full` when a new block among the first ``num_tokens`` tokens is full."""
         full = num_tokens // self.block_size
         start = seq.num_cached
-        if full <= start:
-            return
         seq.num_cached = full
         hashes = seq.hashes
         if hashes and hashes[-1] < 0 and start >= len(hashes) - 1:
@@ -348,11 +362,15 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         """As :meth:`KVCache.settle`; its full blocks among ``num_cached_tokens`` tokens (default
         ``seq.computed``) enter the cache (async scheduling caches one token less: the one in flight)."""
         table = seq.blocks
-        more = blocks_for(seq.computed, self.block_size) - len(table)
+        bs = self.block_size
+        more = -(-seq.computed // bs) - len(table)
         if more > 0:   # past the prompt of a request that may run open: private blocks
-            table.extend([HELD] * more)
+            table += [HELD] * more
             self._reserved -= more
-        self.cache_full(seq, seq.computed if num_cached_tokens is None else num_cached_tokens)
+        if num_cached_tokens is None:
+            num_cached_tokens = seq.computed
+        if num_cached_tokens // bs > seq.num_cached:
+            self._cache_new(seq, num_cached_tokens)
 
 
 class LiteralPrefixKV(PrefixCachingKV):
