@@ -150,6 +150,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         self._cached: dict = {}             # hash -> its block, or {block id: block} of its copies, oldest first
         self._grouped: dict[int, Group] = {}             # block id -> the group holding it
         self._own: dict = {}                # preempted seq -> the run of its private blocks
+        self._done_run = None               # the last run of a request that had ended (nobody can hit it)
         self._copied: set = set()           # seqs whose private blocks may have two cached copies
         self._reserved = 0                  # blocks taken for open runs, not yet settled
         self._spare: list[Block] = []       # block objects held by nobody, caching nothing (FreeQueue._take)
@@ -258,8 +259,12 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         # Blocks enter the cache when allocated for a step, before they are computed.
         if num_tokens > seq.num_tokens:
             num_tokens = seq.num_tokens
-        if num_tokens // bs > seq.num_cached:
-            self._cache_new(seq, num_tokens)
+        if (full := num_tokens // bs) > seq.num_cached:
+            hashes = seq.hashes
+            if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
+                seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
+            else:
+                self._cache_new(seq, num_tokens)
 
     def cache_full(self, seq, num_tokens: int) -> None:
         """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
@@ -301,15 +306,24 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             self._blank += size - start - cached   # the uncached tail
             if cached:
                 done = seq.generated >= seq.output
-                if done or (start == self._private_from(seq) and seq not in self._copied):
+                last = self._done_run
+                if done and last is not None and last.count and next(reversed(self._back)) == last.key:
+                    last.count += cached   # the newest entry is a run nobody can hit: one run
+                elif done or (start == self._private_from(seq) and seq not in self._copied):
                     key = self._next_key
                     self._next_key = key + 1
                     run = self._back[key] = Run(cached, key)
-                    if not done:
+                    if done:
+                        self._done_run = run
+                    else:
                         self._own[seq] = run
                 else:
                     self._materialize(seq, start, start + cached)
             self.num_free += size - start
+            if not start:   # nothing but private blocks
+                seq.blocks = []
+                seq.num_cached = 0
+                return
             del table[start:]
         back, spare = self._back, self._spare
         blank = kept = 0
@@ -369,8 +383,12 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             self._reserved -= more
         if num_cached_tokens is None:
             num_cached_tokens = seq.computed
-        if num_cached_tokens // bs > seq.num_cached:
-            self._cache_new(seq, num_cached_tokens)
+        if (full := num_cached_tokens // bs) > seq.num_cached:
+            hashes = seq.hashes
+            if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
+                seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
+            else:
+                self._cache_new(seq, num_cached_tokens)
 
 
 class LiteralPrefixKV(PrefixCachingKV):
