@@ -144,9 +144,12 @@ class StepLog:
             last.num_cache_hits += len(hits)
             last.num_finished += len(finished)
             last.num_timeouts += len(timeouts)
-            last.kv_blocks_used = max(last.kv_blocks_used, kv_used)
-            last.num_running = max(last.num_running, num_running)
-            last.num_waiting = max(last.num_waiting, num_waiting)
+            if kv_used > last.kv_blocks_used:
+                last.kv_blocks_used = kv_used
+            if num_running > last.num_running:
+                last.num_running = num_running
+            if num_waiting > last.num_waiting:
+                last.num_waiting = num_waiting
             return None
         record = StepCounts(ordinal, t, 1, duration, num_prompt, num_decode, len(preempted), len(admitted),
                             len(hits), len(finished), len(timeouts), kv_used, num_running, num_waiting)
@@ -189,6 +192,15 @@ class StepLog:
                 if len(records) >= MAX_COUNTS_RECORDS:
                     self._span = _halve(records, span)
                 j = stop
+            elif count - j <= span and len(records) < MAX_COUNTS_RECORDS - 1:
+                # The jump's last steps, one record (made whole, as merging them step by step would).
+                k = count - 1
+                records.append(StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode, 0, 0, 0, 0, 0,
+                                          kv_used[j], num_running, num_waiting[j]) if k == j else
+                               StepCounts(ordinal + j, starts[j], count - j, starts[k] + durations[k] - starts[j], 0,
+                                          (count - j) * num_decode, 0, 0, 0, 0, 0, max(kv_used[j], kv_used[k]),
+                                          num_running, max(num_waiting[j], num_waiting[k])))
+                j = count
             elif (room := min(MAX_COUNTS_RECORDS - 1 - len(records), -(-(count - j) // span))) > 0:
                 # New records of ``span`` steps each (the last one maybe fewer), made whole, as many
                 # as the list takes before it halves: the values merging them step by step gives.
