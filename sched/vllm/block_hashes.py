@@ -41,7 +41,9 @@ class BlockHashes:
         self._workload_ids: dict[tuple, int] = {}         # (parent hash, workload block id) -> first hash
         self._next_id = 0                                 # interned hashes handed out so far
         self._next_private = 0                            # private chains handed out so far
-        self._starts: dict = {}                           # name -> first private block (note_prompts)
+        # name -> first private block (note_prompts; read where _private_from would be asked: a pool
+        # that answers _private_from otherwise leaves it empty)
+        self._starts: dict = {}
 
     def _chain(self, seq, num_blocks: int) -> int:
         """Make ``seq.hashes`` hold the hashes of its first ``num_blocks`` full blocks up to its first

@@ -171,7 +171,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         its own run are :data:`HELD` in the answer."""
         limit = (seq.num_tokens - 1) // self.block_size
         hit = []
-        first = self._private_from(seq)
+        first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+        if first is None:
+            first = self._private_from(seq)
         hashes = seq.hashes
         if len(hashes) <= first:
             # No private id yet: it never held a private block, none of them can be cached.
@@ -205,7 +207,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def may_hit(self, seq) -> bool:
         """Whether :meth:`find_hit` can find anything for ``seq``: not when its first block is
         private and it has never held a full one (nothing of it can be cached)."""
-        return bool(seq.hashes) or self._private_from(seq) > 0
+        if seq.hashes:
+            return True
+        first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+        return (self._private_from(seq) if first is None else first) > 0
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         # A hit block nobody holds sits in the free queue: touching it takes it out.
