@@ -169,12 +169,14 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         """The longest run of ``seq``'s leading full blocks in the cache, at most
         ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed). Blocks of
         its own run are :data:`HELD` in the answer."""
-        limit = (seq.num_tokens - 1) // self.block_size
-        hit = []
         first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
         if first is None:
             first = self._private_from(seq)
         hashes = seq.hashes
+        if not first and not hashes:   # its first block private, none ever held: nothing cached
+            return []
+        limit = (seq.num_tokens - 1) // self.block_size
+        hit = []
         if len(hashes) <= first:
             # No private id yet: it never held a private block, none of them can be cached.
             limit = min(limit, first)
@@ -251,16 +253,30 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         have = len(table)
         bs = self.block_size
         need = -(-num_tokens // bs) - have
+        first = -1   # its first private block, when asked
         if need > 0:   # new blocks before the first private one are block objects
-            shared = 0 if have and table[-1] is HELD else self._private_from(seq) - have
+            if have and table[-1] is HELD:
+                shared = 0
+            else:
+                first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+                if first is None:
+                    first = self._private_from(seq)
+                shared = first - have
             if shared > 0:
                 self._take(need, table, need if shared >= need else shared)
-            elif need <= self._blank:   # private blocks off the blank front (_take's first case)
-                self._blank -= need
-                self.num_free -= need
-                table += [HELD] * need
-            else:
-                self._take(need, table)
+            else:   # private blocks: _take's first two cases inlined (the blank front, the oldest run)
+                blank = self._blank
+                if need <= blank:
+                    self._blank = blank - need
+                    self.num_free -= need
+                    table += [HELD] * need
+                elif type(oldest := self._back[next(iter(self._back))]) is Run and oldest.count > need - blank:
+                    oldest.count -= need - blank
+                    self._blank = 0
+                    self.num_free -= need
+                    table += [HELD] * need
+                else:
+                    self._take(need, table)
         # Blocks enter the cache when allocated for a step, before they are computed.
         if num_tokens > seq.num_tokens:
             num_tokens = seq.num_tokens
@@ -268,6 +284,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             hashes = seq.hashes
             if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
                 seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
+            elif first == 0 and not hashes:   # its first block is private: only that block's id (_chain)
+                hashes.append(-1 - self._next_private)
+                self._next_private += 1
+                seq.num_cached = full
             else:
                 self._cache_new(seq, num_tokens)
 
