@@ -6,11 +6,14 @@ oldest first; :mod:`sched.vllm.kv_blocks`). Allocation takes blocks from its fro
 first, then the oldest cached ones, which are *evicted*: their hashes leave the cache index. A hash
 may be cached by more than one block (two copies, :class:`sched.vllm.kv_blocks.PrivateCopies`);
 the index then holds ``{block id: block}`` of its copies, oldest first, and the cache finds the
-oldest one.
+oldest one. A request that finishes or is preempted returns its blocks to the queue
+(:meth:`FreeQueue.free`): tail first, cached ones to the back, the others to the front; its cached
+private blocks as one run (the runs of requests that have ended, side by side in the back, are one
+run: nobody can hit them).
 
 :class:`FreeQueue` holds no state of its own: the pool inherits it, and every attribute it reads
-(``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``_spare``, ``epoch``) is
-the pool's. ``_spare`` holds block objects that nobody holds and that cache nothing (evicted and not
+(``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``_spare``, ``_own``,
+``_copied``, ``_done_run``, ``epoch``) is the pool's, as are ``_private_from`` and ``_materialize``. ``_spare`` holds block objects that nobody holds and that cache nothing (evicted and not
 reused at once, or freed uncached), ``ref_cnt`` already 1: a table needing block objects takes them
 before new ones are made (which block object a table holds shows nowhere).
 """
@@ -25,8 +28,8 @@ __all__ = ["FreeQueue"]
 
 
 class FreeQueue:
-    """Taking blocks off the front of the free queue (evicting what they cache), and a block's
-    hash entering or leaving the cache index."""
+    """Taking blocks off the front of the free queue (evicting what they cache), returning a
+    request's blocks to it, and a block's hash entering or leaving the cache index."""
 
     def _take(self, count: int, table=None, objects: int = 0) -> None:
         """Take ``count`` blocks off the front of the free queue (the caller checked ``num_free``):
@@ -96,6 +99,56 @@ class FreeQueue:
                 table.extend(map(Block, range(first, first + objects), repeat(1, objects)))   # held once
         if count and table is not None:
             table.extend([HELD] * count)
+
+    def free(self, seq) -> None:
+        """Return every block of ``seq`` to the free queue, tail first: cached ones to the back,
+        the others to the front. Its cached private blocks become one run (module docstring):
+        found again by ``seq`` after a preemption, by nobody once it has sampled its last token
+        (``generated >= output``)."""
+        table = seq.blocks
+        size = len(table)
+        if size and table[-1] is HELD:
+            start = table.index(HELD)
+            cached = seq.num_cached - start if seq.num_cached > start else 0
+            self._blank += size - start - cached   # the uncached tail
+            if cached:
+                done = seq.generated >= seq.output
+                last = self._done_run
+                if done and last is not None and last.count and next(reversed(self._back)) == last.key:
+                    last.count += cached   # the newest entry is a run nobody can hit: one run
+                elif done or (start == self._private_from(seq) and seq not in self._copied):
+                    key = self._next_key
+                    self._next_key = key + 1
+                    run = self._back[key] = Run(cached, key)
+                    if done:
+                        self._done_run = run
+                    else:
+                        self._own[seq] = run
+                else:
+                    self._materialize(seq, start, start + cached)
+            self.num_free += size - start
+            if not start:   # nothing but private blocks
+                seq.blocks = []
+                seq.num_cached = 0
+                return
+            del table[start:]
+        back, spare = self._back, self._spare
+        blank = kept = 0
+        for block in reversed(table):   # tail first
+            if block.ref_cnt == 1:
+                if block.block_hash is None:   # a blank block: its object kept for a later table
+                    blank += 1
+                    spare.append(block)
+                else:
+                    block.ref_cnt = 0
+                    back[block.block_id] = block
+            else:   # another request holds it too
+                block.ref_cnt -= 1
+                kept += 1
+        self._blank += blank
+        self.num_free += len(table) - kept
+        seq.blocks = []
+        seq.num_cached = 0
 
     def _uncache(self, block: Block) -> None:
         """``block`` (taken from the free queue) leaves the cache index."""

@@ -38,7 +38,8 @@ how many blocks are free. So:
   block may then exist) do they become real blocks of the cache index, in place and in the order
   the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
 
-Taking blocks off the free queue's front, and evicting what they cache, is :mod:`sched.vllm.free_queue`.
+Taking blocks off the free queue's front, evicting what they cache, and a request's blocks returning
+to the queue (:meth:`free`), are :mod:`sched.vllm.free_queue`.
 
 So a request whose prompt shares nothing costs a few operations per request, not per block.
 
@@ -317,56 +318,6 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             if enter(block_hash, block) is not block:   # another block caches it already
                 self._enter(block, block_hash)
         self.epoch += 1
-
-    def free(self, seq) -> None:
-        """Return every block of ``seq`` to the free queue, tail first: cached ones to the back,
-        the others to the front. Its cached private blocks become one run (module docstring):
-        found again by ``seq`` after a preemption, by nobody once it has sampled its last token
-        (``generated >= output``)."""
-        table = seq.blocks
-        size = len(table)
-        if size and table[-1] is HELD:
-            start = table.index(HELD)
-            cached = seq.num_cached - start if seq.num_cached > start else 0
-            self._blank += size - start - cached   # the uncached tail
-            if cached:
-                done = seq.generated >= seq.output
-                last = self._done_run
-                if done and last is not None and last.count and next(reversed(self._back)) == last.key:
-                    last.count += cached   # the newest entry is a run nobody can hit: one run
-                elif done or (start == self._private_from(seq) and seq not in self._copied):
-                    key = self._next_key
-                    self._next_key = key + 1
-                    run = self._back[key] = Run(cached, key)
-                    if done:
-                        self._done_run = run
-                    else:
-                        self._own[seq] = run
-                else:
-                    self._materialize(seq, start, start + cached)
-            self.num_free += size - start
-            if not start:   # nothing but private blocks
-                seq.blocks = []
-                seq.num_cached = 0
-                return
-            del table[start:]
-        back, spare = self._back, self._spare
-        blank = kept = 0
-        for block in reversed(table):   # tail first
-            if block.ref_cnt == 1:
-                if block.block_hash is None:   # a blank block: its object kept for a later table
-                    blank += 1
-                    spare.append(block)
-                else:
-                    block.ref_cnt = 0
-                    back[block.block_id] = block
-            else:   # another request holds it too
-                block.ref_cnt -= 1
-                kept += 1
-        self._blank += blank
-        self.num_free += len(table) - kept
-        seq.blocks = []
-        seq.num_cached = 0
 
     # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
     #
