@@ -184,7 +184,7 @@ class StepLog:
                 if num_waiting[k] > last.num_waiting:
                     last.num_waiting = num_waiting[k]
                 j = stop
-            elif span == 1:   # one record a step: as many at once as the list has room for
+            elif span == 1 and count - j > 16:   # a record a step: as many at once as the list takes
                 stop = min(count, j + MAX_COUNTS_RECORDS - len(records))
                 records += map(StepCounts, range(ordinal + j, ordinal + stop), starts[j:stop], repeat(1),
                                durations[j:stop], repeat(0), repeat(num_decode), repeat(0), repeat(0), repeat(0),
@@ -192,34 +192,18 @@ class StepLog:
                 if len(records) >= MAX_COUNTS_RECORDS:
                     self._span = _halve(records, span)
                 j = stop
-            elif count - j <= span and len(records) < MAX_COUNTS_RECORDS - 1:
-                # The jump's last steps, one record (made whole, as merging them step by step would).
-                k = count - 1
+            elif len(records) < MAX_COUNTS_RECORDS - 1:
+                # A new record: this step and up to span − 1 more of the jump, made whole (the values
+                # merging them step by step gives); the list does not halve yet.
+                k = j + span - 1
+                if k >= count:
+                    k = count - 1
                 records.append(StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode, 0, 0, 0, 0, 0,
                                           kv_used[j], num_running, num_waiting[j]) if k == j else
-                               StepCounts(ordinal + j, starts[j], count - j, starts[k] + durations[k] - starts[j], 0,
-                                          (count - j) * num_decode, 0, 0, 0, 0, 0, max(kv_used[j], kv_used[k]),
+                               StepCounts(ordinal + j, starts[j], k + 1 - j, starts[k] + durations[k] - starts[j], 0,
+                                          (k + 1 - j) * num_decode, 0, 0, 0, 0, 0, max(kv_used[j], kv_used[k]),
                                           num_running, max(num_waiting[j], num_waiting[k])))
-                j = count
-            elif (room := min(MAX_COUNTS_RECORDS - 1 - len(records), -(-(count - j) // span))) > 0:
-                # New records of ``span`` steps each (the last one maybe fewer), made whole, as many
-                # as the list takes before it halves: the values merging them step by step gives.
-                full = min(room, (count - j) // span)
-                stop = j + full * span
-                records += [StepCounts(ordinal + f, starts[f], span, starts[k] + durations[k] - starts[f], 0,
-                                       span * num_decode, 0, 0, 0, 0, 0, max(kv_used[f], kv_used[k]), num_running,
-                                       max(num_waiting[f], num_waiting[k]))
-                            for f, k in zip(range(j, stop, span), range(j + span - 1, stop, span))]
-                j = stop
-                if room > full:   # the jump's last steps, fewer than a span
-                    k = count - 1
-                    records.append(StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode, 0, 0, 0, 0, 0,
-                                              kv_used[j], num_running, num_waiting[j]) if k == j else
-                                   StepCounts(ordinal + j, starts[j], count - j, starts[k] + durations[k] - starts[j],
-                                              0, (count - j) * num_decode, 0, 0, 0, 0, 0,
-                                              max(kv_used[j], kv_used[k]), num_running,
-                                              max(num_waiting[j], num_waiting[k])))
-                    j = count
+                j = k + 1
             else:   # this record fills the list: it halves
                 self._span = keep_counts(records, StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode,
                                                              0, 0, 0, 0, 0, kv_used[j], num_running, num_waiting[j]),
