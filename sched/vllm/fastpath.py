@@ -120,7 +120,8 @@ class DecodeRuns:
         sim, kv, budget = self.sim, self.sim.kv, self.sim.knobs.max_num_batched_tokens
         num_open = len(sim.running) - len(self.others)
         if kv.caching:
-            kv.reserve(self.due[ordinal % self.block_size])
+            if due := self.due[ordinal % self.block_size]:
+                kv.reserve(due)
         else:
             kv.num_free -= self.due[ordinal % self.block_size]
         scheduled: dict = {}
@@ -249,7 +250,6 @@ class DecodeRuns:
             sim.stamp_times.extend(ends)
             sim.now = now
         kv_used, waiting = kv.num_used, sim.waiting.size   # before the jump's steps
-        kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
         sim.num_steps += span
         sim.budget_spent += span * num_open
         sim.busy_steps += span
@@ -257,15 +257,17 @@ class DecodeRuns:
             # A prefix-cached run's counts timeline holds the walk's per-step records (its bytes
             # predate this fast path): one decode-only step record each, in step order.
             # (A step time reading the KV blocks gives each step its own duration: the one asked for.)
-            starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
-            durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
             r = ordinal % bs   # the blocks held at each step: the due counts from ordinal on, summed
             used = list(accumulate(((due[r:] + due[:r]) * (span // bs + 1))[:span], initial=kv_used))
             del used[0]
+            kv.reserve(used[-1] - kv_used)   # the blocks the jump's steps take
+            starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
+            durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
             sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open,
                                      sim.arrivals.count_due(starts, waiting))
             sim.arrive(sim.now)
             return
+        kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
         if sim.log.detail == "counts":   # the queue's length at the last jumped step (the largest seen)
             last_start = t + span - 1 if sim.step_time is None else ends[-2] if span > 1 else t
             waiting += sim.arrivals.count_due((last_start,))[0]
