@@ -157,6 +157,31 @@ class PrivateRunsTest(unittest.TestCase):
         kv.allocate(other, 52)                    # 13 blocks: the 10 blank ones, then 3 of the run
         self.assertEqual((kv.num_free, next(iter(kv._back.values())).count), (7, 7))
 
+    def test_the_runs_of_ended_requests_side_by_side_are_one_entry(self):
+        """Hand computation, 40 usable blocks of 4 tokens, own prompts: a and b (10 blocks each)
+        end one after the other: their runs are one queue entry of 20 (nobody can hit them); c (5
+        blocks) is preempted: its run stays its own. A 140-token prompt (35 blocks) takes the 15
+        blank blocks, then the 20 of a and b (oldest first), and leaves c's run: c hits
+        floor(19 / 4) = 4 blocks when it comes back. The literal pool gives the same counts."""
+        specs = [RequestSpec(name, 0, None, 0, tokens, 1) for name, tokens in
+                 (("a", 40), ("b", 40), ("c", 20), ("e", 140))]
+        observed = []
+        for kv in (PrefixCachingKV(41, 4), LiteralPrefixKV(41, 4)):
+            kv.note_prompts(specs)
+            a, b, c, e = (_Seq(spec, kv) for spec in specs)
+            for seq in (a, b):
+                kv.allocate(seq, 40)
+            for seq in (a, b):   # both sampled their only token: ended
+                seq.generated = 1
+                kv.free(seq)
+            kv.allocate(c, 20)
+            kv.free(c)           # preempted: no token sampled
+            entries = len(kv._back)
+            kv.allocate(e, 140)
+            observed.append((entries, kv.num_free, len(kv.find_hit(c))))
+        self.assertEqual(observed[0], (2, 5, 4))         # one run for a and b, one for c
+        self.assertEqual(observed[0][1:], observed[1][1:])
+
 
 if __name__ == "__main__":
     unittest.main()
