@@ -263,8 +263,10 @@ class DecodeRuns:
             kv.reserve(used[-1] - kv_used)   # the blocks the jump's steps take
             starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
             durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
+            upcoming = sim.arrivals.upcoming   # no arrival before the last step starts: the same queue
             sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open,
-                                     sim.arrivals.count_due(starts, waiting))
+                                     [waiting] * span if upcoming is None or upcoming > starts[-1] and not sim._gated
+                                     else sim.arrivals.count_due(starts, waiting))
             sim.arrive(sim.now)
             return
         kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
