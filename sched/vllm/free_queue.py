@@ -13,9 +13,10 @@ run: nobody can hit them).
 
 :class:`FreeQueue` holds no state of its own: the pool inherits it, and every attribute it reads
 (``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``_spare``, ``_own``,
-``_copied``, ``_done_run``, ``epoch``) is the pool's, as are ``_private_from`` and ``_materialize``. ``_spare`` holds block objects that nobody holds and that cache nothing (evicted and not
-reused at once, or freed uncached), ``ref_cnt`` already 1: a table needing block objects takes them
-before new ones are made (which block object a table holds shows nowhere).
+``_copied``, ``_done_run``, ``epoch``) is the pool's, as are ``_private_from`` and ``_materialize``.
+``_spare`` holds block objects that nobody holds and that cache nothing (evicted and not reused at
+once, or freed uncached), ``ref_cnt`` already 1: a table needing block objects takes them before new
+ones are made (which block object a table holds shows nowhere).
 """
 
 from __future__ import annotations
