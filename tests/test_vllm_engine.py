@@ -194,6 +194,7 @@ class VllmInvariantsTest(unittest.TestCase):
         def broken(change):
             result = simulate_vllm(TINY, TINY_KNOBS, timeline="full")
             check_case(result)   # the real result holds
+            result.requests = list(result.requests)   # records to change (packed ones are built on demand)
             change(result)
             return result
 

@@ -31,7 +31,7 @@ from fractions import Fraction
 from itertools import compress, repeat
 from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
-from .packed_requests import PackedRequests
+from .packed_requests import ColumnRequests
 from .records import CaseResult, Request, Status
 from .samples import at_rank, extend_columns, like, low_high, ordered_sample
 
@@ -305,7 +305,7 @@ def _summarize(result: CaseResult) -> dict:
     # token runs into the gap histogram; priority, first and last token only when the order scores
     # can exist (two priority classes among the requests, none given = 0).
     # Requests packed as columns (a finished large case) give these fields without a record each.
-    packed = isinstance(requests, PackedRequests)
+    packed = isinstance(requests, ColumnRequests)
     ranked = len({spec.priority or 0 for spec in (requests.specs if packed else map(_SPEC, requests))}) > 1
     columns = [array("i"), array("i"), array("i"), array("i"), array("i"), *([[], array("i"), array("i")] * ranked)]
     gaps = Counter()

@@ -23,7 +23,7 @@ from operator import attrgetter, eq, is_not, sub
 
 from .records import CurrentTick, Request, Status
 
-__all__ = ["PackedRequests"]
+__all__ = ["ColumnRequests", "PackedRequests"]
 
 _STATUSES = tuple(Status)   # a status is packed as its position here
 _CODE = {status.value: code for code, status in enumerate(_STATUSES)}   # by value: a str hashes in C
@@ -52,7 +52,37 @@ def _column(values) -> tuple[array, int]:
     raise ValueError("a value too large to pack")
 
 
-class PackedRequests(Sequence):
+class ColumnRequests(Sequence):
+    """A case's requests kept as columns: a read-only sequence of :class:`Request` in workload
+    order, each record built on demand by :meth:`_request` (a new object each time, equal in every
+    field to the one kept). What reads a whole case (:func:`sched.core.metrics.summarize`, the P95
+    TTFT request of :mod:`sched.output.lanes`) reads the columns instead, without a record each:
+
+    - :attr:`specs`: the requests' specs (``RequestSpec``), request ``i``'s at ``i``;
+    - :meth:`summary_fields`: per request the tuple ``summarize`` reads;
+    - :meth:`successful_ttfts`: ``(indices, TTFTs)`` of the successful requests.
+
+    Subclasses: :class:`PackedRequests` (a finished lab-engine case), and
+    :class:`sched.core.ended_requests.EndedRequests` (the vLLM engine's requests, packed as they end).
+    """
+
+    __slots__ = ()
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self._request(i) for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError("request index out of range")
+        return self._request(index)
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self._request(i)
+
+
+class PackedRequests(ColumnRequests):
     """One finished case's requests as columns; a read-only sequence of :class:`Request`.
 
     Make one with :meth:`pack` (from the records) or :meth:`from_columns` (from :meth:`columns`,
@@ -99,19 +129,6 @@ class PackedRequests(Sequence):
 
     def __len__(self) -> int:
         return len(self._status)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self._request(i) for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError("request index out of range")
-        return self._request(index)
-
-    def __iter__(self):
-        for i in range(len(self)):
-            yield self._request(i)
 
     def _request(self, i: int) -> Request:
         request = Request.__new__(Request)

@@ -16,6 +16,7 @@ from fractions import Fraction
 from .. import __version__
 from ..core.clock import UNITS_NOTE, RunClock
 from ..core.config import EngineConfig
+from ..core.ended_requests import preemption_counts
 from .jsonl_lines import jsonl_chunks, jsonl_text, request_lines, sectioned_chunks, timeline_lines
 from ..core.metrics import SUMMARY_FIELDS, summarize
 from .picture import render_timeline_svg
@@ -184,7 +185,7 @@ def render_table(run: LabRun, summaries: list[dict] | None = None) -> str:
     rows = [columns]
     for result, s in zip(run.results, run.summaries if summaries is None else summaries):
         throughput = "NA" if s["throughput"] is None else f"{float(s['throughput']):.2f}"
-        extra = (str(sum(r.num_preemptions for r in result.requests)),) if vllm else ()
+        extra = (str(preemption_counts(result.requests)[0]),) if vllm else ()
         rows.append((s["case"], _cell(s["p95_ttft"]), _cell(s["p95_itl"]), _cell(s["p95_tpot"]), throughput,
                      str(s["hit_tokens"]), _ok_cell(s), str(s["makespan"]),
                      str(s["latency_samples"])) + extra)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from ..core.metrics import e2e, queue_wait, ttft
+from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
 from .vllm_artifacts import timeline_lines as vllm_timeline_lines
 from ..workload.specs import RequestSpec
@@ -25,7 +26,8 @@ __all__ = ["request_lines", "timeline_lines", "request_line_parts", "case_jsonl_
 def request_lines(run, parts: list[tuple] | None = None):
     """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
     if run.timeline != "full" and parts is None and run.results:
-        specs = [r.spec for r in run.results[0].requests]
+        requests = run.results[0].requests
+        specs = requests.specs if isinstance(requests, ColumnRequests) else [r.spec for r in requests]
         # Formatted once for every case; for a single case, as its lines go (nothing kept).
         parts = request_line_parts(specs) if len(run.results) > 1 else map(_line_parts, specs)
     for result in run.results:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter, sub
 
-from ..core.packed_requests import PackedRequests
+from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Request, Status
 from .svg import BLUE, GREY, ORANGE, SKY
 
@@ -180,11 +180,11 @@ def p95_ttft_request(result: CaseResult) -> Request | None:
     requests sorted by TTFT (ties in workload order), the ``ceil(0.95 n)``-th; ``None`` if none
     succeeded. Example: 8 successful requests → the 8th by TTFT, the slowest.
 
-    Requests packed as columns (:class:`sched.core.packed_requests.PackedRequests`: a finished
-    large case) are read from their columns, and the one found is built from them (a new record:
+    Requests packed as columns (:class:`sched.core.packed_requests.ColumnRequests`: a finished
+    large lab case, a vLLM case) are read from their columns, and the one found is built from them (a new record:
     compare it with others by ``index``)."""
     requests = result.requests
-    if isinstance(requests, PackedRequests):
+    if isinstance(requests, ColumnRequests):
         ok, ttfts = requests.successful_ttfts()   # indices of the successful requests, their TTFTs
     else:
         ok = [r for r in requests if r.status is Status.DONE]   # r.succeeded, without a call per request
@@ -195,4 +195,4 @@ def p95_ttft_request(result: CaseResult) -> Request | None:
     p95 = sorted(ttfts)[rank - 1]
     tie = rank - sum(t < p95 for t in ttfts)   # the tie-th request with that TTFT, in workload order
     found = next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
-    return requests[found] if isinstance(requests, PackedRequests) else found
+    return requests[found] if isinstance(requests, ColumnRequests) else found

@@ -27,10 +27,10 @@ class GatedArrivals(Arrivals):
     (send times and slot times both come in order), so deadlines stay in arrival order.
     """
 
-    def __init__(self, requests, timeout, limit: int, new_table=None) -> None:
+    def __init__(self, requests, timeout, limit: int, new_table=None, make=None) -> None:
         if limit < 1:
             raise ValueError(f"max concurrency must be >= 1, got {limit}")
-        super().__init__(requests, timeout, new_table)
+        super().__init__(requests, timeout, new_table, make)
         self._slots = deque([0] * limit)   # when each free slot became free (0: from the start)
         self._refresh()
 
@@ -38,21 +38,24 @@ class GatedArrivals(Arrivals):
         if self._next >= len(self._pending) or not self._slots:
             self.upcoming = None
             return
-        send = self._pending[self._next].spec.arrival
+        send = self._when(self._pending[self._next])
         self.upcoming = send if send >= self._slots[0] else self._slots[0]
 
     def due(self, t) -> list:
         """The requests whose start time is at or before ``t``, in send order, re-stamped with it."""
-        pending, released = self._pending, []
+        pending, released, when, make = self._pending, [], self._when, self._make
         while self._next < len(pending) and self._slots:
             item = pending[self._next]
-            start = max(item.spec.arrival, self._slots[0])
+            send = when(item)
+            start = max(send, self._slots[0])
             if start > t:
                 break
             self._slots.popleft()
             pending[self._next] = None   # the queues hold it now
+            if make is not None:   # a spec: its record made now, re-stamped below like any record
+                item = make(item, self._order[self._next])
             self._next += 1
-            if start != item.spec.arrival:
+            if start != send:
                 spec = replace(item.spec, arrival=start)
                 if isinstance(item, Seq):
                     item.spec = item.rec.spec = spec
@@ -74,7 +77,7 @@ class GatedArrivals(Arrivals):
         slots, at, counts = list(self._slots), self._next, []
         for t in times:
             while at < len(self._pending) and at - self._next < len(slots) and \
-                    max(self._pending[at].spec.arrival, slots[at - self._next]) <= t:
+                    max(self._when(self._pending[at]), slots[at - self._next]) <= t:
                 at += 1
             counts.append(base + at - self._next)
         return counts

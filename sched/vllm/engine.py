@@ -38,6 +38,7 @@ from __future__ import annotations
 import gc
 
 from .kv_cache import make_kv_cache
+from ..core.ended_requests import EndedRequests
 from ..core.records import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
 from .config import VllmKnobs
 from .fastpath import DecodeRuns
@@ -55,6 +56,11 @@ __all__ = ["VllmSimulation", "StepRecord", "StepCounts", "simulate_vllm", "FAST_
 #: workload blocks interned together; :class:`sched.vllm.kv_cache.LiteralPrefixKV`). The results
 #: are the same either way; only the time taken differs.
 FAST_PATHS = True
+
+#: Whether a run packs its ended requests into columns (:class:`sched.core.ended_requests.EndedRequests`,
+#: read when a simulation is made; only a sync run without a step time does). ``False`` keeps every
+#: record whole in a list from the start, as tests compare: the records read back are equal either way.
+PACK_ENDED_REQUESTS = True
 
 
 class VllmSimulation(WaitingSide):
@@ -86,14 +92,20 @@ class VllmSimulation(WaitingSide):
         fast = FAST_PATHS
         self.kv = make_kv_cache(knobs.gpu_blocks_for(workload), knobs.block_size, knobs.enable_prefix_caching,
                                 literal=not fast)
-        self.requests = [Request(spec, index) for index, spec in enumerate(workload)]
-        # The scheduler's view of a request (Seq) lives from its arrival until it ends, held only by
-        # the queues: memory follows what is running or waiting, not the whole workload. A benchmark
-        # client's --max-concurrency holds requests back until one ends (client_gate).
-        self.arrivals = (Arrivals(self.requests, knobs.timeout_ticks, self.kv.new_table) if max_concurrency is None
-                         else GatedArrivals(self.requests, knobs.timeout_ticks, max_concurrency, self.kv.new_table))
+        # The scheduler's view of a request (Seq) and its record live from its arrival until it ends,
+        # held only by the queues; an ended request is packed into columns (EndedRequests): memory
+        # follows what is running or waiting, not the whole workload. Records stay whole (made at the
+        # start, in a list) when the run restamps them at its end (a step time) or when async
+        # scheduling may still touch an ended request. A benchmark client's --max-concurrency holds
+        # requests back until one ends (client_gate).
+        packed = PACK_ENDED_REQUESTS and step_time is None and not self.ASYNC
+        self._ended = EndedRequests(workload) if packed else None
+        self.requests = self._ended if packed else [Request(spec, index) for index, spec in enumerate(workload)]
+        pending, make = (workload, Request) if packed else (self.requests, None)
+        self.arrivals = (Arrivals(pending, knobs.timeout_ticks, self.kv.new_table, make) if max_concurrency is None
+                         else GatedArrivals(pending, knobs.timeout_ticks, max_concurrency, self.kv.new_table, make))
         self._gated = max_concurrency is not None
-        self.num_requests = len(self.requests)
+        self.num_requests = len(workload)
         self._priority = knobs.policy == "priority"
         self.waiting = WaitingQueue(self._priority)
         self.running: dict[Seq, None] = {}

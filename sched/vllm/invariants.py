@@ -23,6 +23,7 @@ from __future__ import annotations
 from itertools import repeat
 from operator import add, attrgetter, le, sub
 
+from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
 from .records import StepRecord
 
@@ -32,7 +33,9 @@ __all__ = ["check_vllm_case"]
 def check_vllm_case(result: CaseResult, fail) -> None:
     """Check one finished vLLM-engine case; ``fail(result, where, what)`` raises."""
     knobs = result.config
-    capacity = knobs.gpu_blocks_for([r.spec for r in result.requests]) - 1
+    requests = result.requests
+    capacity = knobs.gpu_blocks_for(requests.specs if isinstance(requests, ColumnRequests)
+                                    else [r.spec for r in requests]) - 1
     _check_requests(result, fail)
     ended, admitted, preempted = {}, {}, {}
     previous = None
@@ -84,8 +87,8 @@ def _check_requests(result: CaseResult, fail) -> None:
     knobs = result.config
     timeout, block_size, caching = knobs.timeout_ticks, knobs.block_size, knobs.enable_prefix_caching
     done_status, timeout_status = Status.DONE, Status.TIMEOUT
-    for r, (status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec) in zip(
-            result.requests, map(_FIELDS, result.requests)):
+    for r in result.requests:   # one pass (requests kept as columns build each record once)
+        status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec = _FIELDS(r)
         if open_from is not None or preemptions or preempted_at or len(runs) not in (0, 2):
             _check_request(result, r, fail)
             continue

@@ -18,6 +18,7 @@ the report and ``diff`` (the lab engine has no KV blocks and never preempts: its
 
 from __future__ import annotations
 
+from ..core.ended_requests import preemption_counts
 from ..core.records import CaseResult
 
 __all__ = ["LOAD_FIELDS", "LOAD_UNITS", "load_summary"]
@@ -33,8 +34,8 @@ _GAUGES = ("kv_blocks_used", "num_running", "num_waiting")   # attributes of Ste
 
 def load_summary(result: CaseResult) -> dict:
     """The :data:`LOAD_FIELDS` of one vLLM-engine case (module docstring); means are floats."""
-    row = {"num_preemptions": sum(r.num_preemptions for r in result.requests),
-           "preempted_requests": sum(1 for r in result.requests if r.num_preemptions)}
+    num_preemptions, preempted_requests = preemption_counts(result.requests)
+    row = {"num_preemptions": num_preemptions, "preempted_requests": preempted_requests}
     records = result.ticks
     one_step_each = all(getattr(k, "num_steps", 1) == 1 for k in records)
     total = sum(k.duration for k in records)

@@ -10,13 +10,17 @@ key**, as vLLM's priority queue does). Requests that time out while queued are d
 from __future__ import annotations
 
 import heapq
+from array import array
 from bisect import bisect_left
 from collections import deque
-from itertools import repeat
+from itertools import islice, repeat
+from operator import attrgetter, le
 
 from ..core.records import Request
 
 __all__ = ["Seq", "WaitingQueue", "Arrivals"]
+
+_ARRIVAL, _SPEC_ARRIVAL = attrgetter("arrival"), attrgetter("spec.arrival")
 
 
 class Seq:
@@ -111,17 +115,33 @@ class Arrivals:
 
     ``requests``: the records (:class:`sched.core.records.Request`) or ready :class:`Seq` objects;
     with ``new_table`` (the pool's empty block table) each record becomes its :class:`Seq` when it
-    arrives, so a long trace holds a Seq only for the requests that have arrived and not ended."""
+    arrives, so a long trace holds a Seq only for the requests that have arrived and not ended.
+    With ``make`` (``make(spec, index) -> record``, and ``new_table``) ``requests`` is the workload
+    itself (specs in workload order) and each record is made too only when its request arrives:
+    memory follows what is running or waiting, not the whole workload."""
 
-    def __init__(self, requests, timeout, new_table=None) -> None:
+    def __init__(self, requests, timeout, new_table=None, make=None) -> None:
         self._new_table = new_table
-        self._pending = sorted(requests, key=lambda s: (s.spec.arrival, s.index))
+        self._make = make
+        if make is None:
+            self._pending = sorted(requests, key=lambda s: (s.spec.arrival, s.index))
+            self._order = None
+            self._when = _SPEC_ARRIVAL
+        else:   # the specs in arrival order, and their indices in the workload
+            arrivals = list(map(_ARRIVAL, requests))
+            if all(map(le, arrivals, islice(arrivals, 1, None))):
+                self._pending, self._order = list(requests), range(len(requests))
+            else:
+                order = sorted(range(len(requests)), key=arrivals.__getitem__)   # stable: ties in workload order
+                self._pending, self._order = list(map(requests.__getitem__, order)), array("q", order)
+            del arrivals
+            self._when = _ARRIVAL
         self._next = 0
         self._arrived: list[Seq] = []
         self._cursor = 0
         self.timeout = timeout
         #: The next arrival time, or ``None`` when every request has arrived.
-        self.upcoming = self._pending[0].spec.arrival if self._pending else None
+        self.upcoming = self._when(self._pending[0]) if self._pending else None
 
     def next_time(self):
         """The next arrival time, or ``None`` when every request has arrived."""
@@ -130,12 +150,14 @@ class Arrivals:
     def due(self, t) -> list[Seq]:
         """The requests arriving at or before ``t`` not yet returned, in arrival order."""
         start = self._next
-        pending = self._pending
-        while self._next < len(pending) and pending[self._next].spec.arrival <= t:
+        pending, when = self._pending, self._when
+        while self._next < len(pending) and when(pending[self._next]) <= t:
             self._next += 1
-        self.upcoming = pending[self._next].spec.arrival if self._next < len(pending) else None
+        self.upcoming = when(pending[self._next]) if self._next < len(pending) else None
         arrived = pending[start:self._next]
         pending[start:self._next] = repeat(None, len(arrived))   # the queues hold them now
+        if self._make is not None:
+            arrived = list(map(self._make, arrived, self._order[start:self._next]))
         if self._new_table is not None:
             new_table = self._new_table
             arrived = [Seq(rec, new_table()) for rec in arrived]
@@ -147,12 +169,12 @@ class Arrivals:
         """For each of the ascending ``times`` (a list or a range), ``base`` + how many requests not
         yet returned by :meth:`due` arrive at or before it (nothing is returned). Costs one binary
         search per such arrival, the list built in runs of equal counts."""
-        pending, at, size = self._pending, self._next, len(times)
+        pending, at, size, when = self._pending, self._next, len(times), self._when
         if not size:
             return []
         last, end = times[-1], len(pending)
         counts, done = [], 0
-        while at < end and (arrival := pending[at].spec.arrival) <= last:
+        while at < end and (arrival := when(pending[at])) <= last:
             first = bisect_left(times, arrival, done)   # the first time at or after the arrival
             if first > done:
                 counts += repeat(base, first - done)

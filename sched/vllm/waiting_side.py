@@ -4,7 +4,7 @@ recompute preemption sends a request back, and a request ends.
 
 :class:`WaitingSide` holds no state of its own: :class:`sched.vllm.engine.VllmSimulation` (and the
 async engine) inherit it, and every attribute it reads (``knobs``, ``kv``, ``waiting``, ``running``,
-``arrivals``, ``runs``, ``_blocked``, ``_num_ended``, ``_gated``) is the simulation's.
+``arrivals``, ``runs``, ``_blocked``, ``_num_ended``, ``_gated``, ``_ended``) is the simulation's.
 """
 
 from __future__ import annotations
@@ -134,6 +134,12 @@ class WaitingSide:
         rec = seq.rec
         rec.status = status
         rec.done_at = at
+        self._num_ended += 1
+        if self._gated:
+            self.arrivals.release(at)
+        if self._ended is not None:   # packed into the run's columns; the record goes with its Seq
+            self._ended.add(rec)
+            return
         # Its token runs are final: kept as a tuple (a list holds a spare buffer; at 10^6 requests
         # the difference is about 60 MB). Every reader of an ended request's runs only reads them.
         # A count equal to a value of its spec holds the spec's int object (one per value, not one
@@ -145,9 +151,6 @@ class WaitingSide:
             rec._num_closed = out
         if rec.admitted_at == spec.arrival:
             rec.admitted_at = spec.arrival
-        self._num_ended += 1
-        if self._gated:
-            self.arrivals.release(at)
 
 
 def never_blocked(seq) -> bool:
