@@ -7,9 +7,11 @@ unless asked) is :mod:`sched.base.safe_write`'s.
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import json
+import tempfile
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -25,7 +27,7 @@ from .report import render_report
 from .vllm_artifacts import manifest_config, table_header
 from ..vllm.load_stats import LOAD_FIELDS, LOAD_UNITS, load_summary
 from ..workload.specs import (RequestSpec, workload_json_and_sha256, workload_json_chunks, workload_sha256,
-                              workload_tick_ms)
+                              workload_tick_ms, write_workload_json)
 
 __all__ = ["LabRun", "render_artifacts", "render_table", "stream_artifacts", "UNITS_NOTE"]
 
@@ -103,6 +105,9 @@ class LabRun:
     #: (:class:`sched.output.case_sections.CaseSections`; a case not written there is rendered from its
     #: result), or ``None``.
     _sections: object = field(default=None, repr=False, compare=False)
+    #: ``workload.json`` written once into an anonymous temporary file while its sha256 is hashed
+    #: (:meth:`spool_workload_json`): ``[that file]``, else empty.
+    _spool: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.clock is None:
@@ -127,6 +132,30 @@ class LabRun:
         sections); call it once its artifacts are written. Safe to call more than once."""
         if self._sections is not None:
             self._sections.close()
+        while self._spool:
+            self._spool.pop().close()
+
+    def spool_workload_json(self):
+        """``workload.json``'s text as chunks read back from an anonymous temporary file, written
+        there by :func:`sched.workload.specs.write_workload_json`, which hashes the text as it
+        formats it (:attr:`workload_sha256` then needs no second formatting; the text is never held
+        whole); ``None`` when the file cannot be written (the caller formats the text itself). The
+        file goes with :meth:`close`."""
+        try:
+            handle = tempfile.TemporaryFile()
+        except OSError:
+            return None
+        self._spool.append(handle)
+        try:
+            sha256 = write_workload_json(self.workload, handle)
+            handle.seek(0)
+        except OSError:
+            self._spool.remove(handle)
+            handle.close()
+            return None
+        if not self._sha256:
+            self._sha256.append(sha256)
+        return _read_chunks(handle)
 
     def workload_json(self) -> tuple[str, str]:
         """``(workload.json text, its sha256)``: :func:`sched.workload.specs.workload_json_and_sha256`,
@@ -134,6 +163,16 @@ class LabRun:
         if not self._workload_json:
             self._workload_json.append(workload_json_and_sha256(self.workload))
         return self._workload_json[0]
+
+
+def _read_chunks(handle, size: int = 1 << 20):
+    """The rest of the binary file ``handle`` as UTF-8 text chunks of about ``size`` bytes."""
+    decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
+    while chunk := handle.read(size):
+        yield decoder.decode(chunk)
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail
 
 
 def _number(value):
@@ -261,6 +300,8 @@ def stream_artifacts(run: LabRun) -> dict:
     sections = run._sections
     # workload.json as the run wrote it where it was simulated, read back in chunks, if it did.
     workload = None if sections is None or sections.workload_sha256() is None else sections.workload_chunks()
+    if workload is None and not run._workload_json:   # formatted once: written aside and hashed as it goes
+        workload = run.spool_workload_json()
     files = render_artifacts(run, jsonl=jsonl_chunks, workload_text=workload)   # lazy: nothing of these rendered yet
     if sections is not None:
         files["requests.jsonl"] = sectioned_chunks(run, "requests.jsonl")

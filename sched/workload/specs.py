@@ -29,6 +29,7 @@ __all__ = [
     "workload_sha256",
     "workload_json_and_sha256",
     "workload_json_chunks",
+    "write_workload_json",
 ]
 
 
@@ -263,6 +264,25 @@ def workload_json_chunks(specs: list[RequestSpec], units: bool = True):
         yield separator + chunk
         separator = ",\n"
     yield "\n  ]\n}\n"
+
+
+def write_workload_json(specs: list[RequestSpec], handle) -> str:
+    """Write :func:`workload_to_json` ``(specs, units=True)`` to the binary file ``handle`` as
+    UTF-8, a chunk at a time (:func:`workload_json_chunks`), and return :func:`workload_sha256`
+    ``(specs)`` hashed from the same chunks: the text is formatted once, never held whole (the
+    canonical text hashed is the written one without its ``units`` line). Raises what writing
+    ``handle`` raises (``OSError``)."""
+    units = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n"
+    hasher = hashlib.sha256()
+    chunks = workload_json_chunks(specs, units=True)
+    first = next(chunks)   # "{\n" + the units line + the rest of the head (or the whole text of no request)
+    handle.write(first.encode("utf-8"))
+    hasher.update(("{\n" + first[2 + len(units):]).encode("utf-8"))
+    for chunk in chunks:
+        data = chunk.encode("utf-8")
+        handle.write(data)
+        hasher.update(data)
+    return hasher.hexdigest()
 
 
 def workload_json_and_sha256(specs: list[RequestSpec]) -> tuple[str, str]:
