@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress, repeat
-from operator import attrgetter, eq, getitem, sub
+from operator import attrgetter, eq, sub
 
 from .packed_requests import ColumnRequests
 from .records import Request, Status
@@ -165,16 +165,18 @@ class EndedRequests(ColumnRequests):
         kept = self._kept
         return (_kept_fields(kept[i]) if i in kept else row for i, row in enumerate(rows))
 
-    def successful_ttfts(self) -> tuple[list[int], list[int]]:
+    def successful_ttfts(self) -> tuple:
         """``(indices, TTFTs)`` of the successful requests in workload order: TTFT = first token
-        stamp − arrival, ticks (vllm-engine.md §5), read from the columns."""
-        kept = self._kept
-        indices = [i for i in compress(range(len(self)), map(eq, self._status, repeat(_DONE)))]
-        if kept:
-            indices = sorted(indices + [i for i, rec in kept.items() if rec.status is Status.DONE])
-        specs = self.specs
-        firsts = [kept[i]._runs[0] if i in kept else self._firsts[i] for i in indices] if kept else \
-            list(map(self._firsts.__getitem__, indices))
+        stamp − arrival, ticks (vllm-engine.md §5), read from the columns: two integer arrays (lists
+        when a record is kept whole)."""
+        kept, specs = self._kept, self.specs
+        ok = compress(range(len(self)), map(eq, self._status, repeat(_DONE)))
+        if not kept:   # 4 and 8 bytes a value, not an int object each
+            indices = array("i", ok)
+            firsts = map(self._firsts.__getitem__, indices)
+            return indices, array("q", map(sub, firsts, map(_ARRIVAL, map(specs.__getitem__, indices))))
+        indices = sorted([*ok, *(i for i, rec in kept.items() if rec.status is Status.DONE)])
+        firsts = [kept[i]._runs[0] if i in kept else self._firsts[i] for i in indices]
         return indices, list(map(sub, firsts, map(_ARRIVAL, map(specs.__getitem__, indices))))
 
 

@@ -8,6 +8,7 @@ same :class:`Segment` and lane builder. Pure functions of the engine's records; 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import nlargest
 from operator import attrgetter, sub
 
 from ..core.packed_requests import ColumnRequests
@@ -192,7 +193,7 @@ def p95_ttft_request(result: CaseResult) -> Request | None:
     if not ok:
         return None
     rank = max(1, (95 * len(ok) + 99) // 100)
-    p95 = sorted(ttfts)[rank - 1]
+    p95 = nlargest(len(ttfts) - rank + 1, ttfts)[-1]   # the rank-th smallest, without a sorted copy of all
     tie = rank - sum(t < p95 for t in ttfts)   # the tie-th request with that TTFT, in workload order
     found = next(r for r, t in zip(ok, ttfts) if t == p95 and (tie := tie - 1) == 0)
     return requests[found] if isinstance(requests, ColumnRequests) else found

@@ -27,7 +27,7 @@ def load_workload(path: str) -> list[RequestSpec]:
     every problem found, each naming ``path``, the request (index and name) and the field.
     """
     try:
-        text = read_regular_text(path, encoding="utf-8-sig")  # a FIFO is refused, never waited on
+        held = [read_regular_text(path, encoding="utf-8-sig")]  # a FIFO is refused, never waited on
     except FileNotFoundError:
         raise WorkloadError(f"{path}: no such workload file", source=path) from None
     except IsADirectoryError:
@@ -36,7 +36,7 @@ def load_workload(path: str) -> list[RequestSpec]:
         raise WorkloadError(f"{path}: not UTF-8 text (byte {exc.start})", source=path) from None
     except OSError as exc:
         raise WorkloadError(f"{path}: cannot read workload file ({exc.strerror or exc})", source=path) from None
-    return parse_workload(text, source=path)
+    return _parse_held(held, path)   # the text held by this list alone: freed once the quick road has its columns
 
 
 def parse_workload(text: str, source: str = "<workload>") -> list[RequestSpec]:
@@ -47,12 +47,18 @@ def parse_workload(text: str, source: str = "<workload>") -> list[RequestSpec]:
     whose requests plainly pass every rule is read column by column (:func:`_canonical_specs`),
     with the same result.
     """
-    if not text.strip():
+    return _parse_held([text], source)
+
+
+def _parse_held(held: list, source: str) -> list[RequestSpec]:
+    """:func:`parse_workload` of the text ``held[0]`` (the quick road may take it out of the list)."""
+    if not held[0].strip():
         raise WorkloadError(f"{source}: file is empty; expected a JSON object with a 'requests' list",
                             source=source)
-    specs = _canonical_specs(text, source)
+    specs = _canonical_specs(held, source)
     if specs is not None:
         return specs
+    text = held.pop()
     try:
         data = decode_json(text)
     except json.JSONDecodeError as exc:
