@@ -15,9 +15,10 @@ import unittest
 from fractions import Fraction
 from unittest import mock
 
-from sched.core.ended_requests import EndedRequests, preemption_counts
+from sched.core.ended_requests import RECORD_FIELDS, EndedRequests, preemption_counts
 from sched.core.metrics import summarize
 from sched.core.records import Request, Status
+from sched.engines import check_case
 from sched.output.artifacts import LabRun, render_artifacts, stream_artifacts
 from sched.output.lanes import p95_ttft_request
 from sched.vllm import engine as vllm_engine
@@ -68,6 +69,9 @@ class EndedRequestsTest(unittest.TestCase):
                 self.assertEqual(_state(packed.requests[-1]), _state(whole.requests[-1]))
                 self.assertEqual([_state(r) for r in packed.requests[1:4]], [_state(r) for r in whole.requests[1:4]])
                 self.assertEqual(packed.requests.specs, [r.spec for r in whole.requests])
+                check_case(packed)   # the invariants hold, read from the columns
+                self.assertEqual(list(packed.requests.fields()), [
+                    (*RECORD_FIELDS(r)[:5], tuple(r.preempted_at), *RECORD_FIELDS(r)[6:]) for r in whole.requests])
                 self.assertEqual(summarize(packed), summarize(whole))
                 self.assertEqual(preemption_counts(packed.requests), preemption_counts(whole.requests))
                 found, expected = p95_ttft_request(packed), p95_ttft_request(whole)
@@ -98,6 +102,8 @@ class EndedRequestsTest(unittest.TestCase):
         self.assertEqual(rows[1][:6], (Status.DONE, 1, 1, Fraction(9, 2), 0, None))
         self.assertEqual(list(rows[0][6]), [2, 3])
         self.assertEqual(ended.successful_ttfts(), ([0, 1], [2, 1]))
+        self.assertEqual(list(ended.fields()), [(Status.DONE, 4, 0, 0, 0, (), (2, 3), None, specs[0]), RECORD_FIELDS(odd),
+                                                (Status.TIMEOUT, 7, None, 0, 0, (), (), None, specs[2])])
 
     def test_a_request_not_ended(self):
         specs = [RequestSpec("a", 0, None, 0, 5, 3), RequestSpec("b", 1, None, 0, 5, 3)]

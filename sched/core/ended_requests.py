@@ -31,11 +31,12 @@ from operator import attrgetter, eq, sub
 from .packed_requests import ColumnRequests
 from .records import Request, Status
 
-__all__ = ["EndedRequests", "preemption_counts"]
+__all__ = ["EndedRequests", "RECORD_FIELDS", "preemption_counts"]
 
 _STATUSES = tuple(Status)   # a status is kept as its position here (0: WAITING, not ended)
 _CODE = {status: code for code, status in enumerate(_STATUSES)}
 _DONE = _CODE[Status.DONE]
+_ENDED = {Status.DONE.value: _DONE, Status.TIMEOUT.value: _CODE[Status.TIMEOUT]}   # by value: a str hashes in C
 _KEPT = 255                 # the record is kept whole (:attr:`EndedRequests._kept`)
 _LIMIT = 1 << 31            # column values are 0 <= v < _LIMIT (4-byte ints)
 _ARRIVAL = attrgetter("arrival")
@@ -70,36 +71,38 @@ class EndedRequests(ColumnRequests):
     def add(self, rec: Request) -> None:
         """Pack ``rec`` (request ``rec.index``, ended: status ``ok`` or ``timeout``, no open run);
         the caller lets the record go. Raises ``ValueError`` for a request that has not ended."""
-        i = rec.index
-        runs, admitted, done, hit = rec._runs, rec.admitted_at, rec.done_at, rec.hit_tokens
-        status = rec.status
-        if not status.ended or rec._open_from is not None:
+        i, runs, preempted, admitted = rec.index, rec._runs, rec.preempted_at, rec.admitted_at
+        code = _ENDED.get(rec.status._value_)
+        if code is None or rec._open_from is not None:
             raise ValueError(f"request {i} has not ended")
-        spec = rec.spec
-        first = runs[0] if runs else -1
-        if not (type(done) is int and 0 <= done < _LIMIT and type(hit) is int and 0 <= hit < _LIMIT
-                and (admitted is None or type(admitted) is int and 0 <= admitted < _LIMIT)
-                and (first == -1 or type(first) is int and 0 <= first < _LIMIT)
-                and rec.prefilled_tokens == 0 and rec.prefill_done_at is None and rec._seq is None
-                and rec._clock is None and rec.num_preemptions == len(rec.preempted_at)
-                and type(rec.preempted_at) is (list if rec.num_preemptions else tuple)
-                and rec._num_closed == sum(runs[1::2])):
-            self._status[i] = _KEPT
+        if len(runs) == 2:
+            first, closed = runs
+        else:
+            first, closed = runs[0] if runs else -1, sum(runs[1::2])
+        try:   # a value an int column cannot hold (not an int, or past 4 bytes) raises: kept whole
+            if (rec._num_closed != closed or rec.prefilled_tokens or rec.prefill_done_at is not None
+                    or rec._seq is not None or rec._clock is not None
+                    or (len(preempted) != rec.num_preemptions or type(preempted) is not list if preempted
+                        else rec.num_preemptions or type(preempted) is not tuple)
+                    or admitted is not None and admitted < 0 or runs and first < 0):   # -1 stands for None
+                raise TypeError("not held by the columns")
+            if admitted is not None:
+                self._admitted[i] = admitted
+            self._hits[i] = rec.hit_tokens
+            self._done[i] = rec.done_at
+            self._firsts[i] = first
+        except (TypeError, OverflowError):
+            self._status[i] = _KEPT   # what the columns got of it is never read
             self._kept[i] = rec
             return
-        if len(runs) != 2 or runs[1] != spec.output_tokens:
-            if runs:
-                self._runs[i] = tuple(runs)
-        if rec.num_preemptions:
-            self._preempted[i] = tuple(rec.preempted_at)
+        spec = rec.spec
+        if runs and (len(runs) != 2 or closed != spec.output_tokens):
+            self._runs[i] = tuple(runs)
+        if preempted:
+            self._preempted[i] = tuple(preempted)
         if spec is not self._workload[i]:
             self._respecs[i] = spec
-        self._status[i] = _CODE[status]
-        if admitted is not None:
-            self._admitted[i] = admitted
-        self._hits[i] = hit
-        self._done[i] = done
-        self._firsts[i] = first
+        self._status[i] = code
 
     def __len__(self) -> int:
         return len(self._status)
@@ -156,7 +159,7 @@ class EndedRequests(ColumnRequests):
             raise ValueError("a request has not ended")
         specs = self.specs
         runs = self._runs
-        flat = map(runs.get, range(len(self)), map(_one_run, self._firsts, map(attrgetter("output_tokens"), specs)))
+        flat = map(runs.get, range(len(self)), map(_one_run, self._firsts, map(_OUTPUT, specs)))
         rows = zip(map(_STATUSES.__getitem__, map(_KEPT_AS_DONE.__getitem__, self._status)), map(_ARRIVAL, specs),
                    map(_none_below_zero, self._admitted), self._done, self._hits, map(_PRIORITY, specs), flat,
                    repeat(None))
@@ -164,6 +167,25 @@ class EndedRequests(ColumnRequests):
             return rows
         kept = self._kept
         return (_kept_fields(kept[i]) if i in kept else row for i, row in enumerate(rows))
+
+    def fields(self):
+        """Per request in workload order, without building records, the tuple
+        ``(status, done_at, admitted_at, hit_tokens, num_preemptions, preempted_at, token runs, None, spec)``
+        (:data:`RECORD_FIELDS` of a record; ``None``: no open run): the runs flat, ``(first stamp,
+        count, ...)``, the preemption times a tuple (``()`` when never preempted). A record kept
+        whole gives its own. Raises ``ValueError`` while a request has not ended."""
+        if self._status.count(0):
+            raise ValueError("a request has not ended")
+        n, specs = len(self), self.specs
+        runs = map(self._runs.get, range(n), map(_one_run, self._firsts, map(_OUTPUT, specs)))
+        preempted = list(map(self._preempted.get, range(n), repeat(()))) if self._preempted else repeat((), n)
+        rows = zip(map(_STATUSES.__getitem__, map(_KEPT_AS_DONE.__getitem__, self._status)), self._done,
+                   map(_none_below_zero, self._admitted), self._hits,
+                   map(len, preempted) if self._preempted else repeat(0, n), preempted, runs, repeat(None), specs)
+        if not self._kept:
+            return rows
+        kept = self._kept
+        return (RECORD_FIELDS(kept[i]) if i in kept else row for i, row in enumerate(rows))
 
     def successful_ttfts(self) -> tuple:
         """``(indices, TTFTs)`` of the successful requests in workload order: TTFT = first token
@@ -193,6 +215,10 @@ def _none_below_zero(value: int):
     return None if value < 0 else value
 
 
+#: The fields :meth:`EndedRequests.fields` gives, read from a record.
+RECORD_FIELDS = attrgetter("status", "done_at", "admitted_at", "hit_tokens", "num_preemptions", "preempted_at", "_runs",
+                           "_open_from", "spec")
+_OUTPUT = attrgetter("output_tokens")
 _KEPT_FIELDS = attrgetter("status", "spec.arrival", "admitted_at", "done_at", "hit_tokens", "spec.priority", "_runs")
 
 

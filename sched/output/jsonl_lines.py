@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from ..core.metrics import e2e, queue_wait, ttft
+from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
 from .vllm_artifacts import timeline_lines as vllm_timeline_lines
@@ -79,10 +80,14 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
     same text ``json.dumps`` gives for these integers and strings, several times faster)."""
     case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
     status_text = {status: status.value for status in Status}
-    for r, (head, prompt, output_text, output) in zip(result.requests, parts):
-        admitted, done, status = r.admitted_at, r.done_at, r.status
-        arrival = r.spec.arrival
-        runs = r._runs if r._open_from is None else r.flat_token_runs   # an ended request: its stored runs
+    requests = result.requests
+    # Requests packed as they ended (a vLLM case) give these fields from their columns, without a record.
+    rows = requests.fields() if isinstance(requests, EndedRequests) else map(RECORD_FIELDS, requests)
+    for i, ((status, done, admitted, hit, num_preemptions, preempted_at, runs, open_from, spec),
+            (head, prompt, output_text, output)) in enumerate(zip(rows, parts)):
+        arrival = spec.arrival
+        if open_from is not None:   # still decoding: its open run too (an ended request: its stored runs)
+            runs = requests[i].flat_token_runs
         if status is _OK:
             first = runs[0]
             latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
@@ -102,11 +107,11 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
         line = (f'{{"case": {case}, {head}'
                 f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
                 f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
-                f'{prompt}{r.hit_tokens}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
+                f'{prompt}{hit}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
                 f'{latencies}, "token_runs": [{pairs}]')
         if vllm:
-            yield (f'{line}, "num_preemptions": {r.num_preemptions}, "preempted_at": '
-                   f'[{", ".join(map(str, r.preempted_at))}]}}')
+            yield (f'{line}, "num_preemptions": {num_preemptions}, "preempted_at": '
+                   f'[{", ".join(map(str, preempted_at))}]}}')
         else:
             yield line + "}"
 

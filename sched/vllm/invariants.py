@@ -21,8 +21,9 @@ step that completes the prompt samples it), and a request may be preempted and a
 from __future__ import annotations
 
 from itertools import repeat
-from operator import add, attrgetter, le, sub
+from operator import add, le, sub
 
+from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
 from .records import StepRecord
@@ -74,9 +75,9 @@ def check_vllm_case(result: CaseResult, fail) -> None:
                 fail(result, where, f"preempted at {list(r.preempted_at)}, the timeline says {preempted.get(r.name)}")
 
 
-#: The record fields :func:`_check_requests` reads, one tuple per request.
-_FIELDS = attrgetter("status", "done_at", "admitted_at", "hit_tokens", "num_preemptions", "preempted_at", "_runs",
-                     "_open_from", "spec")
+#: The record fields :func:`_check_requests` reads, one tuple per request (what
+#: :meth:`sched.core.ended_requests.EndedRequests.fields` gives without a record).
+_FIELDS = RECORD_FIELDS
 
 
 def _check_requests(result: CaseResult, fail) -> None:
@@ -87,10 +88,12 @@ def _check_requests(result: CaseResult, fail) -> None:
     knobs = result.config
     timeout, block_size, caching = knobs.timeout_ticks, knobs.block_size, knobs.enable_prefix_caching
     done_status, timeout_status = Status.DONE, Status.TIMEOUT
-    for r in result.requests:   # one pass (requests kept as columns build each record once)
-        status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec = _FIELDS(r)
+    requests = result.requests
+    # Requests packed as they ended give these fields from their columns, a record only for a miss.
+    rows = requests.fields() if isinstance(requests, EndedRequests) else map(_FIELDS, requests)
+    for i, (status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec) in enumerate(rows):
         if open_from is not None or preemptions or preempted_at or len(runs) not in (0, 2):
-            _check_request(result, r, fail)
+            _check_request(result, requests[i], fail)
             continue
         arrival, output, prompt = spec.arrival, spec.output_tokens, spec.prefix_tokens + spec.suffix_tokens
         deadline = None if timeout is None else arrival + timeout
@@ -105,7 +108,7 @@ def _check_requests(result: CaseResult, fail) -> None:
                      else not (runs or hit))
                 and (not runs or (count >= 1 and first > admitted and last <= done))
                 and not hit % block_size and 0 <= hit <= shared and hit <= prompt - 1 and (caching or not hit)):
-            _check_request(result, r, fail)
+            _check_request(result, requests[i], fail)
 
 
 def _check_request(result: CaseResult, r, fail) -> None:
