@@ -45,8 +45,11 @@ def _run(specs, knobs, timeline, packed, gate=None):
 
 def _files(result, specs, knobs, stream):
     run = LabRun(specs, knobs, knobs.policy, "test", [result], "full" if stream is None else "counts")
-    files = render_artifacts(run) if stream is None else stream_artifacts(run)
-    return {name: text if isinstance(text, str) else "".join(text) for name, text in files.items()}
+    try:
+        files = render_artifacts(run) if stream is None else stream_artifacts(run)
+        return {name: text if isinstance(text, str) else "".join(text) for name, text in files.items()}
+    finally:
+        run.close()   # workload.json's temporary file
 
 
 class EndedRequestsTest(unittest.TestCase):

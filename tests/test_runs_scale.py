@@ -98,6 +98,7 @@ class TimelineDetailTest(unittest.TestCase):
 
     def test_streamed_artifacts_have_the_same_bytes(self):
         run = run_lab(scenario("baseline"), EngineConfig(), timeline="counts")
+        self.addCleanup(run.close)   # workload.json's temporary file
         streamed = {name: text if isinstance(text, str) else "".join(text)
                     for name, text in stream_artifacts(run).items()}
         self.assertEqual(streamed, render_artifacts(run))
