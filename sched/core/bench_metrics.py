@@ -32,13 +32,15 @@ one (:mod:`sched.timing.realrun`) feed the very same code.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from functools import reduce
+from itertools import accumulate, chain
 from operator import add
 from typing import NamedTuple, Sequence
 
 __all__ = ["BenchRequest", "BENCH_METRICS", "GOODPUT_KEYS", "DEFAULT_PERCENTILES", "parse_goodput_pair",
            "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_sum", "np_mean",
-           "np_median", "np_std", "request_tpot", "is_good", "calculate_metrics", "headline_metrics", "bench_fields",
+           "np_median", "np_std", "CountedSample", "request_tpot", "is_good", "calculate_metrics", "headline_metrics", "bench_fields",
            "bench_units"]
 
 #: The latency metrics reported, in vLLM's names (``--percentile-metrics``' words).
@@ -127,16 +129,44 @@ def linear_percentile(values: Sequence[float], p: float) -> float:
     Raises :class:`ValueError` on an empty sample (callers replace it by ``[0]``).
     """
     ordered = sorted(values)
-    if not ordered:
+    return _linear(ordered.__getitem__, len(ordered), p)
+
+
+def _linear(at, size: int, p: float) -> float:
+    """:func:`linear_percentile` of a sample of ``size`` values whose ``k``-th smallest is ``at(k)``."""
+    if not size:
         raise ValueError("percentile of an empty sample")
-    index = (len(ordered) - 1) * (p / 100)
-    if index >= len(ordered) - 1:
-        return float(ordered[-1])
+    index = (size - 1) * (p / 100)
+    if index >= size - 1:
+        return float(at(size - 1))
     below = math.floor(index)
     t = index - below
-    a, b = float(ordered[below]), float(ordered[below + 1])
+    a, b = float(at(below)), float(at(below + 1))
     diff = b - a
     return b - diff * (1 - t) if t >= 0.5 else a + diff * t
+
+
+def _middle(at, size: int) -> float:
+    """:func:`np_median` of a sample of ``size`` values whose ``k``-th smallest is ``at(k)``."""
+    middle = size // 2
+    return float(at(middle)) if size % 2 else (at(middle - 1) + at(middle)) / 2
+
+
+class CountedSample(NamedTuple):
+    """A pooled sample whose values repeat (vLLM's ITLs of a simulated run: one gap per step, shared
+    by every request decoding in it), given twice: ``values`` in the pooled order (what the sums
+    read: numpy's pairwise order depends on it) and ``counts``, ``{value: how many times}`` (what
+    the median and the percentiles read: the k-th smallest value by counting, not by sorting
+    millions of floats)."""
+
+    values: list
+    counts: dict
+
+    def ranked(self):
+        """``(at, size)``: ``at(k)`` is the ``k``-th smallest value (0-based) of the ``size`` values."""
+        keys = sorted(self.counts)
+        ends = list(accumulate(map(self.counts.__getitem__, keys)))   # ends[i]: values up to keys[i]
+        return (lambda k: keys[bisect_right(ends, k)]), (ends[-1] if ends else 0)
 
 
 #: numpy's pairwise summation: a run of at most this many values is summed with 8 accumulators.
@@ -160,7 +190,11 @@ def _pairwise_sum(values: Sequence[float], start: int, count: int, centre: float
     """``values[start:start + count]`` (each replaced by ``(x - centre) * (x - centre)`` when ``centre``
     is given, one leaf at a time) summed in the order of numpy's float64 ``add.reduce`` of a contiguous
     array: at most 128 values are one leaf (:func:`_block_sum`); more are split at half the count
-    rounded down to a multiple of 8, each part summed so, then the two added."""
+    rounded down to a multiple of 8, each part summed so, then the two added.
+
+    (Measured on 4.1 million floats: as fast as summing many leaves at once in C-level passes,
+    the float additions themselves being most of the time; a leaf's squared deviations are made
+    and freed with it, in the CPU cache.)"""
     if count <= _PAIRWISE_BLOCK:
         block = values[start:start + count]
         if centre is not None:
@@ -186,9 +220,7 @@ def np_mean(values: Sequence[float]) -> float:
 def np_median(values: Sequence[float]) -> float:
     """``numpy.median``: the middle value, or the mean of the two middle values of an even sample."""
     ordered = sorted(values)
-    n = len(ordered)
-    middle = n // 2
-    return float(ordered[middle]) if n % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+    return _middle(ordered.__getitem__, len(ordered))
 
 
 def np_std(values: Sequence[float], mean: float | None = None) -> float:
@@ -218,19 +250,27 @@ def is_good(request: BenchRequest, slos_ms: dict[str, float]) -> bool:
     return all(slo / 1000 >= values[key] for key, slo in slos_ms.items())
 
 
-def _stats(samples: list[float], name: str, percentiles: Sequence[float]) -> dict:
-    values = samples or [0.0]   # vLLM: an empty list becomes the scalar 0
+def _stats(samples, name: str, percentiles: Sequence[float]) -> dict:
+    """Mean, median, std and the ``percentiles`` of one latency (``samples``: a list in the pooled
+    order, or a :class:`CountedSample`), in ms; ordered once for the median and every percentile."""
+    if isinstance(samples, CountedSample) and samples.values:
+        values = samples.values
+        at, size = samples.ranked()
+    else:
+        values = (samples.values if isinstance(samples, CountedSample) else samples) or [0.0]   # vLLM: [] is 0
+        ordered = sorted(values)
+        at, size = ordered.__getitem__, len(ordered)
     mean = np_mean(values)
-    row = {f"mean_{name}_ms": mean * 1000, f"median_{name}_ms": np_median(values) * 1000,
+    row = {f"mean_{name}_ms": mean * 1000, f"median_{name}_ms": _middle(at, size) * 1000,
            f"std_{name}_ms": np_std(values, mean) * 1000}
     for p in percentiles:
-        row[f"p{percentile_key(p)}_{name}_ms"] = linear_percentile(values, p) * 1000
+        row[f"p{percentile_key(p)}_{name}_ms"] = _linear(at, size, p) * 1000
     return row
 
 
 def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
                       percentiles: Sequence[float] = DEFAULT_PERCENTILES,
-                      goodput: dict[str, float] | None = None) -> dict:
+                      goodput: dict[str, float] | None = None, itl: CountedSample | None = None) -> dict:
     """The result keys of ``vllm bench serve`` for ``requests`` over ``duration`` seconds.
 
     Returns, in this order: ``duration`` (s), ``completed``, ``failed``, ``total_input_tokens``,
@@ -238,12 +278,15 @@ def calculate_metrics(requests: Sequence[BenchRequest], duration: float,
     ``goodput``), ``output_throughput``, ``total_token_throughput`` (tokens/s), ``slo_attainment``
     (fraction, ``None`` without ``goodput`` or without a completed request), then for each of
     :data:`BENCH_METRICS` its mean, median, std and one ``pNN`` per percentile, in ms.
+    ``itl``: the pooled ITL sample of the successful requests (seconds, in request order), when the
+    caller has it as a :class:`CountedSample`; the requests' own ``itl`` lists are then not read.
     Raises :class:`ValueError` when ``duration`` is not positive.
     """
     row = headline_metrics(requests, duration, goodput)
     ok = [r for r in requests if r.success]
     tpots = [t for t in map(request_tpot, ok) if t is not None]
-    samples = {"ttft": [r.ttft for r in ok], "tpot": tpots, "itl": [gap for r in ok for gap in r.itl],
+    samples = {"ttft": [r.ttft for r in ok], "tpot": tpots,
+               "itl": list(chain.from_iterable(r.itl for r in ok)) if itl is None else itl,
                "e2el": [r.latency for r in ok]}
     for name in BENCH_METRICS:
         row.update(_stats(samples[name], name, percentiles))

@@ -267,8 +267,12 @@ SUMMARY_FIELDS = (
 COMPARE_FIELDS = ("p95_ttft", "p95_tpot", "throughput", "completion_rate", "fairness")
 
 
-def summarize(result: CaseResult) -> dict:
+def summarize(result: CaseResult, gaps: Counter | None = None) -> dict:
     """One row of the summary for a case (keys :data:`SUMMARY_FIELDS`).
+
+    ``gaps``: the case's ITL histogram ``{gap in ticks: count}`` (:func:`gap_histogram` of its
+    requests) when the caller has it (a step-model run counts it per step end:
+    :mod:`sched.timing.step_ends`); else it is counted here from the token runs.
 
     Latencies are ticks, throughputs output tokens per tick, ``error_rate``, ``completion_rate``,
     ``fairness``, ``budget_utilization`` and ``busy_fraction`` fractions in [0, 1]; ratios are
@@ -283,7 +287,7 @@ def summarize(result: CaseResult) -> dict:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _summarize(result)
+        return _summarize(result, gaps)
     finally:
         if collecting:
             gc.enable()
@@ -293,7 +297,7 @@ def summarize(result: CaseResult) -> dict:
 _ROWS_AT_ONCE = 8192
 
 
-def _summarize(result: CaseResult) -> dict:
+def _summarize(result: CaseResult, given_gaps: Counter | None) -> dict:
     requests = result.requests
     arrived = len(requests)
     # One pass over the records (token stamps from the flat runs [first stamp, count, ...], for an
@@ -308,7 +312,7 @@ def _summarize(result: CaseResult) -> dict:
     packed = isinstance(requests, ColumnRequests)
     ranked = len({spec.priority or 0 for spec in (requests.specs if packed else map(_SPEC, requests))}) > 1
     columns = [array("i"), array("i"), array("i"), array("i"), array("i"), *([[], array("i"), array("i")] * ranked)]
-    gaps = Counter()
+    gaps = Counter() if given_gaps is None else None   # None: given, not counted
     fields = requests.summary_fields() if packed else map(_FIELDS, requests)
     for index, (status, arrival, admitted, done, hit, priority, runs, open_from) in enumerate(fields):
         if open_from is not None:   # still decoding: its open run counts too
@@ -333,6 +337,8 @@ def _summarize(result: CaseResult) -> dict:
     # ... and their columns, in workload order.
     _move(rows, columns, gaps)
     del rows
+    if gaps is None:
+        gaps = given_gaps
     waits, ttfts, e2es, spans, counts, *ranks = columns
     num_ok = len(waits)
     completed = sum(counts)
@@ -399,9 +405,10 @@ def _summarize(result: CaseResult) -> dict:
 
 def _move(rows: list, columns: list, gaps: Counter) -> None:
     """Move :func:`_summarize`'s ``rows`` into its ``columns`` (as many leading row fields as there
-    are columns), their token runs (the last field) into the gap histogram ``gaps``."""
-    if rows:
+    are columns), their token runs (the last field) into the gap histogram ``gaps`` (unless ``None``)."""
+    if rows and gaps is not None:
         gaps.update(_runs_gap_histogram([row[-1] for row in rows], sum(row[4] for row in rows)))
+    if rows:
         extend_columns(columns, rows)
 
 

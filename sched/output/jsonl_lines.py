@@ -12,6 +12,7 @@ imports this one).
 from __future__ import annotations
 
 import json
+from itertools import repeat
 
 from ..core.metrics import e2e, queue_wait, ttft
 from ..core.ended_requests import RECORD_FIELDS, EndedRequests
@@ -24,15 +25,19 @@ __all__ = ["request_lines", "timeline_lines", "request_line_parts", "case_jsonl_
            "jsonl_chunks", "sectioned_chunks"]
 
 
-def request_lines(run, parts: list[tuple] | None = None):
-    """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise)."""
+def request_lines(run, parts: list[tuple] | None = None, runs_texts: list | None = None):
+    """Lines of ``requests.jsonl``, case after case (dicts for ``full``, encoded text otherwise).
+
+    ``runs_texts``: per case, per request, its ``token_runs`` pairs already formatted (``[s, 1], ...``
+    for runs of one token each) or ``None`` (formatted here), when the caller has them (a step-model
+    run: :mod:`sched.timing.step_ends`); read for ``counts``/``off`` detail only."""
     if run.timeline != "full" and parts is None and run.results:
         requests = run.results[0].requests
         specs = requests.specs if isinstance(requests, ColumnRequests) else [r.spec for r in requests]
         # Formatted once for every case; for a single case, as its lines go (nothing kept).
         parts = request_line_parts(specs) if len(run.results) > 1 else map(_line_parts, specs)
-    for result in run.results:
-        yield from _case_request_lines(run, result, parts)
+    for index, result in enumerate(run.results):
+        yield from _case_request_lines(run, result, parts, None if runs_texts is None else runs_texts[index])
 
 
 def request_line_parts(specs: list[RequestSpec]) -> list[tuple[str, str, str, int]]:
@@ -51,9 +56,9 @@ def _line_parts(spec: RequestSpec) -> tuple[str, str, str, int]:
             str(spec.output_tokens), spec.output_tokens)
 
 
-def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None):
+def _case_request_lines(run, result: CaseResult, parts: list[tuple] | None, runs_texts=None):
     if run.timeline != "full":
-        yield from _compact_request_lines(result, parts, run.clock.is_vllm)
+        yield from _compact_request_lines(result, parts, run.clock.is_vllm, runs_texts)
         return
     vllm = run.clock.is_vllm
     for r in result.requests:
@@ -74,17 +79,19 @@ _OK = Status.DONE
 _PAIR = "[{}, {}]".format   # f"[{start}, {count}]", mapped over a request's runs in C
 
 
-def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
+def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, runs_texts=None):
     """Large runs: ``token_runs`` ([first stamp, count] per run of consecutive ticks) replaces
     ``token_times``; every other field is as in a full run. Lines are formatted directly (the
-    same text ``json.dumps`` gives for these integers and strings, several times faster)."""
+    same text ``json.dumps`` gives for these integers and strings, several times faster).
+    ``runs_texts``: per request, its runs of one token each as ``[s, 1], [s, 1], ...``, or ``None``."""
     case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
     status_text = {status: status.value for status in Status}
     requests = result.requests
     # Requests packed as they ended (a vLLM case) give these fields from their columns, without a record.
     rows = requests.fields() if isinstance(requests, EndedRequests) else map(RECORD_FIELDS, requests)
     for i, ((status, done, admitted, hit, num_preemptions, preempted_at, runs, open_from, spec),
-            (head, prompt, output_text, output)) in enumerate(zip(rows, parts)):
+            (head, prompt, output_text, output), given) in enumerate(
+            zip(rows, parts, repeat(None) if runs_texts is None else runs_texts)):
         arrival = spec.arrival
         if open_from is not None:   # still decoding: its open run too (an ended request: its stored runs)
             runs = requests[i].flat_token_runs
@@ -95,7 +102,9 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool):
             first = runs[0] if runs else None
             latencies = '"ttft": null, "queue_wait": null, "e2e": null'
         first_text = "null" if first is None else str(first)
-        if len(runs) == 2:   # one run of tokens: its count is every token emitted
+        if given is not None:   # one token a run, formatted by the caller
+            pairs, emitted = given, len(runs) // 2
+        elif len(runs) == 2:   # one run of tokens: its count is every token emitted
             emitted = output_text if runs[1] == output else str(runs[1])
             pairs = f"[{first_text}, {emitted}]"
         elif runs and runs[1::2].count(1) * 2 == len(runs):   # one token a run (a step-model run): "[s, 1]" each

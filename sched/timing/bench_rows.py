@@ -13,17 +13,24 @@ its first request one inter-arrival gap after it starts) to the last request's e
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from dataclasses import dataclass
+from itertools import repeat
+from operator import sub, truediv
 
-from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, bench_fields, bench_units,
+from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, CountedSample, bench_fields, bench_units,
                                   calculate_metrics, headline_metrics, parse_goodput_pair, parse_metric_percentiles,
                                   settle_goodput)
 from ..core.records import CaseResult, Status
 from ..workload.bench_arrivals import check_burstiness, check_rate
+from .step_ends import StepEnds
 
 __all__ = ["BenchSettings", "bench_requests", "bench_row", "bench_headline", "bench_header", "BENCH_DEFINITION", "add_bench_flags",
            "bench_settings_from_args", "bench_flags_given", "add_load_flags", "load_flags_problem", "load_of_args",
            "rate_arg", "burstiness_arg", "seed_arg", "concurrency_arg", "goodput_pair_arg"]
+
+#: Ticks per second of a step-model run (1 µs ticks): :func:`bench_requests`' ``per_second``.
+_PER_SECOND = 1_000_000 / 1.0
 
 BENCH_DEFINITION = ("vLLM 0.33.0 bench serve's calculate_metrics: successful requests only; percentiles by "
                     "linear interpolation (numpy's default), std with ddof 0, an empty sample read as [0]; "
@@ -55,27 +62,41 @@ def bench_requests(result: CaseResult, us_per_tick: float = 1.0, itl: bool = Tru
     per_second = 1_000_000 / us_per_tick   # ticks per second (divided, not multiplied: 3500 µs is 0.0035 s)
     requests = []
     latest = 0
+    share = repeat(per_second)
     for r in result.requests:
         if r.done_at is not None and r.done_at > latest:
             latest = r.done_at
         if r.status is not Status.DONE:
             requests.append(BenchRequest(False, r.spec.prompt_tokens, 0, 0.0, (), 0.0))
             continue
-        times = r.token_times
         arrival = r.spec.arrival
-        gaps = [(b - a) / per_second for a, b in zip(times, times[1:])] if itl else ()
-        requests.append(BenchRequest(True, r.spec.prompt_tokens, len(times), (times[0] - arrival) / per_second, gaps,
+        if itl:
+            times = r.token_times
+            count, first = len(times), times[0]
+            gaps = list(map(truediv, map(sub, times[1:], times), share))   # (b − a) / per_second each
+        else:   # the token count and the first stamp from the runs [first stamp, count, ...]
+            runs = r.flat_token_runs
+            count, first, gaps = sum(runs[1::2]), runs[0], ()
+        requests.append(BenchRequest(True, r.spec.prompt_tokens, count, (first - arrival) / per_second, gaps,
                                      (r.done_at - arrival) / per_second))
     return requests, latest / per_second
 
 
-def bench_row(result: CaseResult, settings: BenchSettings) -> dict:
+def bench_row(result: CaseResult, settings: BenchSettings, ends: StepEnds | None = None,
+              histogram: Counter | None = None) -> dict:
     """The vLLM bench keys of one case (:func:`sched.core.bench_metrics.calculate_metrics`); every value
-    ``None`` when the run lasted no time at all (nothing to divide by)."""
-    requests, duration = bench_requests(result)
+    ``None`` when the run lasted no time at all (nothing to divide by).
+
+    The pooled ITL sample is taken from the case's step ends (:class:`sched.timing.step_ends.StepEnds`
+    of ``result.requests``; ``ends`` when the caller has it, and its ITL ``histogram`` in ticks), its
+    percentiles read by counting: the same doubles as sorting the pooled list."""
+    requests, duration = bench_requests(result, itl=False)
     if duration <= 0:
         return dict.fromkeys(settings.fields())
-    return calculate_metrics(requests, duration, settings.percentiles, settings.goodput)
+    ends = StepEnds(result.requests) if ends is None else ends
+    values, counts = ends.pooled_itl(_PER_SECOND, histogram)
+    return calculate_metrics(requests, duration, settings.percentiles, settings.goodput,
+                             itl=CountedSample(values, counts))
 
 
 def bench_headline(result: CaseResult, goodput: dict | None) -> dict:

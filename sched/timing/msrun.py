@@ -26,6 +26,7 @@ import io
 import json
 import sys
 from dataclasses import replace
+from itertools import chain, repeat
 from fractions import Fraction
 
 from ..output.artifacts import LabRun, render_table, run_manifest
@@ -34,11 +35,13 @@ from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_MS, VLLM_MS
 from ..core.config import ConfigError
 from ..engines import check_cases
-from ..core.metrics import SUMMARY_FIELDS
+from ..core.metrics import SUMMARY_FIELDS, summarize
+from ..core.records import Status
 from ..output.ms_picture import render_ms_timeline_svg
 from ..output.report import render_report
 from ..core.bench_metrics import bench_units
 from .bench_rows import BenchSettings, bench_header, bench_row
+from .step_ends import StepEnds, ms_text
 from .stepmodel import StepModel, limits_for, load_step_model
 from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import simulate
@@ -203,40 +206,60 @@ class _MsTexts(dict):
     in a step shares that step's end, so a run has far fewer distinct stamps than tokens."""
 
     def __missing__(self, value) -> str:
-        text = self[value] = "null" if value is None else repr(_ms(value))   # json.dumps' float text
+        text = self[value] = ms_text(value)   # json.dumps' float text
         return text
 
 
-def _request_lines_ms(run: LabRun):
+def _request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
     """Lines of ``requests.jsonl`` with the ms fields (``_request_line``'s text). A ``counts`` run's
     lines are text: the ms fields are appended to it as ``json.dumps`` would write them (keys
-    added last, floats as ``repr``), the token times taken from the request's runs and each
-    stamp's text formatted once (:class:`_MsTexts`), not decoded and encoded again per token."""
+    added last, floats as ``repr``), from the request's record. ``ends``: each case's
+    :class:`StepEnds`; a request with spans takes its ``token_runs`` and ``token_times_ms`` texts
+    from there (slices of one text per step end); any other its token times from its runs, each
+    stamp's text formatted once (:class:`_MsTexts`)."""
     texts = _MsTexts()
-    requests = (r for result in run.results for r in result.requests)
-    for line, r in zip(request_lines(run), requests):
-        cut = line.find(', "token_runs": ') if isinstance(line, str) else -1   # no string holds an unescaped quote
-        if cut < 0 or r._open_from is not None:
+    requests = [r for result in run.results for r in result.requests]
+    if ends is None or run.timeline == "full":
+        lines, times_texts = request_lines(run), repeat(None)
+    else:
+        lines = request_lines(run, runs_texts=[e.runs_texts() for e in ends])
+        times_texts = chain.from_iterable(e.times_ms_texts() for e in ends)
+    done_status = Status.DONE
+    for line, r, times_text in zip(lines, requests, times_texts):
+        if not isinstance(line, str) or r._open_from is not None:
             yield _request_line(line)
             continue
-        head = json.loads(line[:cut] + "}")
         runs = r._runs
-        times = (runs[0::2] if runs[1::2].count(1) * 2 == len(runs) else
-                 [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])])
-        emitted, done, first = head["output_tokens_emitted"], head["done_at"], head["first_token_at"]
-        tpot = (repr(round((done - first) / 1000 / (emitted - 1), 3))
-                if head["status"] == "ok" and emitted > 1 else "null")
-        yield (f'{line[:-1]}, "arrival_ms": {texts[head["arrival"]]}, "admitted_ms": {texts[head["admitted_at"]]}, '
-               f'"first_token_ms": {texts[first]}, "done_ms": {texts[done]}, "ttft_ms": {texts[head["ttft"]]}, '
-               f'"queue_wait_ms": {texts[head["queue_wait"]]}, "e2e_ms": {texts[head["e2e"]]}, "tpot_ms": {tpot}, '
-               f'"token_times_ms": [{", ".join(map(texts.__getitem__, times))}]}}')
+        arrival, admitted, done = r.spec.arrival, r.admitted_at, r.done_at
+        first = runs[0] if runs else None
+        if times_text is None:
+            one_each = runs[1::2].count(1) * 2 == len(runs)
+            times = runs[0::2] if one_each else [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])]
+            emitted = len(times)
+            times_text = ", ".join(map(texts.__getitem__, times))
+        else:
+            emitted = len(runs) // 2
+        if r.status is done_status:
+            ttft, queue_wait, e2e = texts[first - arrival], texts[admitted - arrival], texts[done - arrival]
+            tpot = repr(round((done - first) / 1000 / (emitted - 1), 3)) if emitted > 1 else "null"
+        else:
+            ttft = queue_wait = e2e = tpot = "null"
+        yield (f'{line[:-1]}, "arrival_ms": {texts[arrival]}, "admitted_ms": {texts[admitted]}, '
+               f'"first_token_ms": {texts[first]}, "done_ms": {texts[done]}, "ttft_ms": {ttft}, '
+               f'"queue_wait_ms": {queue_wait}, "e2e_ms": {e2e}, "tpot_ms": {tpot}, '
+               f'"token_times_ms": [{times_text}]}}')
 
 
 def _timeline_lines_ms(run: LabRun):
-    """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added."""
+    """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added:
+    appended to a ``counts`` line's text as ``json.dumps`` would add them (last, floats as ``repr``);
+    a ``full`` line (a dict) is updated and encoded."""
     records = [record for result in run.results for record in result.ticks]
     for line, record in zip(timeline_lines(run), records):
-        line = json.loads(line) if isinstance(line, str) else dict(line)
+        if isinstance(line, str):
+            yield f'{line[:-1]}, "start_ms": {ms_text(record.tick)}, "duration_ms": {ms_text(record.duration)}}}\n'
+            continue
+        line = dict(line)
         line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
         yield json.dumps(line, ensure_ascii=False) + "\n"
 
@@ -291,9 +314,14 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
     """
     given = bench is not None
     bench = bench or BenchSettings()
+    ends = [StepEnds(result.requests) for result in run.results]   # the per-token work, once per step end
+    histograms = [e.itl_histogram() for e in ends]
+    if not run._summaries:   # summarized once (the table reads them too), the ITL histogram shared
+        run._summaries.extend(summarize(result, gaps) for result, gaps in zip(run.results, histograms))
     rows = _summary_ms(run)
     summaries = [{k: _number(v) for k, v in s.items()} for s in rows]
-    bench_rows = [{**load_summary(result), **bench_row(result, bench)} for result in run.results]
+    bench_rows = [{**load_summary(result), **bench_row(result, bench, e, gaps)}
+                  for result, e, gaps in zip(run.results, ends, histograms)]
     fields = (*SUMMARY_FIELDS, *LOAD_FIELDS, *bench.fields())
     manifest = run_manifest(run)
     manifest.update(time_unit=run.clock.unit, tick_ms=0.001, workload_tick_ms=workload_tick_ms(run.workload) or 1.0,
@@ -329,7 +357,7 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
                                     "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
-        "requests.jsonl": jsonl_chunks(_request_lines_ms(run)),   # streamed: text chunks, written as they come
+        "requests.jsonl": jsonl_chunks(_request_lines_ms(run, ends)),   # streamed: text chunks, written as they come
         "timeline.jsonl": _timeline_lines_ms(run),
         "table.txt": table,
         "timeline.svg": svg,
