@@ -33,10 +33,10 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from functools import reduce
 from itertools import accumulate, chain
-from operator import add
 from typing import NamedTuple, Sequence
+
+from .pairwise_sum import pairwise_sum
 
 __all__ = ["BenchRequest", "BENCH_METRICS", "GOODPUT_KEYS", "DEFAULT_PERCENTILES", "parse_goodput_pair",
            "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_sum", "np_mean",
@@ -157,10 +157,12 @@ class CountedSample(NamedTuple):
     by every request decoding in it), given twice: ``values`` in the pooled order (what the sums
     read: numpy's pairwise order depends on it) and ``counts``, ``{value: how many times}`` (what
     the median and the percentiles read: the k-th smallest value by counting, not by sorting
-    millions of floats)."""
+    millions of floats). ``squares``: ``squares(centre)`` gives ``[(x - centre) * (x - centre) for
+    x in values]`` (the caller may square each distinct value once), or ``None``."""
 
     values: list
     counts: dict
+    squares: object = None
 
     def ranked(self):
         """``(at, size)``: ``at(k)`` is the ``k``-th smallest value (0-based) of the ``size`` values."""
@@ -169,47 +171,12 @@ class CountedSample(NamedTuple):
         return (lambda k: keys[bisect_right(ends, k)]), (ends[-1] if ends else 0)
 
 
-#: numpy's pairwise summation: a run of at most this many values is summed with 8 accumulators.
-_PAIRWISE_BLOCK = 128
-
-
-def _block_sum(block: list) -> float:
-    """One leaf of numpy's pairwise summation (at most 128 values), in its order: fewer than 8 values
-    left to right from ``-0.0``; otherwise 8 running sums (sum ``j`` takes offsets ``j``, ``j + 8``, ...
-    of the largest multiple of 8), combined as ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))``,
-    then the last ``len % 8`` values added left to right."""
-    count = len(block)
-    if count < 8:
-        return reduce(add, block, -0.0)
-    whole = count - count % 8
-    s0, s1, s2, s3, s4, s5, s6, s7 = (reduce(add, block[j:whole:8]) for j in range(8))
-    return reduce(add, block[whole:], ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
-
-
-def _pairwise_sum(values: Sequence[float], start: int, count: int, centre: float | None) -> float:
-    """``values[start:start + count]`` (each replaced by ``(x - centre) * (x - centre)`` when ``centre``
-    is given, one leaf at a time) summed in the order of numpy's float64 ``add.reduce`` of a contiguous
-    array: at most 128 values are one leaf (:func:`_block_sum`); more are split at half the count
-    rounded down to a multiple of 8, each part summed so, then the two added.
-
-    (Measured on 4.1 million floats: as fast as summing many leaves at once in C-level passes,
-    the float additions themselves being most of the time; a leaf's squared deviations are made
-    and freed with it, in the CPU cache.)"""
-    if count <= _PAIRWISE_BLOCK:
-        block = values[start:start + count]
-        if centre is not None:
-            block = [(x - centre) * (x - centre) for x in block]
-        return _block_sum(block)
-    half = count // 2
-    half -= half % 8
-    return _pairwise_sum(values, start, half, centre) + _pairwise_sum(values, start + half, count - half, centre)
-
-
 def np_sum(values: Sequence[float]) -> float:
     """``numpy.sum`` of a list of floats (float64): numpy's pairwise summation in its own order
-    (:func:`_pairwise_sum`), the same double, not the exactly rounded sum. ``0.0`` for no values."""
+    (:func:`sched.core.pairwise_sum.pairwise_sum`), the same double, not the exactly rounded sum.
+    ``0.0`` for no values."""
     values = values if isinstance(values, list) else list(values)
-    return 0.0 + _pairwise_sum(values, 0, len(values), None)
+    return 0.0 + pairwise_sum(values)
 
 
 def np_mean(values: Sequence[float]) -> float:
@@ -223,14 +190,17 @@ def np_median(values: Sequence[float]) -> float:
     return _middle(ordered.__getitem__, len(ordered))
 
 
-def np_std(values: Sequence[float], mean: float | None = None) -> float:
+def np_std(values: Sequence[float], mean: float | None = None, squares: list | None = None) -> float:
     """``numpy.std`` with ``ddof=0`` (the population standard deviation), in numpy's order: the mean
     (:func:`np_mean`, or ``mean`` when the caller has it), the squared deviations
     ``(x - mean) * (x - mean)`` summed pairwise as :func:`np_sum` does, divided by the count, the square
-    root. So a sample of equal values can give numpy's tiny non-zero value rather than 0."""
+    root. So a sample of equal values can give numpy's tiny non-zero value rather than 0.
+    ``squares``: those squared deviations in order, when the caller has them (else made here)."""
     values = values if isinstance(values, list) else list(values)
     centre = np_mean(values) if mean is None else mean
-    return math.sqrt((0.0 + _pairwise_sum(values, 0, len(values), centre)) / len(values))
+    if squares is None:
+        squares = [(x - centre) * (x - centre) for x in values]
+    return math.sqrt((0.0 + pairwise_sum(squares)) / len(values))
 
 
 def request_tpot(request: BenchRequest) -> float | None:
@@ -254,15 +224,15 @@ def _stats(samples, name: str, percentiles: Sequence[float]) -> dict:
     """Mean, median, std and the ``percentiles`` of one latency (``samples``: a list in the pooled
     order, or a :class:`CountedSample`), in ms; ordered once for the median and every percentile."""
     if isinstance(samples, CountedSample) and samples.values:
-        values = samples.values
+        values, squares = samples.values, samples.squares
         at, size = samples.ranked()
     else:
         values = (samples.values if isinstance(samples, CountedSample) else samples) or [0.0]   # vLLM: [] is 0
-        ordered = sorted(values)
+        ordered, squares = sorted(values), None
         at, size = ordered.__getitem__, len(ordered)
     mean = np_mean(values)
     row = {f"mean_{name}_ms": mean * 1000, f"median_{name}_ms": _middle(at, size) * 1000,
-           f"std_{name}_ms": np_std(values, mean) * 1000}
+           f"std_{name}_ms": np_std(values, mean, None if squares is None else squares(mean)) * 1000}
     for p in percentiles:
         row[f"p{percentile_key(p)}_{name}_ms"] = _linear(at, size, p) * 1000
     return row

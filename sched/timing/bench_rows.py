@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from itertools import repeat
 from operator import sub, truediv
 
-from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, CountedSample, bench_fields, bench_units,
+from ..core.bench_metrics import (DEFAULT_PERCENTILES, BenchRequest, bench_fields, bench_units,
                                   calculate_metrics, headline_metrics, parse_goodput_pair, parse_metric_percentiles,
                                   settle_goodput)
 from ..core.records import CaseResult, Status
@@ -94,9 +94,8 @@ def bench_row(result: CaseResult, settings: BenchSettings, ends: StepEnds | None
     if duration <= 0:
         return dict.fromkeys(settings.fields())
     ends = StepEnds(result.requests) if ends is None else ends
-    values, counts = ends.pooled_itl(_PER_SECOND, histogram)
     return calculate_metrics(requests, duration, settings.percentiles, settings.goodput,
-                             itl=CountedSample(values, counts))
+                             itl=ends.pooled_itl(_PER_SECOND, histogram))
 
 
 def bench_headline(result: CaseResult, goodput: dict | None) -> dict:

@@ -170,7 +170,9 @@ def _summary_ms(run: LabRun) -> list[dict]:
         for key in _RATE_FIELDS:
             if row[key] is not None:
                 row[key] = Fraction(row[key]) * 1_000_000
-        busy = sum(Fraction(record.duration) for record in result.ticks)
+        durations = [record.duration for record in result.ticks]   # whole µs: one exact int sum
+        busy = (Fraction(sum(durations)) if all(type(d) is int for d in durations)
+                else sum(map(Fraction, durations), Fraction(0)))
         steps = sum(getattr(record, "num_steps", 1) for record in result.ticks)
         row["busy_fraction"] = busy / row["makespan"] / 1000 if row["makespan"] else None
         row["budget_utilization"] = (Fraction(result.budget_spent, result.config.budget * steps) if steps else None)

@@ -28,6 +28,7 @@ from collections import Counter
 from itertools import accumulate, compress, repeat
 from operator import add, ne, sub, truediv
 
+from ..core.bench_metrics import CountedSample
 from ..core.metrics import gap_histogram
 from ..core.records import Status
 
@@ -102,28 +103,42 @@ class StepEnds:
             counts.update(gap_histogram(others))
         return counts
 
-    def pooled_itl(self, per_second: float, histogram: Counter | None = None) -> tuple[list, dict]:
+    def pooled_itl(self, per_second: float, histogram: Counter | None = None) -> CountedSample:
         """vLLM's pooled ITL sample of the successful requests in seconds (each gap in ticks divided by
-        ``per_second``, ticks per second), in request order and token order, and its counts
-        ``{seconds: count}`` (from ``histogram``, :meth:`itl_histogram`, when given)."""
+        ``per_second``, ticks per second), in request order and token order, with its counts
+        ``{seconds: count}`` (from ``histogram``, :meth:`itl_histogram`, when given) and its squared
+        deviations from a centre (each step end's made once, the sample's sliced as its values)."""
         ends = self.ends
         seconds = list(map(truediv, map(sub, ends[1:], ends), repeat(per_second)))   # gap k: ends[k + 1] − ends[k]
-        values = []
-        for r, spans in self._succeeded():
-            if spans is None:
-                times = r.token_times
-                values += map(truediv, map(sub, times[1:], times), repeat(per_second))
-                continue
-            for k in range(0, len(spans), 2):
-                first, count = spans[k], spans[k + 1]
-                if k:
-                    values.append((ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]) / per_second)
-                values += seconds[first:first + count - 1]
+
+        def squares(centre: float) -> list:
+            return self._pooled([(x - centre) * (x - centre) for x in seconds],
+                                lambda gap: (gap / per_second - centre) * (gap / per_second - centre))
+
         counts: dict = {}
         for gap, times in (self.itl_histogram() if histogram is None else histogram).items():
             value = gap / per_second
             counts[value] = counts.get(value, 0) + times
-        return values, counts
+        return CountedSample(self._pooled(seconds, lambda gap: gap / per_second), counts, squares)
+
+    def _pooled(self, per_end: list, of_gap) -> list:
+        """The pooled ITL sample of the successful requests, in request and token order, each gap
+        (in ticks) taken as ``of_gap(gap)``: a span's gaps sliced from ``per_end`` (``per_end[k]``
+        is ``of_gap(ends[k + 1] − ends[k])``), a gap between two spans or of a request without spans
+        made one by one."""
+        ends = self.ends
+        values = []
+        for r, spans in self._succeeded():
+            if spans is None:
+                times = r.token_times
+                values += map(of_gap, map(sub, times[1:], times))
+                continue
+            for k in range(0, len(spans), 2):
+                first, count = spans[k], spans[k + 1]
+                if k:
+                    values.append(of_gap(ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]))
+                values += per_end[first:first + count - 1]
+        return values
 
     def _joined(self):
         """``(µs text, its piece starts, ms text, its piece starts)``: ``"[e, 1]"`` and the ms text

@@ -118,7 +118,8 @@ def _check_request(result: CaseResult, r, fail) -> None:
     flat = r.flat_token_runs   # [first stamp, count, ...]: the runs of token_runs, not paired up
     runs = bool(flat)
     starts, counts = flat[0::2], flat[1::2]
-    num_tokens = sum(counts)
+    one_each = counts.count(1) == len(counts)   # one token a run (a step-model run: every token its own)
+    num_tokens = len(counts) if one_each else sum(counts)
     first, last = (flat[0], flat[-2] + flat[-1] - 1) if runs else (None, None)
     if not r.status.ended or r.done_at is None:
         fail(result, where, f"never ended (status {r.status.value})")
@@ -137,8 +138,10 @@ def _check_request(result: CaseResult, r, fail) -> None:
         fail(result, where, f"admitted at {r.admitted_at}, outside arrival {spec.arrival} .. deadline {deadline}")
     if runs and (first <= r.admitted_at or last > r.done_at):
         fail(result, where, f"token times {first}..{last} outside admission {r.admitted_at} .. end {r.done_at}")
-    # Each run's start <= the last stamp (start + count − 1) of the run before it: mapped in C.
-    if (counts and min(counts) < 1) or any(map(le, starts[1:], map(sub, map(add, starts, counts), repeat(1)))):
+    # Each run's start <= the last stamp (start + count − 1) of the run before it: mapped in C (with
+    # runs of one token, the start of the run before).
+    if (any(map(le, starts[1:], starts)) if one_each else
+            (counts and min(counts) < 1) or any(map(le, starts[1:], map(sub, map(add, starts, counts), repeat(1))))):
         fail(result, where, f"token times do not strictly increase: runs {r.token_runs}")
     shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
     if r.hit_tokens % knobs.block_size or not 0 <= r.hit_tokens <= min(shared, spec.prompt_tokens - 1):

@@ -1,0 +1,103 @@
+"""A millisecond run's token stamps as spans of its step ends (sched.timing.step_ends), by hand and
+against the per-token definitions they replace.
+
+Hand-made case (stamps in µs; status ok unless said):
+
+- A: tokens at 100, 250, 400          -> ends 0..2, one span (0, 3); gaps 150, 150
+- B: tokens at 250, 400, 700, 900     -> B skipped nothing: one span (1, 4); gaps 150, 300, 200
+- C: tokens at 100, 250, 900          -> sat out 400 and 700: spans (0, 2), (5, 1); gaps 150, 650
+- D: no token (timed out)             -> ()
+- E: runs [[50, 2]] (two tokens 50, 51: a run of two) -> no spans (None); gap 1
+- F: timed out after tokens at 700, 900 -> one span (3, 2); its gap 200 is not counted (not ok)
+
+The distinct stamps of A, B, C, F (E has no spans): 100, 250, 400, 700, 900 -> ends indices 0..4.
+"""
+
+import random
+import unittest
+from collections import Counter
+
+from sched.core.metrics import gap_histogram
+from sched.core.records import Request, Status
+from sched.timing.step_ends import StepEnds, ms_text
+from sched.workload.specs import RequestSpec
+
+
+def request(name: str, times: list, status: Status = Status.DONE) -> Request:
+    spec = RequestSpec(name, 0, None, 0, 16, max(1, len(times)))
+    return Request(spec, 0, status=status, admitted_at=0, token_times=times, done_at=times[-1] if times else 1000)
+
+
+def case():
+    return [request("A", [100, 250, 400]), request("B", [250, 400, 700, 900]), request("C", [100, 250, 900]),
+            request("D", [], Status.TIMEOUT), request("E", [50, 51]), request("F", [700, 900], Status.TIMEOUT)]
+
+
+class HandMadeTest(unittest.TestCase):
+    def setUp(self):
+        self.requests = case()
+        self.ends = StepEnds(self.requests)
+
+    def test_ends_and_spans(self):
+        self.assertEqual(self.ends.ends, [100, 250, 400, 700, 900])
+        self.assertEqual(self.ends.spans, [(0, 3), (1, 4), (0, 2, 4, 1), (), None, (3, 2)])
+
+    def test_itl_histogram(self):
+        """Ok requests only: A 150, 150; B 150, 300, 200; C 150, 650; E 1 (its run of two)."""
+        expected = Counter({150: 4, 300: 1, 200: 1, 650: 1, 1: 1})
+        self.assertEqual(self.ends.itl_histogram(), expected)
+        self.assertEqual(gap_histogram(self.requests), expected)   # the definition it replaces
+
+    def test_pooled_itl_in_request_order(self):
+        """Seconds at 10**6 ticks a second, in request then token order; squares about a centre."""
+        sample = self.ends.pooled_itl(1_000_000.0)
+        gaps = [150, 150, 150, 300, 200, 150, 650, 1]
+        self.assertEqual(sample.values, [g / 1_000_000.0 for g in gaps])
+        self.assertEqual(sample.counts, {0.00015: 4, 0.0003: 1, 0.0002: 1, 0.00065: 1, 0.000001: 1})
+        centre = 0.0002
+        self.assertEqual(sample.squares(centre), [(g / 1e6 - centre) * (g / 1e6 - centre) for g in gaps])
+
+    def test_texts(self):
+        """requests.jsonl's token_runs pairs and token_times_ms values (without the outer brackets)."""
+        self.assertEqual(self.ends.runs_texts(),
+                         ["[100, 1], [250, 1], [400, 1]", "[250, 1], [400, 1], [700, 1], [900, 1]",
+                          "[100, 1], [250, 1], [900, 1]", "", None, "[700, 1], [900, 1]"])
+        self.assertEqual(self.ends.times_ms_texts(),
+                         ["0.1, 0.25, 0.4", "0.25, 0.4, 0.7, 0.9", "0.1, 0.25, 0.9", "", None, "0.7, 0.9"])
+        self.assertEqual([ms_text(v) for v in (None, 0, 1, 1500, 123456789)], ["null", "0.0", "0.001", "1.5", "123456.789"])
+
+
+class RandomRunsTest(unittest.TestCase):
+    """Random cases: requests sampling at step ends with pauses and runs of two; every derived value
+    equal to its per-token definition (the ITL histogram, the pooled sample, each request's texts)."""
+
+    def test_against_per_token_definitions(self):
+        rng = random.Random(11)
+        for _ in range(40):
+            steps = sorted(rng.sample(range(1, 10**7), rng.randint(1, 60)))
+            requests = []
+            for index in range(rng.randint(1, 25)):
+                start = rng.randrange(len(steps))
+                times = [t for t in steps[start:start + rng.randint(0, 30)] if rng.random() > 0.15]
+                if times and rng.random() < 0.1:
+                    times.append(times[-1] + 1)   # a run of two tokens: no spans for this request
+                requests.append(request(f"r{index}", times, rng.choice((Status.DONE, Status.DONE, Status.TIMEOUT))))
+            ends = StepEnds(requests)
+            self.assertEqual(ends.itl_histogram(), gap_histogram(requests))
+            ok = [r for r in requests if r.status is Status.DONE]
+            pooled = [(b - a) / 1e6 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
+            sample = ends.pooled_itl(1e6)
+            self.assertEqual(sample.values, pooled)
+            self.assertEqual(sample.counts, dict(Counter(pooled)))
+            self.assertEqual(sample.squares(0.5), [(x - 0.5) * (x - 0.5) for x in pooled])
+            for r, runs_text, times_text, spans in zip(requests, ends.runs_texts(), ends.times_ms_texts(), ends.spans):
+                if spans is None:
+                    self.assertIsNone(runs_text)
+                    self.assertNotEqual(r.flat_token_runs[1::2].count(1) * 2, len(r.flat_token_runs))
+                    continue
+                self.assertEqual(runs_text, ", ".join(f"[{t}, 1]" for t in r.token_times))
+                self.assertEqual(times_text, ", ".join(repr(round(t / 1000, 3)) for t in r.token_times))
+
+
+if __name__ == "__main__":
+    unittest.main()
