@@ -59,10 +59,10 @@ class HandMadeTest(unittest.TestCase):
 
     def test_texts(self):
         """requests.jsonl's token_runs pairs and token_times_ms values (without the outer brackets)."""
-        self.assertEqual(self.ends.runs_texts(),
+        self.assertEqual(list(self.ends.runs_texts()),
                          ["[100, 1], [250, 1], [400, 1]", "[250, 1], [400, 1], [700, 1], [900, 1]",
                           "[100, 1], [250, 1], [900, 1]", "", None, "[700, 1], [900, 1]"])
-        self.assertEqual(self.ends.times_ms_texts(),
+        self.assertEqual(list(self.ends.times_ms_texts()),
                          ["0.1, 0.25, 0.4", "0.25, 0.4, 0.7, 0.9", "0.1, 0.25, 0.9", "", None, "0.7, 0.9"])
         self.assertEqual([ms_text(v) for v in (None, 0, 1, 1500, 123456789)], ["null", "0.0", "0.001", "1.5", "123456.789"])
 

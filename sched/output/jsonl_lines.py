@@ -188,10 +188,12 @@ def jsonl_chunks(records, lines_per_chunk: int = 4096):
     for record in records:  # a dict, or a line already encoded
         chunk.append(record if isinstance(record, str) else encode(record))
         if len(chunk) == lines_per_chunk:
-            yield "\n".join(chunk) + "\n"
+            chunk.append("")   # the last line's newline, joined in (not a second copy of the chunk)
+            yield "\n".join(chunk)
             chunk = []
     if chunk:
-        yield "\n".join(chunk) + "\n"
+        chunk.append("")
+        yield "\n".join(chunk)
 
 
 def sectioned_chunks(run, name: str):

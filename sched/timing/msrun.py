@@ -226,6 +226,8 @@ def _request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
     else:
         lines = request_lines(run, runs_texts=[e.runs_texts() for e in ends])
         times_texts = chain.from_iterable(e.times_ms_texts() for e in ends)
+        for e in ends:   # first and last token times are step ends: their texts are made
+            texts.update(e.ms_texts_by_end())
     done_status = Status.DONE
     for line, r, times_text in zip(lines, requests, times_texts):
         if not isinstance(line, str) or r._open_from is not None:

@@ -70,7 +70,7 @@ class StepEnds:
             index = list(map(where.__getitem__, times))
             starts = [0, *compress(range(1, count), map(ne, index[1:], map(add, index, repeat(1)))), count]
             spans.append(tuple(value for a, b in zip(starts, starts[1:]) for value in (index[a], b - a)))
-        self._texts = None
+        self._texts = self._ms_pieces = None
 
     def _succeeded(self):
         """``(request, spans)`` of every successful request (status ok), in order."""
@@ -146,22 +146,29 @@ class StepEnds:
         ``starts[k]`` (``starts[len(ends)]`` is the text's length + 2)."""
         if self._texts is None:
             texts = []
-            for pieces in ([f"[{e}, 1]" for e in self.ends], list(map(ms_text, self.ends))):
+            self._ms_pieces = list(map(ms_text, self.ends))
+            for pieces in ([f"[{e}, 1]" for e in self.ends], self._ms_pieces):
                 texts += [", ".join(pieces), [0, *accumulate(map(add, map(len, pieces), repeat(2)))]]
             self._texts = texts
         return self._texts
 
-    def runs_texts(self) -> list:
-        """Per request, in order: its ``token_runs`` pairs as ``requests.jsonl`` writes them
-        (``[s, 1], [s, 1], ...``, without the outer brackets), or ``None`` without spans."""
-        text, starts = self._joined()[:2]
-        return [_sliced(text, starts, spans) for spans in self.spans]
+    def ms_texts_by_end(self) -> dict:
+        """``{step end: its ms text}`` (:func:`ms_text`) of every step end, made once."""
+        self._joined()
+        return dict(zip(self.ends, self._ms_pieces))
 
-    def times_ms_texts(self) -> list:
-        """Per request, in order: its ``token_times_ms`` values as ``requests.jsonl`` writes them
-        (``t, t, ...`` in ms, without the brackets), or ``None`` without spans."""
+    def runs_texts(self):
+        """Per request, in order (an iterator: each text made as it is read): its ``token_runs``
+        pairs as ``requests.jsonl`` writes them (``[s, 1], [s, 1], ...``, without the outer
+        brackets), or ``None`` without spans."""
+        text, starts = self._joined()[:2]
+        return map(_sliced, repeat(text), repeat(starts), self.spans)
+
+    def times_ms_texts(self):
+        """Per request, in order (an iterator): its ``token_times_ms`` values as ``requests.jsonl``
+        writes them (``t, t, ...`` in ms, without the brackets), or ``None`` without spans."""
         text, starts = self._joined()[2:]
-        return [_sliced(text, starts, spans) for spans in self.spans]
+        return map(_sliced, repeat(text), repeat(starts), self.spans)
 
 
 def _sliced(text: str, starts: list, spans) -> str | None:
