@@ -64,6 +64,8 @@ class HandMadeTest(unittest.TestCase):
                           "[100, 1], [250, 1], [900, 1]", "", None, "[700, 1], [900, 1]"])
         self.assertEqual(list(self.ends.times_ms_texts()),
                          ["0.1, 0.25, 0.4", "0.25, 0.4, 0.7, 0.9", "0.1, 0.25, 0.9", "", None, "0.7, 0.9"])
+        self.assertEqual(list(self.ends.first_last_ms_texts()),
+                         [("0.1", "0.4"), ("0.25", "0.9"), ("0.1", "0.9"), None, None, ("0.7", "0.9")])
         self.assertEqual([ms_text(v) for v in (None, 0, 1, 1500, 123456789)], ["null", "0.0", "0.001", "1.5", "123456.789"])
 
 
@@ -97,6 +99,9 @@ class RandomRunsTest(unittest.TestCase):
                     continue
                 self.assertEqual(runs_text, ", ".join(f"[{t}, 1]" for t in r.token_times))
                 self.assertEqual(times_text, ", ".join(repr(round(t / 1000, 3)) for t in r.token_times))
+            for r, stamps in zip(requests, ends.first_last_ms_texts()):
+                if stamps is not None:
+                    self.assertEqual(stamps, (ms_text(r.token_times[0]), ms_text(r.token_times[-1])))
 
 
 if __name__ == "__main__":

@@ -222,14 +222,13 @@ def _request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
     texts = _MsTexts()
     requests = [r for result in run.results for r in result.requests]
     if ends is None or run.timeline == "full":
-        lines, times_texts = request_lines(run), repeat(None)
+        lines, times_texts, stamp_texts = request_lines(run), repeat(None), repeat(None)
     else:
         lines = request_lines(run, runs_texts=[e.runs_texts() for e in ends])
         times_texts = chain.from_iterable(e.times_ms_texts() for e in ends)
-        for e in ends:   # first and last token times are step ends: their texts are made
-            texts.update(e.ms_texts_by_end())
+        stamp_texts = chain.from_iterable(e.first_last_ms_texts() for e in ends)
     done_status = Status.DONE
-    for line, r, times_text in zip(lines, requests, times_texts):
+    for line, r, times_text, stamps in zip(lines, requests, times_texts, stamp_texts):
         if not isinstance(line, str) or r._open_from is not None:
             yield _request_line(line)
             continue
@@ -243,13 +242,17 @@ def _request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
             times_text = ", ".join(map(texts.__getitem__, times))
         else:
             emitted = len(runs) // 2
+        if stamps is None:
+            first_text, done_text = texts[first], texts[done]
+        else:   # the step ends' texts; the end is the last token's stamp unless the request timed out later
+            first_text, done_text = stamps[0], stamps[1] if done == runs[-2] else texts[done]
         if r.status is done_status:
             ttft, queue_wait, e2e = texts[first - arrival], texts[admitted - arrival], texts[done - arrival]
             tpot = repr(round((done - first) / 1000 / (emitted - 1), 3)) if emitted > 1 else "null"
         else:
             ttft = queue_wait = e2e = tpot = "null"
         yield (f'{line[:-1]}, "arrival_ms": {texts[arrival]}, "admitted_ms": {texts[admitted]}, '
-               f'"first_token_ms": {texts[first]}, "done_ms": {texts[done]}, "ttft_ms": {ttft}, '
+               f'"first_token_ms": {first_text}, "done_ms": {done_text}, "ttft_ms": {ttft}, '
                f'"queue_wait_ms": {queue_wait}, "e2e_ms": {e2e}, "tpot_ms": {tpot}, '
                f'"token_times_ms": [{times_text}]}}')
 

@@ -152,10 +152,12 @@ class StepEnds:
             self._texts = texts
         return self._texts
 
-    def ms_texts_by_end(self) -> dict:
-        """``{step end: its ms text}`` (:func:`ms_text`) of every step end, made once."""
+    def first_last_ms_texts(self):
+        """Per request, in order (an iterator): the ms texts (:func:`ms_text`) of its first and last
+        token's stamps, ``(first, last)``, made once per step end; ``None`` without spans or tokens."""
         self._joined()
-        return dict(zip(self.ends, self._ms_pieces))
+        pieces = self._ms_pieces
+        return ((pieces[spans[0]], pieces[spans[-2] + spans[-1] - 1]) if spans else None for spans in self.spans)
 
     def runs_texts(self):
         """Per request, in order (an iterator: each text made as it is read): its ``token_runs``
