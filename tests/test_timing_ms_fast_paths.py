@@ -3,15 +3,20 @@
 - ``Request.restamp`` (step ordinals -> step ends) builds the same token runs as setting
   ``token_times`` token by token; when two step ends are 1 µs apart their tokens merge into one run.
 - ``requests.jsonl`` of a step-model run written as text (ms fields appended, each stamp formatted
-  once) is, line for line, what decoding each line and encoding it again with the ms fields gives.
+  once, or sliced from the step ends' texts: :mod:`sched.timing.step_ends`) is, line for line, what
+  decoding each line and encoding it again with the ms fields gives; so is ``timeline.jsonl``.
 """
 
 import json
 import unittest
+from dataclasses import replace
 
 from sched.core.records import Request, CurrentTick
 from sched.runs.bench import synthetic
+from sched.output.jsonl_lines import request_lines, timeline_lines
 from sched.timing import msrun
+from sched.timing.ms_lines import _ms, _request_line, request_lines_ms, timeline_lines_ms
+from sched.timing.step_ends import StepEnds
 from sched.timing.replay import knobs_from_settings
 from sched.timing.stepmodel import StepModel
 from sched.workload.specs import RequestSpec
@@ -49,17 +54,24 @@ class RestampTest(unittest.TestCase):
 class MsRequestLinesTest(unittest.TestCase):
     def test_text_lines_equal_decoded_and_encoded_lines(self):
         workload = synthetic(60, seed=3)
-        for async_scheduling in (False, True):
-            with self.subTest(async_scheduling=async_scheduling):
-                knobs = knobs_from_settings(SETTINGS, async_scheduling=async_scheduling)
+        # Preempted requests (several spans of step ends) in the first two; in the third a deadline of
+        # 1.5 s (sync scheduling) ends every request, one of them after its last token.
+        for async_scheduling, timeout in ((False, None), (True, None), (False, 1_500_000)):
+            with self.subTest(async_scheduling=async_scheduling, timeout=timeout):
+                knobs = replace(knobs_from_settings(SETTINGS, async_scheduling=async_scheduling), timeout_ticks=timeout)
                 model = StepModel(5.0, 0.01, 0.3, dict(SETTINGS), {"model": "m"})
                 run = msrun.run_with_step_model(workload, knobs, model, "w.json", "counts")
-                slow = [msrun._request_line(line) for line in msrun.request_lines(run)]
-                self.assertEqual(list(msrun._request_lines_ms(run)), slow)
-                self.assertTrue(any('"tpot_ms": null' not in line for line in slow))
+                slow = [_request_line(line) for line in request_lines(run)]
+                self.assertEqual(list(request_lines_ms(run)), slow)
+                self.assertEqual(list(request_lines_ms(run, [StepEnds(r.requests) for r in run.results])), slow)
+                self.assertTrue(any('"tpot_ms": null' not in line for line in slow) or timeout)
+                records = run.results[0].ticks
+                decoded = [json.dumps({**json.loads(line), "start_ms": _ms(k.tick), "duration_ms": _ms(k.duration)},
+                                      ensure_ascii=False) + "\n" for line, k in zip(timeline_lines(run), records)]
+                self.assertEqual(list(timeline_lines_ms(run)), decoded)
                 # The compact lines (one-token runs written as "[s, 1]" each) are json.dumps' text.
-                lines = list(msrun.request_lines(run))
-                self.assertTrue(any(line.count(", 1]") > 3 for line in lines))
+                lines = list(request_lines(run))
+                self.assertTrue(any(line.count(", 1]") > 3 for line in lines) or timeout)
                 for line, r in zip(lines, run.results[0].requests):
                     self.assertEqual(json.dumps(json.loads(line), ensure_ascii=False), line)
                     self.assertEqual(json.loads(line)["token_runs"], [list(pair) for pair in r.token_runs])

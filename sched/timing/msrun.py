@@ -26,22 +26,21 @@ import io
 import json
 import sys
 from dataclasses import replace
-from itertools import chain, repeat
 from fractions import Fraction
 
 from ..output.artifacts import LabRun, render_table, run_manifest
-from ..output.jsonl_lines import jsonl_chunks, request_lines, timeline_lines
+from ..output.jsonl_lines import jsonl_chunks
 from ..base.cmdline import InputError
 from ..core.clock import UNITS_NOTE_MS, VLLM_MS
 from ..core.config import ConfigError
 from ..engines import check_cases
 from ..core.metrics import SUMMARY_FIELDS, summarize
-from ..core.records import Status
 from ..output.ms_picture import render_ms_timeline_svg
 from ..output.report import render_report
 from ..core.bench_metrics import bench_units
 from .bench_rows import BenchSettings, bench_header, bench_row
-from .step_ends import StepEnds, ms_text
+from .ms_lines import request_lines_ms, timeline_lines_ms
+from .step_ends import StepEnds
 from .stepmodel import StepModel, limits_for, load_step_model
 from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import simulate
@@ -156,10 +155,6 @@ def replay_result(workload, knobs: VllmKnobs, source: str, max_concurrency: int 
     return simulate_with
 
 
-def _ms(value):
-    return None if value is None else round(value / 1000, 3)
-
-
 def _summary_ms(run: LabRun) -> list[dict]:
     rows = []
     for result, summary in zip(run.results, run.summaries):   # summarized once (the table reads them too)
@@ -184,91 +179,6 @@ def _number(value):
     if isinstance(value, Fraction):
         return int(value) if value.denominator == 1 else round(float(value), 6)
     return value
-
-
-def _request_line(line) -> str:
-    """One line of ``requests.jsonl`` with the ms fields added (``line``: a dict, or encoded text for
-    ``counts`` detail, whose ``token_runs`` give ``[first stamp, count]`` in µs)."""
-    record = json.loads(line) if isinstance(line, str) else line
-    record.update(arrival_ms=_ms(record["arrival"]), admitted_ms=_ms(record["admitted_at"]),
-                  first_token_ms=_ms(record["first_token_at"]), done_ms=_ms(record["done_at"]),
-                  ttft_ms=_ms(record["ttft"]), queue_wait_ms=_ms(record["queue_wait"]), e2e_ms=_ms(record["e2e"]))
-    emitted = record["output_tokens_emitted"]
-    record["tpot_ms"] = (round((record["done_at"] - record["first_token_at"]) / 1000 / (emitted - 1), 3)
-                         if record["status"] == "ok" and emitted > 1 else None)
-    times = record.get("token_times")
-    if times is None:
-        times = [start + k for start, count in record.get("token_runs", []) for k in range(count)]
-    record["token_times_ms"] = [_ms(t) for t in times]
-    return json.dumps(record, ensure_ascii=False)
-
-
-class _MsTexts(dict):
-    """µs time -> the JSON text of its ms value (``_ms``), formatted once: every request sampling
-    in a step shares that step's end, so a run has far fewer distinct stamps than tokens."""
-
-    def __missing__(self, value) -> str:
-        text = self[value] = ms_text(value)   # json.dumps' float text
-        return text
-
-
-def _request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
-    """Lines of ``requests.jsonl`` with the ms fields (``_request_line``'s text). A ``counts`` run's
-    lines are text: the ms fields are appended to it as ``json.dumps`` would write them (keys
-    added last, floats as ``repr``), from the request's record. ``ends``: each case's
-    :class:`StepEnds`; a request with spans takes its ``token_runs`` and ``token_times_ms`` texts
-    from there (slices of one text per step end); any other its token times from its runs, each
-    stamp's text formatted once (:class:`_MsTexts`)."""
-    texts = _MsTexts()
-    requests = [r for result in run.results for r in result.requests]
-    if ends is None or run.timeline == "full":
-        lines, times_texts, stamp_texts = request_lines(run), repeat(None), repeat(None)
-    else:
-        lines = request_lines(run, runs_texts=[e.runs_texts() for e in ends])
-        times_texts = chain.from_iterable(e.times_ms_texts() for e in ends)
-        stamp_texts = chain.from_iterable(e.first_last_ms_texts() for e in ends)
-    done_status = Status.DONE
-    for line, r, times_text, stamps in zip(lines, requests, times_texts, stamp_texts):
-        if not isinstance(line, str) or r._open_from is not None:
-            yield _request_line(line)
-            continue
-        runs = r._runs
-        arrival, admitted, done = r.spec.arrival, r.admitted_at, r.done_at
-        first = runs[0] if runs else None
-        if times_text is None:
-            one_each = runs[1::2].count(1) * 2 == len(runs)
-            times = runs[0::2] if one_each else [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])]
-            emitted = len(times)
-            times_text = ", ".join(map(texts.__getitem__, times))
-        else:
-            emitted = len(runs) // 2
-        if stamps is None:
-            first_text, done_text = texts[first], texts[done]
-        else:   # the step ends' texts; the end is the last token's stamp unless the request timed out later
-            first_text, done_text = stamps[0], stamps[1] if done == runs[-2] else texts[done]
-        if r.status is done_status:
-            ttft, queue_wait, e2e = texts[first - arrival], texts[admitted - arrival], texts[done - arrival]
-            tpot = repr(round((done - first) / 1000 / (emitted - 1), 3)) if emitted > 1 else "null"
-        else:
-            ttft = queue_wait = e2e = tpot = "null"
-        yield (f'{line[:-1]}, "arrival_ms": {texts[arrival]}, "admitted_ms": {texts[admitted]}, '
-               f'"first_token_ms": {first_text}, "done_ms": {done_text}, "ttft_ms": {ttft}, '
-               f'"queue_wait_ms": {queue_wait}, "e2e_ms": {e2e}, "tpot_ms": {tpot}, '
-               f'"token_times_ms": [{times_text}]}}')
-
-
-def _timeline_lines_ms(run: LabRun):
-    """Lines of ``timeline.jsonl`` with ``start_ms`` and ``duration_ms`` of each step (or jump) added:
-    appended to a ``counts`` line's text as ``json.dumps`` would add them (last, floats as ``repr``);
-    a ``full`` line (a dict) is updated and encoded."""
-    records = [record for result in run.results for record in result.ticks]
-    for line, record in zip(timeline_lines(run), records):
-        if isinstance(line, str):
-            yield f'{line[:-1]}, "start_ms": {ms_text(record.tick)}, "duration_ms": {ms_text(record.duration)}}}\n'
-            continue
-        line = dict(line)
-        line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
-        yield json.dumps(line, ensure_ascii=False) + "\n"
 
 
 def _table(run: LabRun, rows: list[dict], overridden: list[str], model: StepModel) -> str:
@@ -364,8 +274,8 @@ def render_ms_artifacts(run: LabRun, model: StepModel, overridden: list[str],
                                     "cases": summaries},
                                    indent=2, ensure_ascii=False) + "\n",
         "summary.csv": out.getvalue(),
-        "requests.jsonl": jsonl_chunks(_request_lines_ms(run, ends)),   # streamed: text chunks, written as they come
-        "timeline.jsonl": _timeline_lines_ms(run),
+        "requests.jsonl": jsonl_chunks(request_lines_ms(run, ends)),   # streamed: text chunks, written as they come
+        "timeline.jsonl": timeline_lines_ms(run),
         "table.txt": table,
         "timeline.svg": svg,
         "report.html": report,
