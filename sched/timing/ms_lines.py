@@ -103,9 +103,10 @@ def timeline_lines_ms(run: LabRun):
     appended to a ``counts`` line's text as ``json.dumps`` would add them (last, floats as ``repr``);
     a ``full`` line (a dict) is updated and encoded."""
     records = [record for result in run.results for record in result.ticks]
+    durations = _MsTexts()   # a step's duration repeats from step to step: its text made once
     for line, record in zip(timeline_lines(run), records):
         if isinstance(line, str):
-            yield f'{line[:-1]}, "start_ms": {ms_text(record.tick)}, "duration_ms": {ms_text(record.duration)}}}\n'
+            yield f'{line[:-1]}, "start_ms": {ms_text(record.tick)}, "duration_ms": {durations[record.duration]}}}\n'
             continue
         line = dict(line)
         line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
