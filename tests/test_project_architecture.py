@@ -33,11 +33,34 @@ def _modules():
     return found
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _import_statements(tree: ast.AST) -> tuple:
+    """The import statements anywhere in ``tree`` (top level, and the lazy ones inside functions,
+    branches, ``try``/``except`` and ``match`` cases), each as ``(is_from, module, level, names)``:
+    ``import a.b`` is ``(False, None, 0, ("a.b",))``, ``from ..x import y`` is ``(True, "x", 2, ("y",))``.
+    Only statement lists are walked: an import is a statement, never part of an expression."""
+    found, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            found.append((False, None, 0, tuple(a.name for a in node.names)))
+        elif isinstance(node, ast.ImportFrom):
+            found.append((True, node.module, node.level, tuple(a.name for a in node.names)))
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                stack.extend(reversed([item for item in value if isinstance(item, _BLOCKS)]))
+    return tuple(found)
+
+
 @functools.lru_cache(maxsize=None)
-def _tree(path: str) -> ast.Module:
-    """The parsed source of one file, read once per test run (every rule below walks the same trees)."""
+def _imports(path: str) -> tuple:
+    """:func:`_import_statements` of one file, parsed once per test run (every rule below reads the
+    same imports). The parsed tree is not kept: some 300,000 objects that every later test of the
+    run would carry through Python's garbage collections."""
     with open(path, encoding="utf-8") as handle:
-        return ast.parse(handle.read(), path)
+        return _import_statements(ast.parse(handle.read(), path))
 
 
 def import_edges(modules=None):
@@ -57,23 +80,22 @@ def _sched_edges():
 def _edges(modules):
     edges = {}
     for module, path in modules.items():
-        tree = _tree(path)
         package = module if path.endswith("__init__.py") else module.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                targets.update(a.name for a in node.names if a.name.split(".")[0] == "sched")
-            elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
-                    source = ".".join(base + ([node.module] if node.module else []))
-                elif node.module and node.module.split(".")[0] == "sched":
-                    source = node.module
-                else:
-                    continue
-                for alias in node.names:
-                    candidate = f"{source}.{alias.name}"
-                    targets.add(candidate if candidate in modules else source)
+        for is_from, imported, level, names in _imports(path):
+            if not is_from:
+                targets.update(name for name in names if name.split(".")[0] == "sched")
+                continue
+            if level:
+                base = package.split(".")[:len(package.split(".")) - (level - 1)]
+                source = ".".join(base + ([imported] if imported else []))
+            elif imported and imported.split(".")[0] == "sched":
+                source = imported
+            else:
+                continue
+            for name in names:
+                candidate = f"{source}.{name}"
+                targets.add(candidate if candidate in modules else source)
         edges[module] = {t for t in targets if t in modules and t != module}
     return edges
 
@@ -84,11 +106,11 @@ PRIVATE_IMPORTS_LEFT = set()
 
 def private_imports(source) -> list[str]:
     """The names ``from X import _name`` takes from another module in ``source`` (a module's text, or
-    its parsed tree): a name with one leading underscore is its module's own (``__version__`` is not
-    private)."""
-    tree = ast.parse(source) if isinstance(source, str) else source
-    return [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-            for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+    its :func:`_imports`): a name with one leading underscore is its module's own (``__version__`` is
+    not private)."""
+    imports = _import_statements(ast.parse(source)) if isinstance(source, str) else source
+    return [name for is_from, _, _, names in imports if is_from
+            for name in names if name.startswith("_") and not name.startswith("__")]
 
 
 def room(module: str) -> str:
@@ -180,13 +202,18 @@ class ArchitectureTest(unittest.TestCase):
         """What two modules share is a public name in one place (``import _x`` across modules is refused)."""
         found = set()
         for module, path in _modules().items():
-            found.update((module, name) for name in private_imports(_tree(path)))
+            found.update((module, name) for name in private_imports(_imports(path)))
         self.assertEqual(found, PRIVATE_IMPORTS_LEFT)
 
     def test_the_private_import_checker_can_fail(self):
         """A made-up module: the private name is caught, a public one renamed private and a dunder are not."""
         text = "from .sweep import _mask, run_sweep\nfrom .a import fail as _fail\nfrom .. import __version__\n"
         self.assertEqual(private_imports(text), ["_mask"])
+        lazy = ("def f(x):\n    try:\n        pass\n    except ValueError:\n        from .b import _in_except\n"
+                "    match x:\n        case 1:\n            from .c import _in_case\n"
+                "class K:\n    def g(self):\n        if self:\n            with open(0):\n"
+                "                from . import _in_with\n        else:\n            import _not_from\n")
+        self.assertEqual(private_imports(lazy), ["_in_except", "_in_case", "_in_with"])   # nested imports are seen
 
     def test_test_files_mirror_the_packages(self):
         """Every test file is named after the package it tests (``test_<package>_...``), or
