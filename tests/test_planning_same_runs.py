@@ -44,10 +44,11 @@ def model():
 
 
 def fingerprint(result):
-    """Everything a run hands on: each request's stamps, and every timeline record."""
+    """Everything a run hands on: each request's stamps, and every timeline record (compared field by
+    field by the records' own dataclass equality; ``dataclasses.astuple`` would deep-copy each one)."""
     requests = [(r.name, r.status, r.admitted_at, r.hit_tokens, r.done_at, r.num_preemptions, tuple(r.preempted_at),
                  tuple(r.token_times)) for r in result.requests]
-    return requests, [dataclasses.astuple(record) for record in result.ticks]
+    return requests, list(result.ticks)
 
 
 def run(specs, policy, rate, max_concurrency=None, max_num_seqs=16):
