@@ -34,6 +34,7 @@ class LabZipTest(unittest.TestCase):
         cls.base = tempfile.mkdtemp(prefix="isl-test-")
         cls.addClassCleanup(shutil.rmtree, cls.base, ignore_errors=True)
         cls.zip_path = os.path.join(cls.base, "inference-scheduler-lab.zip")
+        cls.project_copy = None   # copy_of_project() makes it when a test first needs it
         old = os.umask(0o022)  # test_output_permissions_follow_the_umask reads the mode it gives
         try:
             cls.zip_result = run_cli(["zip", "-o", cls.zip_path])
@@ -137,8 +138,16 @@ class LabZipTest(unittest.TestCase):
             self.assertEqual(a.read(), b.read())
 
     def copy_of_project(self) -> str:
-        """A copy of the lab's files in a temporary directory (tests that may write stay off the real one)."""
-        project = os.path.join(temp_dir(self), "project")
+        """A copy of the lab's files in a temporary directory (tests that may write stay off the real one),
+        made once for the class: the tests that use it add stray files the lab leaves out, or try to
+        overwrite one of its files (refused; were it not, only this copy would be changed), so one
+        test never changes what another checks."""
+        if self.project_copy is None:
+            type(self).project_copy = self._copy_project(os.path.join(self.base, "project"))
+        return self.project_copy
+
+    @staticmethod
+    def _copy_project(project: str) -> str:
         for path in lab_files(PROJECT):
             os.makedirs(os.path.dirname(os.path.join(project, path)), exist_ok=True)
             with open(os.path.join(PROJECT, path), "rb") as src, open(os.path.join(project, path), "wb") as dst:
@@ -216,6 +225,7 @@ class LabZipTest(unittest.TestCase):
         """Before the fix ``zip`` blocked forever reading the FIFO (and a kill left a .tmp behind)."""
         project = self.copy_of_project()
         os.mkfifo(os.path.join(project, "workloads", "fifo.json"))
+        self.addCleanup(os.remove, os.path.join(project, "workloads", "fifo.json"))   # the copy is the class's
         self.assertNotIn("workloads/fifo.json", lab_files(project))
         out = os.path.join(temp_dir(self), "lab.zip")
         self.assertEqual(build_lab_zip(project, out), lab_files(PROJECT))
