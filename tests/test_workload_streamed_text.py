@@ -20,7 +20,21 @@ from sched.workload.specs import (SCENARIOS, scenario, workload_json_and_sha256,
 
 
 class StreamedWorkloadTextTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.built = None   # workloads() builds them once for the class (frozen specs, read only)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.built = None   # 24,000 specs not carried through the rest of the run
+
     def workloads(self):
+        if self.built is None:
+            type(self).built = self.build()
+        return self.built
+
+    @staticmethod
+    def build():
         blocks = [replace(s, block_size=16, prefix_key=None, prefix_tokens=0, tick_ms=2.5,
                           prefix_blocks=(1, 2) if i % 3 == 0 else None, priority=i % 2 or None)
                   for i, s in enumerate(synthetic(50))]
