@@ -190,10 +190,10 @@ class StreamedAnalysisTest(unittest.TestCase):
                         with open(os.path.join(directory, "summary.json"), encoding="utf-8") as handle:
                             cases = json.load(handle)["cases"]
                         for case in cases:
-                            trace = read_trace(path, case["case"])
-                            got = {key: getattr(trace, key) for key in plain_trace(path, case["case"])}
+                            trace, plain = read_trace(path, case["case"]), plain_trace(path, case["case"])
+                            got = {key: getattr(trace, key) for key in plain}
                             got["samples"] = {k: Counter(v) for k, v in got["samples"].items()}
-                            self.assertEqual(got, plain_trace(path, case["case"]))
+                            self.assertEqual(got, plain)
                     expected = plain_diff(dir_a, dir_b)
                     whole = diff_runs(dir_a, dir_b)
                     self.assertEqual({c: rows for c, rows in whole.requests.items() if rows}, expected)
