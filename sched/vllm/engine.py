@@ -181,7 +181,17 @@ class VllmSimulation(WaitingSide):
         opened: dict[Seq, int] = {}        # open runs scheduled in this step -> blocks they took
         preempted: list[tuple[Seq, Seq]] = []   # (victim, the request that needed its blocks)
         # 3. The running list, in order, while budget remains.
-        i = 0
+        i = bulk = 0
+        if runs is not None and not self._priority:
+            # The open runs at the head of the list (the others, in running order, start at index k)
+            # take 1 token each and together the blocks due now: when those fit, none of them can
+            # preempt, and taking the blocks at once evicts what taking them one by one would.
+            k = len(running) - len(runs.others)
+            if k and k <= budget and (not runs.others or running[k] is next(iter(runs.others))) \
+                    and runs.due[due] <= kv.num_free:
+                kv.reserve(runs.due[due])
+                i = bulk = k
+                budget -= k
         while i < len(running) and budget > 0:
             seq = running[i]
             if seq.open_from is None:
@@ -230,16 +240,16 @@ class VllmSimulation(WaitingSide):
         # 4. The waiting queue, only if nothing was preempted in this step.
         admitted, hits = ([], []) if preempted else self.admit(t, cap, budget, scheduled)
         # 5. Execute.
-        used = sum(scheduled.values()) + len(opened)
-        num_decode = len(opened) + sum(1 for seq, n in scheduled.items()
+        used = sum(scheduled.values()) + len(opened) + bulk
+        num_decode = len(opened) + bulk + sum(1 for seq, n in scheduled.items()
                                        if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1)
         kv_used = kv.num_used
         duration = self.duration(used - num_decode, num_decode)
         end = t + duration
         if kv.caching:   # frees in running order (the free queue's order), open runs among the others
-            finished = self.execute(scheduled, ordinal, end, runs.finish(ordinal, end, False) if opened else ())
+            finished = self.execute(scheduled, ordinal, end, runs.finish(ordinal, end, False) if opened or bulk else ())
         else:
-            finished = runs.finish(ordinal, end) if opened else []
+            finished = runs.finish(ordinal, end) if opened or bulk else []
             finished += self.execute(scheduled, ordinal, end)
         if runs is not None:
             runs.reopen(ordinal, scheduled)

@@ -49,26 +49,25 @@ class FreeQueue:
                 if type(entry) is Run and entry.count > rest:
                     entry.count -= rest
                     rest = 0
-            popitem = back.popitem
+            popitem, uncache, keep = back.popitem, cached.pop, self._spare.append
             while rest:
                 key, entry = popitem(False)
-                kind = type(entry)
-                if kind is Block:   # evicted (inlined for speed: a long trace evicts millions)
+                if type(entry) is Block:   # evicted (inlined for speed: a long trace evicts millions)
                     block_hash = entry.block_hash
-                    same = cached.pop(block_hash)
-                    if same is not entry:   # not its only copy
+                    if (same := uncache(block_hash)) is not entry:   # not its only copy
                         cached[block_hash] = same
                         self._drop_copy(entry)
                     entry.block_hash = None
                     entry.ref_cnt = 1
+                    rest -= 1
                     if objects:   # reused
                         table.append(entry)
                         objects -= 1
                         count -= 1
                     else:         # kept for a later table
-                        self._spare.append(entry)
-                    rest -= 1
-                elif kind is Run:
+                        keep(entry)
+                    continue
+                if type(entry) is Run:
                     if entry.count > rest:
                         entry.count -= rest
                         back[key] = entry
@@ -133,13 +132,13 @@ class FreeQueue:
                 seq.num_cached = 0
                 return
             del table[start:]
-        back, spare = self._back, self._spare
+        back, keep = self._back, self._spare.append
         blank = kept = 0
         for block in reversed(table):   # tail first
             if block.ref_cnt == 1:
                 if block.block_hash is None:   # a blank block: its object kept for a later table
                     blank += 1
-                    spare.append(block)
+                    keep(block)
                 else:
                     block.ref_cnt = 0
                     back[block.block_id] = block
