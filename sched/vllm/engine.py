@@ -252,7 +252,7 @@ class VllmSimulation(WaitingSide):
             finished = runs.finish(ordinal, end) if opened or bulk else []
             finished += self.execute(scheduled, ordinal, end)
         if runs is not None:
-            runs.reopen(ordinal, scheduled)
+            runs.reopen(ordinal, scheduled, kv.caching and self._priority)
         return self.end_step(t, ordinal, duration, used, num_decode, kv_used, scheduled.items(), preempted,
                              admitted, hits, finished, timeouts)
 

@@ -30,7 +30,7 @@ did before this fast path existed.
 from __future__ import annotations
 
 import heapq
-from itertools import accumulate
+from itertools import accumulate, chain
 
 from .kv_cache import blocks_for
 from ..core.records import Status
@@ -92,14 +92,20 @@ class DecodeRuns:
             sim.end(seq, Status.DONE, end)
         return finished
 
-    def reopen(self, ordinal: int, scheduled) -> None:
-        """After a walked step: the scheduled requests now decode-ready run on as open runs."""
-        kv = self.sim.kv
+    def reopen(self, ordinal: int, scheduled, closed: bool = False) -> None:
+        """After a walked step: the scheduled requests now decode-ready run on as open runs.
+        ``closed``: the step closed open runs that stay running (a priority walk with prefix caching)."""
+        sim = self.sim
+        kv = sim.kv
         for seq in scheduled:
             if seq.state == "running" and seq.generated and seq.computed == seq.num_tokens - 1 and \
                     (not kv.caching or kv.can_open(seq)):
                 self.open(seq, ordinal + 1)
-        self.others = dict.fromkeys(s for s in self.sim.running if s.open_from is None)
+        if closed:
+            self.others = dict.fromkeys(s for s in sim.running if s.open_from is None)
+        else:   # only the step's requests can have changed: the others before it, then its admissions
+            self.others = dict.fromkeys(s for s in chain(self.others, scheduled)
+                                        if s.state == "running" and s.open_from is None)
 
     def fits(self, cap: int, ordinal: int) -> bool:
         """Whether this step's running pass can run out of neither budget nor KV blocks."""
