@@ -242,6 +242,37 @@ class DifferentialTest(unittest.TestCase):
                     self.assertIn("requests.jsonl", files[0])
                     self.assertEqual(files[0], files[1])
 
+    def test_open_runs_at_the_head_of_a_walked_step_equal_the_literal_walk(self):
+        """Block size 4, 6 tokens a step. A, B, C (3-token prompts, 20 tokens out) decode as open runs;
+        D (a 40-token prompt) arrives at tick 3, so every step's demand (3 + D's rest) is over the
+        budget and the step is walked: the open runs at the head of the list take their token and
+        the blocks due at once when those fit. With 17 usable blocks their blocks due are once just
+        as many as the free blocks and twice one more (C, an open run among them, is preempted, and
+        D later); with 19 once just as many (D, after them, is preempted). Fast equals literal, with
+        and without prefix caching."""
+        specs = [RequestSpec(n, 0, None, 0, 3, 20) for n in "ABC"] + [RequestSpec("D", 3, None, 0, 40, 2)]
+        walked_with_open_head = []
+        walk = vllm_engine.VllmSimulation.walk
+
+        def watched(sim, t, ordinal, cap, timeouts):
+            head = next(iter(sim.running), None)
+            if vllm_engine.FAST_PATHS and head is not None and head.open_from is not None:
+                walked_with_open_head.append(sim.runs.due[ordinal % 4] <= sim.kv.num_free)
+            return walk(sim, t, ordinal, cap, timeouts)
+
+        for blocks, victims in ((18, ["C", "D"]), (20, ["D"])):
+            for caching in (False, True):
+                knobs = VllmKnobs(max_num_batched_tokens=6, max_num_seqs=4, block_size=4, num_gpu_blocks=blocks,
+                                  enable_prefix_caching=caching)
+                walked_with_open_head.clear()
+                with self.subTest(blocks=blocks, caching=caching), \
+                        mock.patch.object(vllm_engine.VllmSimulation, "walk", watched):
+                    self.check(specs, knobs, None)
+                    self.assertIn(True, walked_with_open_head)   # the open runs' blocks fit at once
+                    preempted = [r.name for r in run(specs, knobs, None, "counts", True).requests
+                                 if r.num_preemptions]
+                    self.assertEqual(preempted, victims)
+
 
 class FoundByTheDifferentialTest(unittest.TestCase):
     """The smallest cases of the differences the random workloads found, values by hand."""
