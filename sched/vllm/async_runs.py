@@ -35,6 +35,7 @@ from __future__ import annotations
 import heapq
 
 from ..core.records import SimulationError
+from .async_open_jump import jump as open_jump
 
 __all__ = ["AsyncDecodeRuns"]
 
@@ -143,6 +144,11 @@ class AsyncDecodeRuns:
             if seq not in others:
                 others[seq] = None
         return batch
+
+    def jump(self, now):
+        """The loop turns from ``now`` in which only open runs decode, run at once
+        (:func:`sched.vllm.async_open_jump.jump`); returns the time after them, or ``None``."""
+        return open_jump(self, now)
 
     # --- opening and closing ---------------------------------------------------------------------
 

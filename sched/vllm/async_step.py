@@ -31,8 +31,9 @@ loop: every request and every step of the 30 async oracle cases (``tests/test_vl
 
 Speed (the records are the walk's, ``tests/test_vllm_async_jumps.py``): without prefix caching runs
 of decode-only batches are jumped over (:mod:`sched.vllm.async_jump`); with prefix caching decoding
-requests run open and a turn whose running pass fits the budget and the free blocks walks only the
-others (:mod:`sched.vllm.async_runs`).
+requests run open, a turn whose running pass fits the budget and the free blocks walks only the
+others (:mod:`sched.vllm.async_runs`), and runs of turns where only open runs decode are jumped over
+(:mod:`sched.vllm.async_open_jump`).
 """
 
 from __future__ import annotations
@@ -297,8 +298,8 @@ class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
                     now = max(now, arrivals.upcoming)   # idle: nothing happens before the next arrival
                 if arrivals.upcoming is not None and arrivals.upcoming <= now:
                     self.arrive(now)
-                if jumps and len(batches) == 1:
-                    jumped = self.jump(now)
+                if len(batches) == 1 and (jumps or runs is not None):
+                    jumped = self.jump(now) if jumps else runs.jump(now)
                     if jumped is not None:
                         self.now = now = jumped
                         if progress is not None:

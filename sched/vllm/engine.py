@@ -122,7 +122,7 @@ class VllmSimulation(WaitingSide):
         self.log = StepLog(timeline)
         self.budget_spent = 0
         self.busy_steps = 0
-        self._blocked = None                      # (head, free blocks, cache epoch) of a failed admission
+        self._blocked = None                      # (head, blocks it needed, cache epoch) of a failed admission
 
     @property
     def finished(self) -> bool:

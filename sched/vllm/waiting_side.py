@@ -29,7 +29,7 @@ class WaitingSide:
             if kv.caching:
                 blocked = self._blocked   # blocked_head, inlined
                 if blocked is not None:
-                    if blocked[0] is seq and blocked[2] == kv.epoch and kv.num_free <= blocked[1]:
+                    if blocked[0] is seq and blocked[2] == kv.epoch and kv.num_free < blocked[1]:
                         break
                     self._blocked = None
                 hit = kv.find_hit(seq)
@@ -37,9 +37,10 @@ class WaitingSide:
                 hit = []
             computed = len(hit) * knobs.block_size
             n = min(seq.num_tokens - computed, cap or budget, budget)
-            if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
+            need = kv.blocks_to_allocate(seq, seq.num_tokens, hit)
+            if need > kv.num_free:
                 if kv.caching and self.blocked_head is not never_blocked:   # remember what the gate saw
-                    self._blocked = (seq, kv.num_free, kv.epoch)                 # (blocked_head)
+                    self._blocked = (seq, need, kv.epoch)                        # (blocked_head)
                 break     # admission gate: a waiting request never preempts
             waiting.pop()
             kv.allocate(seq, computed + n, hit)
@@ -63,22 +64,28 @@ class WaitingSide:
         kv = self.kv
         if self.blocked_head(seq):
             return False
-        if kv.blocks_to_allocate(seq, seq.num_tokens, kv.find_hit(seq)) > kv.num_free:
-            self._blocked = (seq, kv.num_free, kv.epoch)
+        need = kv.blocks_to_allocate(seq, seq.num_tokens, kv.find_hit(seq))
+        if need > kv.num_free:
+            self._blocked = (seq, need, kv.epoch)
             return False
         return True
 
     def blocked_head(self, seq) -> bool:
         """With prefix caching: whether ``seq``, the head of the queue, is known to fail the admission
-        gate without looking its prefix up again. It failed with ``free`` free blocks at cache epoch
+        gate without looking its prefix up again. It failed needing ``need`` blocks at cache epoch
         ``epoch``; its need (blocks of the whole sequence − hit blocks + idle hit blocks) can only
-        shrink when a block enters the cache or an idle hit block is touched (both bump the epoch),
-        and evictions, takes and frees only grow it or grow the free count — so at the same epoch
-        and no more free blocks it fails again (a finished request frees blocks: looked up again)."""
+        shrink when a shared block enters the cache, an idle hit block is touched, or an evicted
+        block leaves a copy of its hash cached (each bumps the epoch). Otherwise it only grows: an
+        eviction cuts its hit (a block it counted as idle costs nothing once gone, one it counted
+        as held costs one more), a free turns a held hit block idle (one more), blocks freed into
+        a run or the free queue's front are nobody else's to hit, and a stale token delivered to a
+        preempted head adds at most the block it completes to its hit and to its sequence alike.
+        So at the same epoch, while fewer blocks than ``need`` are free, it fails again (frees
+        that leave fewer than ``need`` free look nothing up)."""
         blocked = self._blocked
         if blocked is None:
             return False
-        if blocked[0] is seq and blocked[2] == self.kv.epoch and self.kv.num_free <= blocked[1]:
+        if blocked[0] is seq and blocked[2] == self.kv.epoch and self.kv.num_free < blocked[1]:
             return True
         self._blocked = None
         return False

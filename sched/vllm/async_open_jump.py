@@ -1,0 +1,126 @@
+"""Decode jumps of the async vLLM engine with prefix caching (``--async-scheduling
+--enable-prefix-caching``; the results equal the batch-by-batch walk, which the tests check).
+
+With prefix caching a decoding request runs open (:mod:`sched.vllm.async_runs`): its blocks are
+private, its tokens are delivered by the run. When **every** running request is an open run and
+the batch in flight samples no one else, each loop turn schedules the same batch (one decode token
+per open run, no prompt token), takes the blocks due in the turn from the free queue (the same
+evictions as the walk, in the same turn) and processes the batch before it, which delivers only open
+runs' tokens. Only the clock, the blocks taken and the step log move, all known ahead: :func:`jump`
+takes such turns at once and stops before any turn where something else could happen.
+
+It stops before the turn
+
+- whose batch skips an open run (its last token in flight: the turn closes it);
+- whose blocks due would not fit the free blocks (a preemption);
+- where an arrival that can matter joins (:meth:`sched.vllm.queue.Arrivals.jump_limit`).
+
+It starts only when the head of the waiting queue cannot be admitted (or no admission can be tried:
+no budget left, every slot taken, nobody waiting). The head then stays out in every turn of the
+jump: its need (blocks of its whole sequence − hit blocks + idle hit blocks) can only shrink when a
+block enters the cache, is freed or is touched, and none is in a jump; the blocks a turn takes leave
+the free count one less each, and an evicted block can lower the need by at most one (the next copy
+of its hash, held, found instead: :mod:`sched.vllm.free_queue`), so ``need > free`` holds on.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+__all__ = ["jump"]
+
+
+def jump(runs, now):
+    """Run, at once, the loop turns from ``now`` in which only open runs decode (module docstring).
+
+    ``runs``: the :class:`sched.vllm.async_runs.AsyncDecodeRuns` of an async simulation with
+    prefix caching, called at the top of a loop turn at time ``now`` (ticks, or µs with a step
+    time; arrivals due already joined) with one batch ``B`` in flight. Applies when every running
+    request is an open run and ``B`` samples no one (all its tokens are the runs'). Each turn taken
+    logs the batch before it as the walk logs it (step records with 0 prompt and ``num_open``
+    decode tokens), takes its due blocks (:meth:`sched.vllm.kv_cache.PrefixCachingKV.reserve`) and
+    asks the step time once (``step_time(0, num_open, kv_blocks)`` when it reads the KV blocks, else
+    ``step_time(0, num_open)`` once per jump, a pure function). Returns the time at the top of the
+    loop turn after the last one taken (the walk's ``now`` there), the last turn's batch left in
+    flight, or ``None`` (state untouched) when no turn qualifies. Raises ``ValueError`` for a step
+    time that is not > 0, as the walk does.
+    """
+    sim = runs.sim
+    batch0 = sim.batches[0]
+    num_open = runs.num_open
+    if runs.others or not num_open or batch0.samplers or batch0.end is None or sim._held is not None \
+            or len(sim.running) != num_open:
+        return None
+    knobs, kv, bs, k = sim.knobs, sim.kv, runs.block_size, runs.turn
+    if num_open > knobs.max_num_batched_tokens:
+        return None
+    heap = runs.finishes
+    while heap and heap[0][3].open_from != heap[0][2]:   # closed since: no longer its run's last turn
+        heapq.heappop(heap)
+    horizon = heap[0][0] - k   # turns k .. k + horizon − 1 schedule every open run (each has an entry)
+    if horizon < 1:
+        return None
+    waiting = sim.waiting.size
+    tried = num_open < knobs.max_num_batched_tokens and num_open < knobs.max_num_seqs   # admission tried?
+    if waiting and tried and sim.head_admissible(sim.waiting.peek()):
+        return None
+    until = sim.arrivals.jump_limit(sim._priority, bool(waiting) or not tried)
+    due, step_time, reads_kv, unit = runs.due, sim.step_time, sim.reads_kv, sim.stamp_times is None
+    gpu_free = batch0.end
+    tops, starts, ends, used = [], [], [], []
+    duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
+    j = 0
+    while j < horizon:
+        if j and until is not None and until <= now:
+            break                            # an arrival that can matter joins at this turn's start
+        need = due[(k + j) % bs]
+        if need > kv.num_free:
+            break                            # the walk would preempt
+        kv.reserve(need)
+        start = now if now > gpu_free else gpu_free
+        if unit:
+            d = 1
+        elif reads_kv:
+            d = step_time(0, num_open, kv.num_used)
+        else:
+            if duration is None:
+                duration = step_time(0, num_open)
+            d = duration
+        if not d > 0:
+            raise ValueError(f"step_time(0, {num_open}) gave {d!r}: a step must last > 0")
+        end = start + d
+        tops.append(now)
+        starts.append(start)
+        ends.append(end)
+        used.append(kv.num_used)
+        if gpu_free > now:                   # processing the batch before waits for its end
+            now = gpu_free
+        gpu_free = end
+        j += 1
+    if not j:
+        return None
+    # Turn 1 processes B (it samples no one: only its step is logged); then batches 1 .. j − 1.
+    sim.batches.pop()
+    sim.process(batch0)
+    first = starts[0] if unit else len(sim.stamp_times) - 1
+    steps = list(range(first, first + j))
+    joined = sim.arrivals.count_due(tops)   # arrivals joining the queue at each turn's start
+    num_waiting = [waiting + n for n in joined]
+    last = j - 1
+    if last:
+        sim.log.add_decode_steps(first, starts[:last], [ends[i] - starts[i] for i in range(last)], num_open,
+                                 used[:last], num_open, num_waiting[:last])
+    runs.steps += steps
+    runs.turn = k + j
+    if not unit:
+        sim.stamp_times += ends
+    sim.gpu_free = gpu_free
+    sim.budget_spent += j * num_open
+    sim.busy_steps += j
+    sim.num_steps += j
+    sim._reported_finish = False
+    sim.batches.appendleft(type(batch0)(
+        step=steps[last], start=starts[last], end=ends[last], scheduled=[], samplers=[], num_prompt=0,
+        num_decode=num_open, preempted=[], admitted=[], hits=[], kv_used=used[last], num_running=num_open,
+        num_waiting=num_waiting[last], num_open=num_open))
+    return now
