@@ -7,7 +7,9 @@ the batch in flight samples no one else, each loop turn schedules the same batch
 per open run, no prompt token), takes the blocks due in the turn from the free queue (the same
 evictions as the walk, in the same turn) and processes the batch before it, which delivers only open
 runs' tokens. Only the clock, the blocks taken and the step log move, all known ahead: :func:`jump`
-takes such turns at once and stops before any turn where something else could happen.
+takes such turns at once and stops before any turn where something else could happen. Nothing in
+the turns looks at the free queue, so their blocks are taken from its front in one go (the same
+blocks, the same evictions, as turn by turn).
 
 It stops before the turn
 
@@ -66,7 +68,7 @@ def jump(runs, now):
         return None
     until = sim.arrivals.jump_limit(sim._priority, bool(waiting) or not tried)
     due, step_time, reads_kv, unit = runs.due, sim.step_time, sim.reads_kv, sim.stamp_times is None
-    gpu_free = batch0.end
+    gpu_free, free, capacity = batch0.end, kv.num_free, kv.capacity
     tops, starts, ends, used = [], [], [], []
     duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
     j = 0
@@ -74,14 +76,14 @@ def jump(runs, now):
         if j and until is not None and until <= now:
             break                            # an arrival that can matter joins at this turn's start
         need = due[(k + j) % bs]
-        if need > kv.num_free:
+        if need > free:
             break                            # the walk would preempt
-        kv.reserve(need)
+        free -= need                         # taken below, all at once: the same blocks, in order
         start = now if now > gpu_free else gpu_free
         if unit:
             d = 1
         elif reads_kv:
-            d = step_time(0, num_open, kv.num_used)
+            d = step_time(0, num_open, capacity - free)
         else:
             if duration is None:
                 duration = step_time(0, num_open)
@@ -92,13 +94,16 @@ def jump(runs, now):
         tops.append(now)
         starts.append(start)
         ends.append(end)
-        used.append(kv.num_used)
+        used.append(capacity - free)
         if gpu_free > now:                   # processing the batch before waits for its end
             now = gpu_free
         gpu_free = end
         j += 1
     if not j:
         return None
+    # The turns' blocks off the free queue's front in one take: taking a then b blocks from the front
+    # takes (and evicts) the same blocks as taking a + b.
+    kv.reserve(kv.num_free - free)
     # Turn 1 processes B (it samples no one: only its step is logged); then batches 1 .. j − 1.
     sim.batches.pop()
     sim.process(batch0)

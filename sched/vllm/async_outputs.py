@@ -27,6 +27,9 @@ class AsyncOutputs:
         """The batch's output (vLLM's ``update_from_output``): its sampled tokens, stamped at its
         end, the blocks they complete cached, finished requests freed. Returns whether any token
         arrived."""
+        if not batch.samplers:   # only open runs (their tokens are the runs'), or nobody sampled
+            self._log(batch, [])
+            return bool(batch.num_open)
         kv, finished = self.kv, []
         stamp, caching, bs = batch.step + 1, kv.caching, kv.block_size
         for seq in batch.samplers:

@@ -79,7 +79,8 @@ class AsyncDecodeRuns:
                 inflight = sim.batches[0]
                 inflight.samplers += closed
                 inflight.merged = True    # freed in running order (process)
-            batch = self._easy(now, k) if self._fits(k) else None
+            asks = self._asks(k)
+            batch = None if asks is None else self._easy(now, k, asks)
             if batch is None and self.num_open and sim._priority:
                 self._close_all(k)   # a victim may have taken its block in the turn: walked closed
         if batch is None:
@@ -90,12 +91,14 @@ class AsyncDecodeRuns:
         self.turn = k + 1
         return batch
 
-    def _fits(self, k) -> bool:
-        """Whether turn ``k``'s running pass runs out of neither budget nor KV blocks."""
+    def _asks(self, k):
+        """Turn ``k``'s running pass when it runs out of neither budget nor KV blocks: the others
+        scheduled in it, as ``[(request, tokens, new blocks)]`` in running order (a request whose
+        last token is in flight, or that asks for nothing, is skipped); ``None`` when it does not fit."""
         sim = self.sim
-        knobs, kv, bs = sim.knobs, sim.kv, self.block_size
+        knobs, bs = sim.knobs, self.block_size
         cap = knobs.long_prefill_token_threshold if len(sim.running) + sim.waiting.size > 1 else 0
-        demand, blocks = self.num_open, self.due[k % bs]
+        demand, blocks, asks = self.num_open, self.due[k % bs], []
         for seq in self.others:
             if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
                 continue
@@ -108,11 +111,14 @@ class AsyncDecodeRuns:
             need = -(-(seq.computed + n) // bs) - len(seq.blocks)
             if need > 0:
                 blocks += need
-        return demand <= knobs.max_num_batched_tokens and blocks <= kv.num_free
+            asks.append((seq, n, need))
+        if demand <= knobs.max_num_batched_tokens and blocks <= sim.kv.num_free:
+            return asks
+        return None
 
-    def _easy(self, now, k):
-        """An easy turn (it :meth:`_fits`): the open runs decode by themselves, the others are
-        scheduled in running order as the literal pass schedules them."""
+    def _easy(self, now, k, asks):
+        """An easy turn (its running pass fits, ``asks`` from :meth:`_asks`): the open runs decode by
+        themselves, the others are scheduled in running order as the literal pass schedules them."""
         sim = self.sim
         knobs, kv, bs = sim.knobs, sim.kv, self.block_size
         start = now if now > sim.gpu_free else sim.gpu_free
@@ -122,16 +128,9 @@ class AsyncDecodeRuns:
         kv.reserve(self.due[k % bs])
         budget = knobs.max_num_batched_tokens - self.num_open
         scheduled: dict = {}
-        for seq in self.others:
-            if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
-                continue
-            n = seq.num_tokens + seq.placeholders - seq.computed
-            if cap and n > cap:
-                n = cap
-            if n <= 0:
-                continue
+        for seq, n, need in asks:
             target = seq.computed + n
-            if -(-target // bs) - len(seq.blocks) <= 0:   # no new block: only newly full blocks enter
+            if need <= 0:   # no new block: only newly full blocks enter
                 if (target if target < seq.num_tokens else seq.num_tokens) // bs > seq.num_cached:
                     kv.cache_full(seq, target if target < seq.num_tokens else seq.num_tokens)
             else:

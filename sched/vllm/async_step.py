@@ -298,7 +298,7 @@ class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
                     now = max(now, arrivals.upcoming)   # idle: nothing happens before the next arrival
                 if arrivals.upcoming is not None and arrivals.upcoming <= now:
                     self.arrive(now)
-                if len(batches) == 1 and (jumps or runs is not None):
+                if len(batches) == 1 and (jumps or runs is not None and not runs.others and not batches[0].samplers):
                     jumped = self.jump(now) if jumps else runs.jump(now)
                     if jumped is not None:
                         self.now = now = jumped
