@@ -109,8 +109,11 @@ def jump(runs, now):
     sim.process(batch0)
     first = starts[0] if unit else len(sim.stamp_times) - 1
     steps = list(range(first, first + j))
-    joined = sim.arrivals.count_due(tops)   # arrivals joining the queue at each turn's start
-    num_waiting = [waiting + n for n in joined]
+    upcoming = sim.arrivals.upcoming
+    if upcoming is None or upcoming > tops[-1]:   # nobody joins the queue in these turns
+        num_waiting = [waiting] * j
+    else:   # arrivals joining the queue at each turn's start
+        num_waiting = [waiting + n for n in sim.arrivals.count_due(tops)]
     last = j - 1
     if last:
         sim.log.add_decode_steps(first, starts[:last], [ends[i] - starts[i] for i in range(last)], num_open,
