@@ -8,7 +8,9 @@ The reference is the walk itself, which the 30 async oracle cases pin to vLLM 0.
 decode stretches (jumps happen) as well as preemption (tiny KV), chunked prefill, priority, prefix
 caching (open runs there, with timeline ``counts`` and ``off``) and step models with and without
 the KV term; the prefix-cached workloads share prefixes, workload blocks and whole prompts, on small
-KV pools and small budgets. ``ISL_FULL=1`` runs 120 seeds of each instead of 8 and 12.
+KV pools and small budgets, and crowded ones (heads of queue held while open runs decode) exercise
+the open runs' decode jumps (``sched.vllm.async_open_jump``). ``ISL_FULL=1`` runs 120 seeds of
+each instead of 8, 12 and 10.
 """
 
 from __future__ import annotations
@@ -93,21 +95,70 @@ def random_cached_case(seed: int):
     return workload, knobs, step_time
 
 
+def random_crowded_case(seed: int):
+    """A random prefix-cached workload for the decode jumps of open runs (sched.vllm.async_open_jump):
+    bursts of arrivals onto a KV pool a little above one request's need, so heads of queue wait
+    (their admission checked, then held) while the running requests decode open; long outputs,
+    prompts sharing prefix keys, workload blocks and whole prompts, budgets from 8 tokens, both
+    policies, a benchmark client's concurrency limit in some cases, and the four clocks of
+    :func:`random_case`. Returns (workload, knobs, step_time, max_concurrency)."""
+    rng = random.Random(f"async-crowded/{seed}")
+    size = rng.choice([4, 16])
+    workload = []
+    for i in range(rng.randint(4, 30)):
+        arrival = rng.choice([0, 0, rng.randint(0, 30), rng.randint(0, 600)])
+        output, priority = rng.randint(20, 300), rng.choice([None, 0, 1])
+        kind = rng.choice(["key", "blocks", "own", "own", "repeat"])
+        if kind == "repeat" and workload:
+            base = rng.choice(workload)
+            workload.append(RequestSpec(f"r{i}", arrival, base.prefix_key, base.prefix_tokens, base.suffix_tokens,
+                                        output, priority, base.prefix_blocks, base.block_size))
+        elif kind == "key":
+            workload.append(RequestSpec(f"r{i}", arrival, "A", rng.choice([5, 16, 40]), rng.choice([0, 3, 30]),
+                                        output, priority))
+        elif kind == "blocks":
+            chain = rng.choice([(1,), (1, 2), (3,)])
+            workload.append(RequestSpec(f"r{i}", arrival, None, 0, len(chain) * size + rng.choice([0, 5]),
+                                        output, priority, chain, size))
+        else:
+            workload.append(RequestSpec(f"r{i}", arrival, None, 0, rng.randint(1, 90), output, priority))
+    need = max(-(-(s.prompt_tokens + s.output_tokens - 1) // size) for s in workload)
+    tokens = rng.choice([8, 64, 2048])
+    knobs = VllmKnobs(tokens, rng.randint(2, min(16, tokens)), rng.choice([0, 0, 8]), True, size,
+                      rng.choice([need + 1, need + 4, 2 * need, 3 * need]), rng.choice(["fcfs", "priority"]),
+                      async_scheduling=True)
+    _, _, step_time = random_case(seed)
+    return workload, knobs, step_time, rng.choice([None, None, rng.randint(1, 6)])
+
+
 def requests_of(result):
     return [(r.spec.name, r.admitted_at, r.token_times, r.done_at, r.status, r.num_preemptions,
              list(r.preempted_at), r.hit_tokens) for r in result.requests]
 
 
-def run(workload, knobs, step_time, timeline, jumps):
+def run(workload, knobs, step_time, timeline, jumps, max_concurrency=None):
     with mock.patch.object(async_step, "DECODE_JUMPS", jumps):
-        return simulate(workload, knobs, timeline=timeline, step_time=step_time)
+        return simulate(workload, knobs, timeline=timeline, step_time=step_time, max_concurrency=max_concurrency)
+
+
+def counting_open_jumps(taken: list):
+    """A patch of AsyncDecodeRuns.jump appending the number of loop turns each jump took."""
+    original = async_runs.AsyncDecodeRuns.jump
+
+    def counting(runs, now):
+        turn = runs.turn
+        result = original(runs, now)
+        if result is not None:
+            taken.append(runs.turn - turn)
+        return result
+    return mock.patch.object(async_runs.AsyncDecodeRuns, "jump", counting)
 
 
 class AsyncDecodeJumpTest(unittest.TestCase):
-    def assert_same_run(self, workload, knobs, step_time):
+    def assert_same_run(self, workload, knobs, step_time, max_concurrency=None):
         for timeline in ("full", "counts", "off"):
-            walked = run(workload, knobs, step_time, timeline, False)
-            jumped = run(workload, knobs, step_time, timeline, True)
+            walked = run(workload, knobs, step_time, timeline, False, max_concurrency)
+            jumped = run(workload, knobs, step_time, timeline, True, max_concurrency)
             with self.subTest(timeline=timeline):
                 self.assertEqual(requests_of(walked), requests_of(jumped))
                 self.assertEqual(walked.ticks, jumped.ticks)
@@ -135,6 +186,49 @@ class AsyncDecodeJumpTest(unittest.TestCase):
                 with self.subTest(seed=seed, knobs=knobs):
                     self.assert_same_run(workload, knobs, step_time)
         self.assertGreater(sum(closed_open), 1000)
+
+    def test_random_crowded_cached_workloads_jumped_equal_walked(self):
+        """Open runs' decode jumps (sched.vllm.async_open_jump) on crowded prefix-cached workloads:
+        the same records as the walk (every request, every step record of the three timeline
+        details); jumps did happen over these seeds (more than 2,000 loop turns taken by jumps)."""
+        taken = []
+        with counting_open_jumps(taken):
+            for seed in range(120 if FULL else 10):
+                workload, knobs, step_time, concurrency = random_crowded_case(seed)
+                with self.subTest(seed=seed, knobs=knobs, max_concurrency=concurrency):
+                    self.assert_same_run(workload, knobs, step_time, concurrency)
+        self.assertGreater(sum(taken), 2000)
+
+    def test_open_runs_jump_only_while_the_head_waits(self):
+        """Hand check (unit steps, block size 16, 2,048-token budget, 4 slots, prefix caching, 52
+        usable blocks). ``a`` and ``b`` (100-token prompts, 300 output tokens) arrive at 0: batch 0
+        (tick 0) prefills both and samples their first token, so both run open from turn 1, and turn
+        300's batch skips them (their last token in flight). ``d`` (620-token prompt: 39 blocks, 2
+        output tokens) arrives at 5 and waits: ``a`` and ``b`` hold at least 14 blocks, so at most 38
+        are free until they end.
+
+        - jump 1: turns 1..5 (loop tops at 0..4; an arrival that could be admitted at once stops it
+          before the turn whose top is at 5);
+        - jump 2: turns 6..299 (294 turns: ``d`` joins at 5 and its admission fails; nothing else
+          can happen before turn 300);
+        - turn 300 schedules nobody (an empty batch takes no time), processing batch 299 ends ``a``
+          and ``b`` at 300; turn 301 admits ``d`` at 300 (batch 301 runs in tick 300, its first
+          token stamped 301), which runs open from turn 302: jump 3 is turn 302 alone (turn 303
+          skips it), its last token stamped 302.
+
+        ``a``'s last token is stamped 300; every record equals the walk's."""
+        workload = [RequestSpec("a", 0, None, 0, 100, 300), RequestSpec("b", 0, None, 0, 100, 300),
+                    RequestSpec("d", 5, None, 0, 620, 2)]
+        knobs = VllmKnobs(2048, 4, 0, True, 16, 53, async_scheduling=True)
+        taken = []
+        with counting_open_jumps(taken):
+            jumped = run(workload, knobs, None, "counts", True)
+        self.assertEqual(taken, [5, 294, 1])
+        self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 300, 302])
+        self.assertEqual((jumped.requests[2].admitted_at, jumped.requests[2].token_times), (300, [301, 302]))
+        walked = run(workload, knobs, None, "counts", False)
+        self.assertEqual(requests_of(jumped), requests_of(walked))
+        self.assertEqual(jumped.ticks, walked.ticks)
 
     def test_a_long_cached_decode_runs_open(self):
         """Two requests decoding 500 tokens each with prefix caching and ample KV: they run open (one
