@@ -230,6 +230,21 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         self.assertEqual(requests_of(jumped), requests_of(walked))
         self.assertEqual(jumped.ticks, walked.ticks)
 
+    def test_a_budget_cut_is_easy_only_behind_every_open_run(self):
+        """The running pass of a turn whose demand exceeds the budget is taken without walking only
+        when no open run comes after the first request the budget cuts (the literal pass would give
+        that run nothing and close it): running order ``[o1, p, o2, q]`` with open runs ``o1``,
+        ``o2``: cut from ``q`` on, it is easy; from ``p`` on, it is walked."""
+        class Seq:
+            def __init__(self, name, open_from):
+                self.name, self.open_from = name, open_from
+        o1, p, o2, q = Seq("o1", 3), Seq("p", None), Seq("o2", 5), Seq("q", None)
+        runs = async_runs.AsyncDecodeRuns.__new__(async_runs.AsyncDecodeRuns)
+        runs.sim = type("Sim", (), {"running": dict.fromkeys([o1, p, o2, q])})()
+        self.assertTrue(runs._open_before([q]))
+        self.assertFalse(runs._open_before([p, q]))
+        self.assertFalse(runs._open_before([p]))
+
     def test_a_long_cached_decode_runs_open(self):
         """Two requests decoding 500 tokens each with prefix caching and ample KV: they run open (one
         close each, at the turn whose batch skips them, after 499 tokens delivered in the open) and

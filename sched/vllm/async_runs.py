@@ -92,14 +92,21 @@ class AsyncDecodeRuns:
         return batch
 
     def _asks(self, k):
-        """Turn ``k``'s running pass when it runs out of neither budget nor KV blocks: the others
-        scheduled in it, as ``[(request, tokens, new blocks)]`` in running order (a request whose
-        last token is in flight, or that asks for nothing, is skipped); ``None`` when it does not fit."""
+        """Turn ``k``'s running pass when it preempts no one and the budget cuts off no open run: the
+        others scheduled in it, as ``[(request, tokens, new blocks)]`` in running order (a request
+        whose last token is in flight, or that asks for nothing, is skipped); ``None`` otherwise.
+
+        The budget is spent in running order. It cuts off no open run when the demand fits it, or
+        when every other comes after every open run in the running order (a prefill admitted last,
+        chunked by the budget): the open runs then take their token each, the others what is left,
+        in order, as the literal pass gives it (``min(tokens, budget left)``, nothing once it is 0)."""
         sim = self.sim
-        knobs, bs = sim.knobs, self.block_size
+        knobs, bs, others = sim.knobs, self.block_size, self.others
         cap = knobs.long_prefill_token_threshold if len(sim.running) + sim.waiting.size > 1 else 0
-        demand, blocks, asks = self.num_open, self.due[k % bs], []
-        for seq in self.others:
+        budget, blocks, asks, cut = knobs.max_num_batched_tokens - self.num_open, self.due[k % bs], [], None
+        if budget < 0:
+            return None
+        for seq in others:
             if seq.placeholders and seq.computed + 2 - seq.placeholders >= seq.prompt + seq.output:
                 continue
             n = seq.num_tokens + seq.placeholders - seq.computed
@@ -107,14 +114,37 @@ class AsyncDecodeRuns:
                 n = cap
             if n <= 0:
                 continue
-            demand += n
+            if n > budget:   # cut by the budget (to nothing once it is spent)
+                n = budget
+                if cut is None:
+                    cut = []
+            if cut is not None:
+                cut.append(seq)
+            if not n:
+                continue
+            budget -= n
             need = -(-(seq.computed + n) // bs) - len(seq.blocks)
             if need > 0:
                 blocks += need
             asks.append((seq, n, need))
-        if demand <= knobs.max_num_batched_tokens and blocks <= sim.kv.num_free:
-            return asks
-        return None
+        if blocks > sim.kv.num_free:
+            return None
+        if cut and self.num_open and not self._open_before(cut):
+            return None
+        return asks
+
+    def _open_before(self, asking) -> bool:
+        """Whether every open run comes before every request of ``asking`` (others, in running
+        order, from the first one the budget cuts) in the running order."""
+        left, asking = len(asking), set(asking)
+        for seq in reversed(self.sim.running):
+            if seq in asking:
+                left -= 1
+                if not left:
+                    return True
+            elif seq.open_from is not None:
+                return False
+        return True
 
     def _easy(self, now, k, asks):
         """An easy turn (its running pass fits, ``asks`` from :meth:`_asks`): the open runs decode by
