@@ -162,6 +162,8 @@ class StepLog:
         decodes ``num_decode`` tokens of ``num_running`` requests, with ``kv_used[j]`` blocks held
         and ``num_waiting[j]`` requests waiting (both non-decreasing in ``j``). The steps a merged
         ``counts`` record covers are merged at once."""
+        if self.detail == "off":
+            return
         if self.detail != "counts":
             for j, start in enumerate(starts):
                 self.add_step(ordinal + j, start, durations[j], (), 0, num_decode, (), (), (), (), (), kv_used[j],
