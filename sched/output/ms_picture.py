@@ -24,7 +24,7 @@ window when it is not in it. Pure rendering: the same run gives the same bytes.
 from __future__ import annotations
 
 from html import escape
-from xml.sax.saxutils import quoteattr
+from .svg import quoteattr   # xml.sax.saxutils gives the same text but loads the URL library
 
 from ..core.clock import RunClock
 from .colours import BLACK, GREEN, P95_FILL, P95_STROKE, PHASE_COLOURS, VERMILLION
