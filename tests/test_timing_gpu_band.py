@@ -52,7 +52,8 @@ class BandByHandTest(unittest.TestCase):
         ends = carry_ends(model_on("RTX 4090"), "L40S")
         self.assertAlmostEqual(ends["fast"]["b"], 0.09 * 165.2 / 362.05)
         self.assertAlmostEqual(ends["slow"]["b"], 0.09 * 165.2 / 362.05)
-        self.assertIn("not measured (1 taken)", ends["matmul"])
+        self.assertIn("achieved share of the data sheet's BF16 FLOP/s: RTX 4090 1.0 (measured), "
+                      "L40S not measured (1.0 assumed): b and c x 0.4563 at achieved", ends["matmul"])   # 165.2/362.05
 
     def test_unknown_size_keeps_a_at_both_ends(self):
         ends = carry_ends(model_on("RTX 4090", name="my-model"), "RTX PRO 6000")
@@ -156,6 +157,37 @@ class BandCommandTest(unittest.TestCase):
         self.assertIn("14.9 GiB", err)
         manifest = json.loads(read(os.path.join(out_dir, "manifest.json")))
         self.assertIn("band", manifest["step_model"]["fitted_on"]["carried_to"])
+
+    def test_note_says_the_kv_cache_is_kept(self):
+        _, err, _ = self.run_band()
+        self.assertIn("KV cache: num-gpu-blocks 400 kept from the fitted run (the step model's settings)", err)   # SETTINGS
+        self.assertIn("give --num-gpu-blocks", err)
+        _, err, _ = self.run_band("--num-gpu-blocks", "900", "--force")
+        self.assertIn("KV cache: num-gpu-blocks 900 from --num-gpu-blocks", err)
+        self.assertNotIn("kept from the fitted run", err)
+
+    def test_measured_shares_read_as_a_sentence(self):
+        out, _, _ = self.run_band()
+        self.assertIn("achieved share of the data sheet's BF16 FLOP/s: RTX 4090 1.0 (measured), RTX PRO 6000 0.535 "
+                      "(measured)", out)
+        self.assertNotIn("one-sided", out)   # 0.6129 (achieved) vs 0.3279 (data sheet): both ends move
+
+    def test_band_without_a_measured_share_is_one_sided(self):
+        # 4090 (share 1) -> H100 SXM (no share, 3,350 GB/s > 1,008): the achieved ratio is the data-sheet ratio and
+        # a stays whole at the slow end, so the slow end is the central carry (the case of the report).
+        out_dir = os.path.join(self.base, "h100")
+        code, out, err = run_cli(["--engine", "vllm", "--scenario", "baseline", "--step-model", self.model,
+                                  "--gpu", "H100 SXM", "--artifacts", out_dir])
+        self.assertEqual(code, 0, err)
+        self.assertIn("H100 SXM not measured (1.0 assumed)", out)
+        self.assertIn("The slow end is the central carry (same a, b, c, d): the band is one-sided, spanning only "
+                      "the fast side", out)
+        self.assertIn("the band is one-sided", read(os.path.join(out_dir, "table.txt")))
+        # and a GPU with less bandwidth (L40S, 864 GB/s): the weight read grows, so the fast end is the central one
+        code, out, err = run_cli(["--engine", "vllm", "--scenario", "baseline", "--step-model", self.model,
+                                  "--gpu", "L40S"])
+        self.assertIn("The fast end is the central carry (same a, b, c, d): the band is one-sided, spanning only "
+                      "the slow side", out)
 
     def test_weights_flag(self):
         out, err, _ = self.run_band("--weights-gb", "4")

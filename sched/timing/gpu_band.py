@@ -13,6 +13,7 @@ read as "somewhere in here, if the kernels and host of the target behave as the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from ..core.metrics import e2e, percentile, ttft
@@ -41,6 +42,25 @@ def percentiles_ms(result) -> list[float | None]:
         value = percentile(sample, p)
         values.append(None if value is None else float(value) / 1000)
     return values
+
+
+def _same_terms(one: StepModel, other: StepModel) -> bool:
+    return all(math.isclose(getattr(one, term), getattr(other, term), rel_tol=1e-9, abs_tol=1e-12)
+               for term in ("a_ms", "b_ms", "c_ms", "d_ms"))
+
+
+def _one_sided(model: StepModel, ends: dict[str, StepModel]) -> list[str]:
+    """One line when an end of the band is the central carry itself (its a, b, c, d equal to 1e-9),
+    e.g. the slow end when no GPU of the pair has a measured matmul share; else none."""
+    same = [name for name in ("fast", "slow") if _same_terms(ends[name], model)]
+    if len(same) == 2:
+        return ["  Both ends are the central carry: the band is a single point (no measured matmul share and no "
+                "weight read to move), not a sign that the prediction is exact."]
+    if same:
+        other = "fast" if same[0] == "slow" else "slow"
+        return [f"  The {same[0]} end is the central carry (same a, b, c, d): the band is one-sided, spanning only "
+                f"the {other} side of the central prediction."]
+    return []
 
 
 def band_text(run, model: StepModel, simulate_with) -> str:
@@ -74,6 +94,7 @@ def band_text(run, model: StepModel, simulate_with) -> str:
               f"  fast: {formulas['fast']} ({band['fast']['assumes']})",
               f"  slow: {formulas['slow']} ({band['slow']['assumes']})",
               f"  {band['weights']}; {band['matmul']}",
+              *_one_sided(model, ends),
               "  Not known from the table: tensor parallelism, mixture of experts, quantised weights or KV, how mature "
               "each architecture's kernels are beyond one matmul measurement, the target's host CPU."]
     return "\n".join(lines) + "\n"

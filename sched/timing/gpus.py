@@ -213,15 +213,19 @@ def carry_ends(model, target: str, weights_bytes: float | None = None) -> dict:
     else:
         fast_words = "a's weight read follows memory bandwidth" if fast_a < model.a_ms else "a kept: all host work"
         slow_words = "a's weight read follows memory bandwidth" if slow_a > model.a_ms else "a kept: all host work"
-    matmul = (f"BF16 FLOP/s achieved: {source.name} {_fraction(source)}, {gpu.name} {_fraction(gpu)} of the data "
-              f"sheet: b and c x {achieved:.4g} at achieved, x {peak:.4g} at data-sheet figures")
+    matmul = (f"achieved share of the data sheet's BF16 FLOP/s: {source.name} {_fraction(source)}, {gpu.name} "
+              f"{_fraction(gpu)}: b and c x {achieved:.4g} at achieved, x {peak:.4g} at data-sheet figures")
     return {"fast": end(fast_a, lo, f"{fast_words}; b and c x {lo:.4g}"),
             "slow": end(slow_a, hi, f"{slow_words}; b and c x {hi:.4g}"),
             "weights": said, "matmul": matmul}
 
 
 def _fraction(gpu: GPU) -> str:
-    return "not measured (1 taken)" if gpu.matmul_fraction is None else f"{gpu.matmul_fraction:g}"
+    """``"0.535 (measured)"``, ``"1.0 (measured)"``, or ``"not measured (1.0 assumed)"`` for ``gpu``'s matmul share."""
+    if gpu.matmul_fraction is None:
+        return "not measured (1.0 assumed)"
+    share = f"{gpu.matmul_fraction:g}"
+    return f"{share if '.' in share else share + '.0'} (measured)"
 
 
 def carry_to(model, target: str, weights_bytes: float | None = None):

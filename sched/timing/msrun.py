@@ -114,6 +114,17 @@ def batch_cost_warning(model: StepModel, knobs: VllmKnobs) -> str | None:
             "fit's, so they cannot rank batch sizes")
 
 
+def _kv_cache_note(blocks: int, given: bool) -> str:
+    """The ``--gpu`` note's clause on the KV cache (docs/handbook/calibrate-your-gpu.md, "the KV cache
+    keeps the fitted run's num_gpu_blocks"): ``blocks`` is the run's ``num_gpu_blocks``, ``given``
+    whether ``--num-gpu-blocks`` set it."""
+    if given:
+        return f"KV cache: num-gpu-blocks {blocks} from --num-gpu-blocks"
+    return (f"KV cache: num-gpu-blocks {blocks} kept from the fitted run (the step model's settings), not sized for the target: "
+            "give --num-gpu-blocks, since a GPU with more memory holds more blocks and that changes queueing more "
+            "than the step time does")
+
+
 def _unidentified_note(model: StepModel) -> str:
     """``"; c, d unidentified: scaled, still not measured"`` for a model with unidentified terms, else ``""``."""
     unknown = sorted(model.unidentified or {})
@@ -318,6 +329,7 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs,
             said.append(f"infer_sched_lab.py: note: step model carried from {carried['from']} to {carried['gpu']}: "
                         f"a kept, b and c {carried['b_and_c']}, d {carried['d']}{_unidentified_note(model)}; "
                         f"{carried['band']['weights']}; the band of two bounding carries is printed with the result")
+            carry_line = len(said) - 1
     except InputError as exc:
         raise ConfigError(str(exc)) from None
     given = {knob: getattr(knobs, knob) for knob in (*_KNOBS, "async_scheduling")
@@ -325,6 +337,8 @@ def knobs_for(path: str, args, argv: list[str], knobs: VllmKnobs,
     typed = ("--policy", "--scheduling-policy")
     policy = knobs.policy if any(a in typed or a.startswith(tuple(f + "=" for f in typed)) for a in argv) else None
     settled, overridden = settle_knobs(model, given, policy, knobs.timeout_ticks)
+    if getattr(args, "gpu", None) is not None:
+        said[carry_line] += "; " + _kv_cache_note(settled.num_gpu_blocks, "num_gpu_blocks" in given)
     for text in overridden:
         said.append(f"infer_sched_lab.py: warning: {text}: the step model was not fitted with this setting; its times "
                     "are an extrapolation")
