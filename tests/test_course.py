@@ -181,6 +181,34 @@ class HandinTest(unittest.TestCase):
         self.assertEqual(handin(self, self.lab, out)[0], 0)
         self.assertEqual(pathlib.Path(out).read_bytes(), pathlib.Path(self.zip_path).read_bytes())
 
+    def test_filled_notes_give_no_warning(self):
+        code, _, err = self.handin_result
+        self.assertEqual((code, err), (0, ""))
+
+    def test_an_unchanged_template_is_packed_with_one_warning_line_each(self):
+        """Both notes as shipped (README course steps 2 and 10 never done): the ZIP is written all the
+        same (exit 0, the learner's choice), and stderr has one warning line per note."""
+        lab = temp_dir(self)
+        shutil.copytree(self.lab, lab, dirs_exist_ok=True)
+        for note in NOTES:
+            shutil.copy(os.path.join(PROJECT, note), os.path.join(lab, note))
+        out = os.path.join(temp_dir(self), "me.zip")
+        code, stdout, err = handin(self, lab, out)
+        self.assertEqual(code, 0, err)
+        self.assertIn("wrote", stdout)
+        self.assertEqual(err.splitlines(), [
+            f"infer_sched_lab.py handin: warning: {note} is the unchanged template (packed as it is); fill it in "
+            "(README, course steps 2 and 10) and run handin again with --force" for note in NOTES])
+        with zipfile.ZipFile(out) as archive:
+            self.assertEqual(archive.read("me/prediction.md"), pathlib.Path(PROJECT, "prediction.md").read_bytes())
+        # one note filled in: one warning, for the other
+        with open(os.path.join(lab, "diagnosis.md"), "a", encoding="utf-8") as note:
+            note.write("S7 waits behind the static batch.\n")
+        code, _, err = run_cli(["handin", "--lab", lab, "--out", out, "--force"])
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(err.splitlines()), 1)
+        self.assertIn("warning: prediction.md is the unchanged template", err)
+
     def test_a_missing_run_is_named_with_its_command_and_nothing_is_written(self):
         lab = temp_dir(self)
         shutil.copytree(self.lab, lab, dirs_exist_ok=True)

@@ -23,7 +23,8 @@ def _handin(argv: list[str]) -> int:
                                     "make sure it is what the lab wrote), my-workload.json, and HANDIN.json.",
                         epilog="Required runs: " + ", ".join(r.directory for r in COURSE_RUNS if r.required)
                                + "; packed when present: " + ", ".join(r.directory for r in COURSE_RUNS if not r.required)
-                               + ". Exit codes: 0 written, 2 something missing or edited (nothing written).")
+                               + ". A note still the unchanged template is packed with a warning. Exit codes: 0 written, 2 "
+                                 "something missing or edited (nothing written).")
     parser.add_argument("--out", required=True, metavar="NAME.zip", help="the hand-in ZIP, named after you")
     parser.add_argument("--lab", default=".", metavar="DIR", help="the lab folder you worked in (default: here)")
     parser.add_argument("--force", action="store_true", help="replace an existing NAME.zip")
@@ -38,6 +39,9 @@ def _handin(argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     print(f"wrote {args.out}: {len(handin.files) + 1} files under {top}/ "
           f"(runs: {', '.join(handin.runs)}; each re-simulated and identical)")
+    for note in handin.unfilled:   # handed in all the same: the learner's choice, and grade reports it too
+        print(f"infer_sched_lab.py handin: warning: {note} is the unchanged template (packed as it is); fill it in "
+              "(README, course steps 2 and 10) and run handin again with --force", file=sys.stderr)
     return EXIT_OK
 
 

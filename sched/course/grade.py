@@ -32,6 +32,7 @@ import tempfile
 from .. import __version__
 from ..analysis.check import CheckError, compare_runs, first_line
 from .handin import HANDIN_KIND
+from .notes import unchanged_template
 from .plan import COURSE_RUNS, HANDIN_MANIFEST, NOTES
 from .references import reference_directory
 from .resimulate import authenticity
@@ -92,7 +93,7 @@ def _notes(root: str, project: str) -> str:
         if not os.path.isfile(path):
             states.append(f"{note} missing")
             continue
-        if _sha256(path) == _sha256(os.path.join(project, note)):
+        if unchanged_template(path, note, os.path.join(project, note)):
             states.append(f"{note} is the unchanged template")
             continue
         with open(path, "rb") as handle:

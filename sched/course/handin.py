@@ -24,6 +24,7 @@ from .. import __version__
 from ..base.cmdline import InputError
 from ..base.files import normal_mode, note_written, open_regular
 from ..base.safe_write import ARTIFACT_FILES
+from .notes import unchanged_template
 from .plan import COURSE_RUNS, EXERCISE_FILES, HANDIN_MANIFEST, NOTES
 from .resimulate import authenticity
 
@@ -46,10 +47,12 @@ class HandinError(InputError):
 @dataclass(frozen=True)
 class Handin:
     """What :func:`collect_handin` found: ``files`` maps each packed path (``/``-separated, relative
-    to the lab folder) to its bytes; ``runs`` names the course runs packed, in course order."""
+    to the lab folder) to its bytes; ``runs`` names the course runs packed, in course order; ``unfilled`` names the notes still
+    the unchanged template (:func:`sched.course.notes.unchanged_template`), packed all the same."""
 
     files: dict
     runs: tuple
+    unfilled: tuple = ()
 
 
 def _read(lab_dir: str, path: str) -> bytes:
@@ -67,7 +70,8 @@ def collect_handin(lab_dir: str = ".") -> Handin:
     Raises :class:`HandinError` listing every problem: a note (``prediction.md``,
     ``diagnosis.md``) missing, a required run missing (with the command that makes it), a run
     directory missing one of the nine artifacts, a run that differs from its re-simulation (which
-    file and field), or an unreadable file.
+    file and field), or an unreadable file. A note that is still the unchanged template is no
+    problem (the learner's choice): it is packed and named in ``Handin.unfilled``.
     """
     problems, files, runs = [], {}, []
     for note in NOTES:
@@ -99,7 +103,8 @@ def collect_handin(lab_dir: str = ".") -> Handin:
         contents = {path: _read(lab_dir, path) for path in sorted(files)}
     except OSError as exc:
         raise HandinError([f"{exc.filename or lab_dir}: cannot read ({exc.strerror or exc})"]) from None
-    return Handin(contents, tuple(runs))
+    unfilled = tuple(note for note in NOTES if unchanged_template(os.path.join(lab_dir, note), note))
+    return Handin(contents, tuple(runs), unfilled)
 
 
 def handin_manifest(handin: Handin) -> bytes:
