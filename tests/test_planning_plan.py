@@ -146,6 +146,26 @@ class PlanCommandTest(unittest.TestCase):
         self.assertTrue(read(os.path.join(out_dir, "pareto.svg")).startswith("<svg"))
         self.assertIn("recommendation:", out)
 
+    def test_recommendation_line_reads_as_flags_and_rounded_rates(self):
+        doc, out, out_dir = self.plan("--max-num-seqs", "2,8", "--num-gpu-blocks", "64")
+        rec = doc["recommendation"]
+        line = next(line for line in out.splitlines() if line.startswith("recommendation:"))
+        blocks = rec["settings"]["num_gpu_blocks"]
+        self.assertEqual(blocks, 64)
+        flags = f"--max-num-seqs {rec['settings']['max_num_seqs']} --num-gpu-blocks 64"
+        evidence = rec["evidence"]
+        # three decimals, as the table's "max req/s" and "attain" columns
+        self.assertTrue(line.startswith(
+            f"recommendation: {rec['gpu']} {flags} at up to {rec['max_request_rate']:.3f} req/s (attainment "
+            f"{evidence['slo_attainment_at_rate']:.3f}, and {evidence['slo_attainment_above']:.3f} at "
+            f"{evidence['rate_above']:.3f} req/s)"), line)
+        self.assertNotIn("{", line)
+        self.assertIn(line + "\n", read(os.path.join(out_dir, "plan.txt")))
+        # plan.json and the reproduce command keep the full rate (the command must replay the same arrivals)
+        self.assertNotEqual(round(rec["max_request_rate"], 3), rec["max_request_rate"])
+        self.assertIn(f"--request-rate {rec['max_request_rate']!r}", rec["command"])
+        self.assertIn(f"reproduce: {rec['command']}", out)
+
     def test_bad_input_writes_nothing(self):
         out_dir = os.path.join(self.base, "never")
         base = ["plan", "--workload", self.workload, "--step-model", self.model, "--out", out_dir]

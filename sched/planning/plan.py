@@ -20,9 +20,9 @@ from concurrent.futures import FIRST_COMPLETED, Executor, ProcessPoolExecutor, w
 from ..runs.worker_pool import mask_stop_signals, stop_workers, worker_signals
 from ..timing.msrun import settle_knobs
 from ..workload.specs import workload_sha256
-from .grid import setting_problem
+from .grid import flag_words, setting_problem
 from .pareto import render_pareto_svg
-from .report import recommend, render_plan_json, render_table, replicas_for, reproduce_command, sort_key
+from .report import cell, recommend, render_plan_json, render_table, replicas_for, reproduce_command, sort_key
 from .same_runs import SharedSearches
 from .search import find_capacity
 
@@ -242,6 +242,19 @@ def _margin_text(margin: float | None, resolution: float) -> str:
     return f"; {margin:+.1%} over the next slower setting"
 
 
+def _recommended_flags(configs: list[dict], rec: dict) -> str:
+    """The recommended setting as the vLLM flags the plan searched (``--max-num-batched-tokens 2048
+    --num-gpu-blocks 2588``; a ``--gpu-memory-utilization`` with the ``num_gpu_blocks`` it gave), or
+    ``(the step model's settings)`` when no flag was searched. The full settings stay in ``plan.json``."""
+    best = next((c for c in configs if c["command"] == rec["command"] and c["settings"] == rec["settings"]), None)
+    searched = {} if best is None else dict(best["searched"])
+    share = searched.pop("gpu_memory_utilization", None)
+    words = flag_words(searched)
+    if share is not None:
+        words += ["--gpu-memory-utilization", f"{share:g}", f"(num-gpu-blocks {rec['settings']['num_gpu_blocks']})"]
+    return " ".join(words) if words else "(the step model's settings)"
+
+
 def plan_files(document: dict, searched_fields: list[str], same_runs: dict[int, tuple] | None = None) -> dict[str, str]:
     """Every file of a plan directory by name (:data:`PLAN_FILES`); ``same_runs``: settings not searched
     because their runs are another's (:attr:`sched.planning.same_runs.SharedSearches.same_as`), said
@@ -253,9 +266,10 @@ def plan_files(document: dict, searched_fields: list[str], same_runs: dict[int, 
         table += "recommendation: none (no monotone setting meets the SLO at any rate searched)\n"
     else:
         margin = rec["margin_over_runner_up"]
-        table += (f"recommendation: {rec['gpu']} {rec['settings']} at up to {rec['max_request_rate']} req/s "
-                  f"(attainment {rec['evidence']['slo_attainment_at_rate']}, and "
-                  f"{rec['evidence']['slo_attainment_above']} at {rec['evidence']['rate_above']} req/s)"
+        evidence = rec["evidence"]
+        table += (f"recommendation: {rec['gpu']} {_recommended_flags(configs, rec)} at up to "
+                  f"{cell(rec['max_request_rate'], 3)} req/s (attainment {cell(evidence['slo_attainment_at_rate'], 3)}, "
+                  f"and {cell(evidence['slo_attainment_above'], 3)} at {cell(evidence['rate_above'], 3)} req/s)"
                   + _margin_text(margin, document["resolution"])
                   + (f"; tied with {len(rec['tied_with'])} other setting(s) at this rate" if rec["tied_with"] else "")
                   + "\n")

@@ -26,7 +26,7 @@ import json
 import math
 import shlex
 
-__all__ = ["render_table", "render_plan_json", "recommend", "replicas_for", "reproduce_command", "sort_key"]
+__all__ = ["cell", "render_table", "render_plan_json", "recommend", "replicas_for", "reproduce_command", "sort_key"]
 
 
 def _rate_value(config: dict) -> float:
@@ -84,7 +84,8 @@ def replicas_for(configs: list[dict], target_rate: float | None) -> dict | None:
             "note": "a lower bound: assumes perfect balance across replicas, each behaving as the one simulated"}
 
 
-def _cell(value, digits: int = 1) -> str:
+def cell(value, digits: int = 1) -> str:
+    """A table cell: ``value`` with ``digits`` decimals when a float, ``"NA"`` for ``None``, ``"inf"`` kept."""
     if value is None:
         return "NA"
     if value == "inf":
@@ -112,12 +113,12 @@ def render_table(configs: list[dict], searched_fields: list[str], target: float,
         if index in same_runs:
             searched, why = same_runs[index]
             note = "; ".join(filter(None, [note, f"same runs as #{row_of[searched]} ({why})"]))
-        rows.append([str(number), c["gpu"], *(str(c["searched"].get(f, c["settings"].get(f))) for f in searched_fields), _cell(c["max_request_rate"], 3),
-                     _cell(m.get("request_goodput"), 3), _cell(m.get("slo_attainment"), 3),
-                     _cell(m.get("p95_ttft_ms")), _cell(m.get("p95_tpot_ms")), _cell(m.get("p95_e2el_ms")),
-                     _cell(m.get("num_preemptions")), _cell(m.get("peak_kv_blocks_used")), note])
+        rows.append([str(number), c["gpu"], *(str(c["searched"].get(f, c["settings"].get(f))) for f in searched_fields), cell(c["max_request_rate"], 3),
+                     cell(m.get("request_goodput"), 3), cell(m.get("slo_attainment"), 3),
+                     cell(m.get("p95_ttft_ms")), cell(m.get("p95_tpot_ms")), cell(m.get("p95_e2el_ms")),
+                     cell(m.get("num_preemptions")), cell(m.get("peak_kv_blocks_used")), note])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = ["  ".join(cell.ljust(widths[i]) if i == 1 else cell.rjust(widths[i]) for i, cell in enumerate(r)).rstrip()
+    lines = ["  ".join(text.ljust(widths[i]) if i == 1 else text.rjust(widths[i]) for i, text in enumerate(r)).rstrip()
              for r in rows]
     lines.append(f"(rates in requests/s, the highest whose slo_attainment >= {target:g}, to {resolution:g} relative; "
                  "goodput in req/s; times in ms, vLLM bench serve's definitions; one replica on the step model's GPU)")
