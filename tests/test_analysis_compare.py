@@ -446,6 +446,28 @@ class CompareOutTest(RunsMixin, unittest.TestCase):
         self.assertEqual(sorted(os.listdir(self.base)), ["plain.txt", "pm-fcfs", "pm-priority"])
 
 
+class ZeroBaselineThroughputTest(RunsMixin, unittest.TestCase):
+    def test_a_gain_over_a_baseline_that_emitted_nothing(self):
+        """One request of 100 prompt tokens, deadline 5 ticks: with a budget of 8 tokens a step its
+        prefill needs 13 steps, so it times out and the baseline emits nothing (throughput 0); with
+        128 it is prefilled in one step and done by tick 2. The gain over 0 is infinite: the gate
+        passes (inf >= 0) and decision.json says "inf" (JSON has no infinity), exit 0 (it was an
+        internal error, exit 3)."""
+        workload = os.path.join(self.base, "one.json")
+        with open(workload, "w", encoding="utf-8") as handle:
+            json.dump({"requests": [{"name": "R0", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                     "suffix_tokens": 100, "output_tokens": 2}]}, handle)
+        common = ("--workload", workload, "--engine", "vllm", "--timeout-ticks", "5", "--max-num-seqs", "1")
+        a = self.run_dir("a", *common, "--max-num-batched-tokens", "8")
+        b = self.run_dir("b", *common, "--max-num-batched-tokens", "128")
+        out = os.path.join(self.base, "decision.json")
+        code, stdout, err = self.compare_cli(a, b, "--out", out)
+        self.assertEqual(code, 0, err)
+        gate = next(g for g in json.loads(read(out))["gates"] if g["gate"] == "throughput gain")
+        self.assertEqual((gate["measured"], gate["passed"]), ("inf", True))
+        self.assertIn("throughput gain", stdout)
+
+
 class UndecodableNameTest(RunsMixin, unittest.TestCase):
     def test_run_directory_name_with_a_non_utf8_byte(self):
         """A directory named with byte 0xff (Python: the lone surrogate \\udcff) ends up in the

@@ -24,6 +24,17 @@ from __future__ import annotations
 __all__ = ["load_ratio", "throughput_gate"]
 
 
+def _measured(change):
+    """The gate's ``measured`` as ``decision.json`` holds it: ``None``, the change to 6 decimals, or
+    ``"inf"`` for a gain over a baseline that emitted nothing (JSON has no infinity; the other gates
+    write an infinite ratio the same way)."""
+    if change is None:
+        return None
+    if change == float("inf"):
+        return "inf"
+    return round(float(change), 6)
+
+
 def load_ratio(side) -> float | None:
     """Arrival span / makespan of a :class:`~sched.analysis.compare_sides.Side` (both in its own time
     unit), or ``None`` when either is unknown or the makespan is 0."""
@@ -49,7 +60,7 @@ def throughput_gate(baseline, candidate, change, floor: float, noise: float, mar
     else:
         regime = "saturated"
     shown = ", ".join("NA" if r is None else f"{r:.4f}" for r in ratios)
-    record = {"gate": "throughput gain", "measured": None if change is None else round(float(change), 6),
+    record = {"gate": "throughput gain", "measured": _measured(change),
               "op": ">=", "threshold": floor, "passed": None, "regime": regime, "load_ratios": ratios}
     if change is None:
         record["rule"] = "throughput unknown on a side"
