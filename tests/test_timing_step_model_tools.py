@@ -89,6 +89,19 @@ class StepModelToolsTest(unittest.TestCase):
         self.assertLess(row["mean_tpot"], row["p99_tpot"] + 1e-9)
         self.assertLess(row["p99_itl"], row["p95_e2e"])   # one gap between tokens, in ms
 
+    def test_busy_fraction_is_the_steps_time_over_the_makespan_or_unknown(self):
+        """busy_fraction = the steps' durations (timeline.jsonl's duration, whole µs) over the makespan
+        (ms); with --timeline off there are no step records: unknown (null, NA in the CSV), never 0."""
+        row = json.loads(read(os.path.join(self.full, "summary.json")))["cases"][0]
+        busy_us = sum(r["duration"] for r in lines_of(os.path.join(self.full, "timeline.jsonl")))
+        self.assertAlmostEqual(row["busy_fraction"], busy_us / 1000 / row["makespan"], places=6)
+        off = os.path.join(temp_dir(self), "off")
+        code, _, err = run_cli(["--engine", "vllm", "--step-model", self.model, "--timeline", "off", "--artifacts", off])
+        self.assertEqual(code, 0, err)
+        row = json.loads(read(os.path.join(off, "summary.json")))["cases"][0]
+        self.assertIsNone(row["busy_fraction"])
+        self.assertIsNone(row["budget_utilization"])
+
     def test_counts_picture_draws_each_preemption_window(self):
         """timeline.svg of a counts run: each preempted request's lane has its first wait (grey
         ``waiting``) and, per preemption, a ``preempted`` span (pink, as in the tick picture of a

@@ -180,7 +180,8 @@ def _summary_ms(run: LabRun) -> list[dict]:
         busy = (Fraction(sum(durations)) if all(type(d) is int for d in durations)
                 else sum(map(Fraction, durations), Fraction(0)))
         steps = sum(getattr(record, "num_steps", 1) for record in result.ticks)
-        row["busy_fraction"] = busy / row["makespan"] / 1000 if row["makespan"] else None
+        # no step records (--timeline off): the busy time is unknown, not zero
+        row["busy_fraction"] = busy / row["makespan"] / 1000 if row["makespan"] and result.ticks else None
         row["budget_utilization"] = (Fraction(result.budget_spent, result.config.budget * steps) if steps else None)
         rows.append(row)
     return rows
