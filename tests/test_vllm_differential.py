@@ -252,7 +252,7 @@ class DifferentialTest(unittest.TestCase):
         and without prefix caching."""
         specs = [RequestSpec(n, 0, None, 0, 3, 20) for n in "ABC"] + [RequestSpec("D", 3, None, 0, 40, 2)]
         walked_with_open_head = []
-        walk = vllm_engine.VllmSimulation.walk
+        walk = vllm_engine.walk   # the walked step (sched.vllm.walk), as the engine's step calls it
 
         def watched(sim, t, ordinal, cap, timeouts):
             head = next(iter(sim.running), None)
@@ -266,7 +266,7 @@ class DifferentialTest(unittest.TestCase):
                                   enable_prefix_caching=caching)
                 walked_with_open_head.clear()
                 with self.subTest(blocks=blocks, caching=caching), \
-                        mock.patch.object(vllm_engine.VllmSimulation, "walk", watched):
+                        mock.patch.object(vllm_engine, "walk", watched):
                     self.check(specs, knobs, None)
                     self.assertIn(True, walked_with_open_head)   # the open runs' blocks fit at once
                     preempted = [r.name for r in run(specs, knobs, None, "counts", True).requests

@@ -26,7 +26,7 @@ that token is a decode token. Every other scheduled token — prefill chunks, an
 prompt + generated tokens after a preemption — is a prompt token.
 
 Speed: decoding requests are open runs and decode-only steps are jumped over
-(:mod:`sched.vllm.fastpath`); a step whose order matters is walked (:meth:`VllmSimulation.walk`).
+(:mod:`sched.vllm.fastpath`); a step whose order matters is walked (:func:`sched.vllm.walk.walk`).
 With prefix caching only requests whose output blocks nobody else can hit run open, and a head of
 queue that failed the admission gate is not looked up again until free blocks grow or the cache
 changes (:meth:`VllmSimulation.blocked_head`). Timeline ``full`` and ``per_step=True`` always walk;
@@ -42,6 +42,7 @@ from ..core.ended_requests import EndedRequests
 from ..core.records import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
 from .config import VllmKnobs
 from .fastpath import DecodeRuns
+from .walk import walk
 from .queue import Arrivals, Seq, WaitingQueue
 from .client_gate import GatedArrivals
 from .waiting_side import WaitingSide, never_blocked
@@ -160,101 +161,7 @@ class VllmSimulation(WaitingSide):
         cap = knobs.long_prefill_token_threshold if len(self.running) + self.waiting.size > 1 else 0
         if self.runs is not None and self.runs.fits(cap, ordinal):
             return self.runs.easy_step(t, ordinal, cap, timeouts)
-        return self.walk(t, ordinal, cap, timeouts)
-
-    def walk(self, t, ordinal, cap, timeouts):
-        """The literal step: the running list in order, preempting when KV blocks run out.
-
-        An open run met on the way takes its 1 token and, every ``block_size`` steps, one block;
-        it stays open unless it is preempted or the budget runs out before its turn."""
-        knobs, kv, runs, bs = self.knobs, self.kv, self.runs, self.knobs.block_size
-        due = ordinal % bs
-        if runs is not None and kv.caching and self._priority:
-            # Prefix caching, priority: a victim may be preempted after taking its block in this
-            # step; the literal step frees that block with its table, so open runs are walked closed.
-            for seq in self.running:
-                if seq.open_from is not None:
-                    runs.close(seq, ordinal)
-        running = list(self.running)
-        budget = knobs.max_num_batched_tokens
-        scheduled: dict[Seq, int] = {}     # requests without an open run -> tokens
-        opened: dict[Seq, int] = {}        # open runs scheduled in this step -> blocks they took
-        preempted: list[tuple[Seq, Seq]] = []   # (victim, the request that needed its blocks)
-        # 3. The running list, in order, while budget remains.
-        i = bulk = 0
-        if runs is not None and not self._priority:
-            # The open runs at the head of the list (the others, in running order, start at index k)
-            # take 1 token each and together the blocks due now: when those fit, none of them can
-            # preempt, and taking the blocks at once evicts what taking them one by one would.
-            k = len(running) - len(runs.others)
-            if k and k <= budget and (not runs.others or running[k] is next(iter(runs.others))) \
-                    and runs.due[due] <= kv.num_free:
-                kv.reserve(runs.due[due])
-                i = bulk = k
-                budget -= k
-        while i < len(running) and budget > 0:
-            seq = running[i]
-            if seq.open_from is None:
-                n = min(seq.num_tokens - seq.computed, cap or budget, budget)
-                need = kv.blocks_to_allocate(seq, seq.computed + n)
-            else:
-                n, need = 1, int((seq.open_from + 1 - seq.num_tokens) % bs == due)   # a new block?
-            while need > kv.num_free:
-                # Out of KV blocks: preempt the policy's victim (recompute) and retry.
-                if self._priority:
-                    victim = max(running, key=lambda s: s.key)
-                    where = running.index(victim)
-                    del running[where]
-                    if where < i:
-                        i -= 1
-                    if victim in scheduled:   # already scheduled this step: its tokens return
-                        budget += scheduled.pop(victim)
-                    elif victim in opened:
-                        budget += 1
-                        kv.num_free += opened.pop(victim)
-                else:
-                    victim = running.pop()
-                self._preempt(victim, t, ordinal)
-                preempted.append((victim, seq))
-                if victim is seq:
-                    break
-            if seq.state != "running":
-                if self._priority:
-                    continue      # the pass goes on with the next running request
-                break             # fcfs: the request itself was the last one left to preempt
-            if seq.open_from is None:
-                kv.allocate(seq, seq.computed + n)
-                scheduled[seq] = n
-            else:
-                if need:
-                    kv.reserve(need)
-                opened[seq] = need
-            budget -= n
-            i += 1
-        for seq in running[i:]:   # open runs the budget did not reach: no token in this step
-            if seq.open_from is not None:
-                runs.close(seq, ordinal)
-                runs.open(seq, ordinal + 1)
-        if preempted:   # the victims leave the running list (else it is unchanged)
-            self.running = dict.fromkeys(running)
-        # 4. The waiting queue, only if nothing was preempted in this step.
-        admitted, hits = ([], []) if preempted else self.admit(t, cap, budget, scheduled)
-        # 5. Execute.
-        used = sum(scheduled.values()) + len(opened) + bulk
-        num_decode = len(opened) + bulk + sum(1 for seq, n in scheduled.items()
-                                       if n == 1 and seq.generated and seq.computed == seq.num_tokens - 1)
-        kv_used = kv.num_used
-        duration = self.duration(used - num_decode, num_decode)
-        end = t + duration
-        if kv.caching:   # frees in running order (the free queue's order), open runs among the others
-            finished = self.execute(scheduled, ordinal, end, runs.finish(ordinal, end, False) if opened or bulk else ())
-        else:
-            finished = runs.finish(ordinal, end) if opened or bulk else []
-            finished += self.execute(scheduled, ordinal, end)
-        if runs is not None:
-            runs.reopen(ordinal, scheduled, kv.caching and self._priority)
-        return self.end_step(t, ordinal, duration, used, num_decode, kv_used, scheduled.items(), preempted,
-                             admitted, hits, finished, timeouts)
+        return walk(self, t, ordinal, cap, timeouts)
 
     def execute(self, scheduled, ordinal, end, closed=()) -> list:
         """Step 5 for the requests in ``scheduled``: compute, sample (stamped ``end``), retire.
