@@ -200,14 +200,25 @@ def workload_to_json(specs: list[RequestSpec], units: bool = False) -> str:
     """
     lines = ",\n".join(_request_lines(specs))
     body = f"\n{lines}\n  " if specs else ""
-    head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
+    head = _head_lines(specs, units)
+    return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
+
+
+#: ``workload.json``'s ``units`` line.
+_UNITS_LINE = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n"
+
+
+def _head_lines(specs: list[RequestSpec], units: bool) -> str:
+    """The header lines before ``"requests"``: the units note (with ``units``), then ``block_size``
+    and ``tick_ms`` when the workload has them."""
+    head = _UNITS_LINE if units else ""
     block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
     if block_size is not None:
         head += f"  \"block_size\": {block_size},\n"
     tick_ms = workload_tick_ms(specs)
     if tick_ms is not None:
         head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
-    return "{\n" + head + "  \"requests\": [" + body + "]\n}\n"
+    return head
 
 
 _encode = json.JSONEncoder().encode   # json.dumps of one value (ASCII with escapes)
@@ -247,13 +258,7 @@ def workload_json_chunks(specs: list[RequestSpec], units: bool = True):
     if not specs:
         yield workload_to_json(specs, units=units)
         return
-    head = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n" if units else ""
-    block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
-    if block_size is not None:
-        head += f"  \"block_size\": {block_size},\n"
-    tick_ms = workload_tick_ms(specs)
-    if tick_ms is not None:
-        head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
+    head = _head_lines(specs, units)
     yield "{\n" + head + "  \"requests\": [\n"
     lines = _request_lines(specs)
     separator = ""
@@ -266,22 +271,29 @@ def workload_json_chunks(specs: list[RequestSpec], units: bool = True):
     yield "\n  ]\n}\n"
 
 
+def _hashed_chunks(specs: list[RequestSpec], hasher):
+    """:func:`workload_json_chunks` ``(specs, units=True)`` as ``(text, its UTF-8 bytes)`` pairs, each
+    encoded once, feeding ``hasher`` the canonical text (the same without its ``units`` line) as it goes."""
+    chunks = workload_json_chunks(specs, units=True)
+    first = next(chunks)   # "{\n" + the units line + the rest of the head (or the whole text of no request)
+    data = first.encode("utf-8")
+    hasher.update(("{\n" + first[2 + len(_UNITS_LINE):]).encode("utf-8"))
+    yield first, data
+    for chunk in chunks:
+        data = chunk.encode("utf-8")
+        hasher.update(data)
+        yield chunk, data
+
+
 def write_workload_json(specs: list[RequestSpec], handle) -> str:
     """Write :func:`workload_to_json` ``(specs, units=True)`` to the binary file ``handle`` as
     UTF-8, a chunk at a time (:func:`workload_json_chunks`), and return :func:`workload_sha256`
     ``(specs)`` hashed from the same chunks: the text is formatted once, never held whole (the
     canonical text hashed is the written one without its ``units`` line). Raises what writing
     ``handle`` raises (``OSError``)."""
-    units = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n"
     hasher = hashlib.sha256()
-    chunks = workload_json_chunks(specs, units=True)
-    first = next(chunks)   # "{\n" + the units line + the rest of the head (or the whole text of no request)
-    handle.write(first.encode("utf-8"))
-    hasher.update(("{\n" + first[2 + len(units):]).encode("utf-8"))
-    for chunk in chunks:
-        data = chunk.encode("utf-8")
+    for _, data in _hashed_chunks(specs, hasher):
         handle.write(data)
-        hasher.update(data)
     return hasher.hexdigest()
 
 
@@ -292,34 +304,9 @@ def workload_json_and_sha256(specs: list[RequestSpec]) -> tuple[str, str]:
     The request lines are joined and hashed a chunk of :data:`_LINES_PER_CHUNK` at a time, then
     the chunks joined once: beyond the text itself, memory holds its chunks, not a string per
     request and several whole copies (a 10^6-request workload is about 120 MB of text)."""
-    units = f"  \"units\": {json.dumps(WORKLOAD_UNITS)},\n"
-    if not specs:
-        text = workload_to_json(specs, units=True)
-        return text, hashlib.sha256(("{\n" + text[2 + len(units):]).encode("utf-8")).hexdigest()
-    head = ""
-    block_size = next((spec.block_size for spec in specs if spec.block_size is not None), None)
-    if block_size is not None:
-        head += f"  \"block_size\": {block_size},\n"
-    tick_ms = workload_tick_ms(specs)
-    if tick_ms is not None:
-        head += f"  \"tick_ms\": {json.dumps(tick_ms)},\n"
-    opening = head + "  \"requests\": [\n"
-    hasher = hashlib.sha256(("{\n" + opening).encode("utf-8"))
-    parts = ["{\n" + units + opening]
-    lines = _request_lines(specs)
-    separator = ""
-    while True:
-        chunk = ",\n".join(islice(lines, _LINES_PER_CHUNK))
-        if not chunk:
-            break
-        chunk = separator + chunk
-        separator = ",\n"
-        parts.append(chunk)
-        hasher.update(chunk.encode("utf-8"))
-    closing = "\n  ]\n}\n"
-    parts.append(closing)
-    hasher.update(closing.encode("utf-8"))
-    return "".join(parts), hasher.hexdigest()
+    hasher = hashlib.sha256()
+    text = "".join([chunk for chunk, _ in _hashed_chunks(specs, hasher)])
+    return text, hasher.hexdigest()
 
 
 #: Request lines joined (and hashed) at a time by :func:`workload_json_and_sha256`.
