@@ -9,6 +9,7 @@ unless it is a regular file.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import errno
 import os
@@ -16,7 +17,7 @@ import stat
 
 __all__ = ["NotRegularFileError", "open_regular", "read_regular_text", "normal_mode", "staging_prefix",
            "refuse_non_regular", "exclusive_lock", "note_written", "reset_written", "written",
-           "STAGING_NAME_BYTES"]
+           "decoded_chunks", "STAGING_NAME_BYTES"]
 
 
 class NotRegularFileError(OSError):
@@ -130,3 +131,15 @@ def reset_written() -> None:
 def written() -> list[str]:
     """The outputs recorded by :func:`note_written` since the last :func:`reset_written`."""
     return list(_written)
+
+
+def decoded_chunks(handle, size: int = 1 << 20):
+    """The rest of the binary file ``handle`` as UTF-8 text chunks of about ``size`` bytes (a chunk
+    may end inside a character: the incremental decoder carries it over). Raises what reading
+    ``handle`` raises (``OSError``) and ``UnicodeDecodeError``."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    while chunk := handle.read(size):
+        yield decoder.decode(chunk)
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail

@@ -7,7 +7,6 @@ unless asked) is :mod:`sched.base.safe_write`'s.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .. import __version__
+from ..base.files import decoded_chunks
 from ..core.clock import UNITS_NOTE, RunClock
 from ..core.config import EngineConfig
 from ..core.ended_requests import preemption_counts
@@ -155,7 +155,7 @@ class LabRun:
             return None
         if not self._sha256:
             self._sha256.append(sha256)
-        return _read_chunks(handle)
+        return decoded_chunks(handle)
 
     def workload_json(self) -> tuple[str, str]:
         """``(workload.json text, its sha256)``: :func:`sched.workload.specs.workload_json_and_sha256`,
@@ -163,16 +163,6 @@ class LabRun:
         if not self._workload_json:
             self._workload_json.append(workload_json_and_sha256(self.workload))
         return self._workload_json[0]
-
-
-def _read_chunks(handle, size: int = 1 << 20):
-    """The rest of the binary file ``handle`` as UTF-8 text chunks of about ``size`` bytes."""
-    decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
-    while chunk := handle.read(size):
-        yield decoder.decode(chunk)
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        yield tail
 
 
 def _number(value):

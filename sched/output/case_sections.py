@@ -19,11 +19,11 @@ files cannot be made at all, the run is rendered the usual way.
 
 from __future__ import annotations
 
-import codecs
 import itertools
 import tempfile
 
 from .artifacts import LabRun
+from ..base.files import decoded_chunks
 from .jsonl_lines import case_jsonl_lines, request_line_parts
 from ..workload.specs import workload_json_and_sha256
 
@@ -137,7 +137,7 @@ class CaseSections:
         handle = self._workload_file
         handle.seek(0)
         handle.readline()   # the sha256
-        yield from _decoded(handle)
+        yield from decoded_chunks(handle, _READ_SIZE)
 
     def written(self, index: int) -> bool:
         """True when case ``index``'s lines are there (a case has at least one request: an empty
@@ -152,7 +152,7 @@ class CaseSections:
         chunks, for :func:`sched.base.safe_write.write_artifacts`."""
         handle = self._files[index][0 if name == "requests.jsonl" else 1]
         handle.seek(0)
-        yield from _decoded(handle)
+        yield from decoded_chunks(handle, _READ_SIZE)
 
     def close(self) -> None:
         """Close (and so delete) every file."""
@@ -161,13 +161,3 @@ class CaseSections:
                 handle.close()
         if self._workload_file is not None:
             self._workload_file.close()
-
-
-def _decoded(handle):
-    """The rest of ``handle``'s UTF-8 bytes as text chunks of about :data:`_READ_SIZE` bytes."""
-    decoder = codecs.getincrementaldecoder("utf-8")()   # a chunk may end inside a character
-    while chunk := handle.read(_READ_SIZE):
-        yield decoder.decode(chunk)
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        yield tail
