@@ -16,7 +16,7 @@ from sched.base.cmdline import InputError
 from sched.timing.gpus import find_gpu
 from sched.timing.loadrun import load_real_run
 from tests.helpers import assert_bad_input, read, run_cli, temp_dir
-from tests.test_timing_calibrate_otel import copy_run, replace_in
+from tests.test_timing_calibrate_otel import copy_run, edit_spans, replace_in
 
 #: The fourth span of the excerpt's traces.json (line 3), its TTFT and its queue time as written there.
 SPAN = "cmpl-54cf0446b2554a909834df810f502055-0"
@@ -24,24 +24,17 @@ SPAN = "cmpl-54cf0446b2554a909834df810f502055-0"
 
 def edit_span(directory, key, value, field="attributes"):
     """Set attribute ``key`` (or, with ``field`` None, the span's own ``key``) of span :data:`SPAN`."""
-    path = os.path.join(directory, "traces.json")
-    with open(path, encoding="utf-8") as handle:
-        batches = [json.loads(line) for line in handle if line.strip()]
-    for batch in batches:
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    names = [a for a in span["attributes"] if a["key"] == "gen_ai.request.id"]
-                    if not names or names[0]["value"]["stringValue"] != SPAN:
-                        continue
-                    if field is None:
-                        span[key] = value
-                    else:
-                        for item in span["attributes"]:
-                            if item["key"] == key:
-                                item["value"] = value
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(batch) + "\n" for batch in batches))
+    def edit(span):
+        names = [a for a in span["attributes"] if a["key"] == "gen_ai.request.id"]
+        if not names or names[0]["value"]["stringValue"] != SPAN:
+            return
+        if field is None:
+            span[key] = value
+        else:
+            for item in span["attributes"]:
+                if item["key"] == key:
+                    item["value"] = value
+    edit_spans(directory, edit, name=None)
 
 
 class SpanTest(unittest.TestCase):
@@ -242,20 +235,11 @@ class SeveralRunsTest(unittest.TestCase):
 class OneTokenTest(unittest.TestCase):
     def test_every_request_one_token_names_the_run(self):
         """No TPOT anywhere: the line named no file and no request before."""
-        def one_token(directory):
-            path = os.path.join(directory, "traces.json")
-            with open(path, encoding="utf-8") as handle:
-                batches = [json.loads(line) for line in handle if line.strip()]
-            for batch in batches:
-                for resource in batch["resourceSpans"]:
-                    for scope in resource["scopeSpans"]:
-                        for span in scope["spans"]:
-                            for item in span["attributes"]:
-                                if item["key"] == "gen_ai.usage.completion_tokens":
-                                    item["value"] = {"intValue": "1"}
-            with open(path, "w", encoding="utf-8") as handle:
-                handle.write("".join(json.dumps(batch) + "\n" for batch in batches))
-        base = copy_run(self, one_token)
+        def one_token(span):
+            for item in span["attributes"]:
+                if item["key"] == "gen_ai.usage.completion_tokens":
+                    item["value"] = {"intValue": "1"}
+        base = copy_run(self, lambda directory: edit_spans(directory, one_token, name=None))
         out = os.path.join(temp_dir(self), "cal")
         assert_bad_input(self, ["calibrate", base, "--train-first", "45", "--out", out],
                          f"{base}: every training request (cmpl-e8a164d6e8844f5bb1e1530fd72d3c66-0 .. ")

@@ -52,6 +52,22 @@ def replace_in(path, old, new):
         handle.write(text.replace(old, new))
 
 
+def edit_spans(directory, edit, name="llm_request"):
+    """Apply ``edit(span)`` to every span called ``name`` (every span with ``name`` None) in
+    ``directory``'s traces.json (one OpenTelemetry batch a line), written back in place."""
+    path = os.path.join(directory, "traces.json")
+    with open(path, encoding="utf-8") as handle:
+        batches = [json.loads(line) for line in handle if line.strip()]
+    for batch in batches:
+        for resource in batch["resourceSpans"]:
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    if name is None or span["name"] == name:
+                        edit(span)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write("".join(json.dumps(batch) + "\n" for batch in batches))
+
+
 def nearest_rank(values, p):
     ordered = sorted(values)
     return ordered[max(1, math.ceil(p / 100 * len(ordered))) - 1]

@@ -13,24 +13,9 @@ import os
 import unittest
 
 from tests.helpers import assert_bad_input, full_only, read, run_cli, temp_dir
-from tests.test_timing_calibrate_otel import EXCERPT, copy_run, replace_in
+from tests.test_timing_calibrate_otel import EXCERPT, copy_run, edit_spans, replace_in
 
 LATENCIES = ("gen_ai.latency.time_to_first_token", "gen_ai.latency.e2e", "gen_ai.latency.time_in_queue")
-
-
-def edit_spans(directory, edit):
-    """Apply ``edit(span)`` to every ``llm_request`` span of ``directory``'s traces.json."""
-    path = os.path.join(directory, "traces.json")
-    with open(path, encoding="utf-8") as handle:
-        batches = [json.loads(line) for line in handle if line.strip()]
-    for batch in batches:
-        for resource in batch["resourceSpans"]:
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    if span["name"] == "llm_request":
-                        edit(span)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write("".join(json.dumps(batch) + "\n" for batch in batches))
 
 
 def slower(span, factor=1.1):
