@@ -56,25 +56,22 @@ class MisuseTest(unittest.TestCase):
     def test_meta_with_a_bench_file(self):
         self.refused(bench_file(self.base), "vllm bench serve result", "--meta", META)
 
-    def test_model_that_is_a_number_in_meta_json(self):
+    def run_with_meta(self, key, value) -> str:
+        """A copy of the 4090 run whose meta.json has ``key`` set to ``value``; its requests.jsonl."""
         run = os.path.join(self.base, "run")
         shutil.copytree(RUN_4090, run)
         with open(os.path.join(run, "meta.json"), encoding="utf-8") as handle:
             meta = json.load(handle)
-        meta["model"] = 5
+        meta[key] = value
         with open(os.path.join(run, "meta.json"), "w", encoding="utf-8") as handle:
             json.dump(meta, handle)
-        self.refused(os.path.join(run, "requests.jsonl"), "meta.json: field 'model': must be a name (text), got 5")
+        return os.path.join(run, "requests.jsonl")
+
+    def test_model_that_is_a_number_in_meta_json(self):
+        self.refused(self.run_with_meta("model", 5), "meta.json: field 'model': must be a name (text), got 5")
 
     def test_vllm_version_that_is_a_number_in_meta_json(self):
-        run = os.path.join(self.base, "run")
-        shutil.copytree(RUN_4090, run)
-        with open(os.path.join(run, "meta.json"), encoding="utf-8") as handle:
-            meta = json.load(handle)
-        meta["vllm_version"] = 19
-        with open(os.path.join(run, "meta.json"), "w", encoding="utf-8") as handle:
-            json.dump(meta, handle)
-        self.refused(os.path.join(run, "requests.jsonl"), "field 'vllm_version'")
+        self.refused(self.run_with_meta("vllm_version", 19), "field 'vllm_version'")
 
     def test_model_id_that_is_a_number_in_a_bench_file(self):
         self.refused(bench_file(self.base, model_id=7), "bench.json: field 'model_id': must be a name (text), got 7")
