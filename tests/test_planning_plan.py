@@ -22,6 +22,20 @@ STEP_MODEL = {"kind": "step-model", "engine": "vllm", "step_ms": {"a": 5.0, "b":
               "fitted_on": {"model": "a hand-written model", "device": "GPU-X"}}
 
 
+def plan_inputs(base, requests=40, prompt=100, output=20, model=STEP_MODEL):
+    """Write into ``base`` a workload of ``requests`` requests arriving at 0 (request i: ``prompt``
+    + 37·(i mod 5) prompt tokens, ``output`` + 11·(i mod 4) output tokens) and the step model
+    ``model``; returns their paths ``(w.json, m.json)``."""
+    workload, model_path = os.path.join(base, "w.json"), os.path.join(base, "m.json")
+    with open(workload, "w", encoding="utf-8") as out:
+        json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
+                                 "suffix_tokens": prompt + 37 * (i % 5), "output_tokens": output + 11 * (i % 4)}
+                                for i in range(requests)]}, out)
+    with open(model_path, "w", encoding="utf-8") as out:
+        json.dump(model, out)
+    return workload, model_path
+
+
 def curve(passes):
     """A stand-in for one run: attainment 1 where ``passes(rate)``, else 0.5; capacity 3 req/s (the
     run itself: its rate)."""
@@ -99,13 +113,7 @@ class ProbeTest(unittest.TestCase):
 class PlanCommandTest(unittest.TestCase):
     def setUp(self):
         self.base = temp_dir(self)
-        self.workload, self.model = (os.path.join(self.base, n) for n in ("w.json", "m.json"))
-        with open(self.workload, "w", encoding="utf-8") as out:
-            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
-                                     "suffix_tokens": 100 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
-                                    for i in range(40)]}, out)
-        with open(self.model, "w", encoding="utf-8") as out:
-            json.dump(STEP_MODEL, out)
+        self.workload, self.model = plan_inputs(self.base)
 
     def plan(self, *extra):
         out_dir = os.path.join(self.base, "plan")
@@ -204,13 +212,7 @@ class InterruptTest(unittest.TestCase):
         import time
         from tests.helpers import PROJECT
         base = temp_dir(self)
-        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
-        with open(workload, "w", encoding="utf-8") as out:
-            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
-                                     "suffix_tokens": 300 + 37 * (i % 5), "output_tokens": 200 + 11 * (i % 4)}
-                                    for i in range(300)]}, out)
-        with open(model, "w", encoding="utf-8") as out:
-            json.dump(STEP_MODEL, out)
+        workload, model = plan_inputs(base, requests=300, prompt=300, output=200)
         out_dir = os.path.join(base, "plan")
         process = subprocess.Popen([sys.executable, os.path.join(PROJECT, "infer_sched_lab.py"), "plan", "--workload",
                                     workload, "--step-model", model, "--goodput", "ttft:300", "--max-num-seqs",
@@ -232,13 +234,8 @@ class PlanGpuTest(unittest.TestCase):
 
     def test_one_row_per_gpu(self):
         base = temp_dir(self)
-        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
-        with open(workload, "w", encoding="utf-8") as out:
-            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
-                                     "suffix_tokens": 400 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
-                                    for i in range(40)]}, out)
-        with open(model, "w", encoding="utf-8") as out:
-            json.dump(dict(STEP_MODEL, fitted_on={"model": "hand-written", "device": "NVIDIA GeForce RTX 4090"}), out)
+        workload, model = plan_inputs(base, prompt=400, model=dict(
+            STEP_MODEL, fitted_on={"model": "hand-written", "device": "NVIDIA GeForce RTX 4090"}))
         out_dir = os.path.join(base, "plan")
         code, out, err = run_cli(["plan", "--workload", workload, "--step-model", model, "--gpu", "H100 SXM",
                                   "--goodput", "ttft:300", "--workers", "1", "--out", out_dir])

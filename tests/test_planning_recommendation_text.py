@@ -17,6 +17,7 @@ import unittest
 from sched.planning.plan import plan_files
 from sched.planning.report import recommend
 from tests.helpers import read, run_cli
+from tests.test_planning_plan import plan_inputs
 from tests.test_planning_tampered_inputs import STEP_MODEL
 
 
@@ -25,13 +26,8 @@ class RecommendationTextTest(unittest.TestCase):
     def setUpClass(cls):
         base = tempfile.mkdtemp(prefix="isl-test-")
         cls.addClassCleanup(shutil.rmtree, base, ignore_errors=True)
-        workload, model, out_dir = (os.path.join(base, n) for n in ("w.json", "m.json", "plan"))
-        with open(workload, "w", encoding="utf-8") as out:
-            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
-                                     "suffix_tokens": 100 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
-                                    for i in range(40)]}, out)
-        with open(model, "w", encoding="utf-8") as out:
-            json.dump(STEP_MODEL, out)
+        workload, model = plan_inputs(base, model=STEP_MODEL)
+        out_dir = os.path.join(base, "plan")
         code, _, err = run_cli(["plan", "--workload", workload, "--step-model", model, "--goodput", "ttft:300",
                                 "--max-num-seqs", "2,8", "--workers", "1", "--out", out_dir])
         assert code == 0, err

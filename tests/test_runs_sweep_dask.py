@@ -92,16 +92,9 @@ class DaskSweepTest(unittest.TestCase):
     def test_plan_on_the_cluster_gives_the_local_plan(self):
         """plan --executor: the settings searched on the cluster give plan.json, plan.txt and pareto.svg
         equal to the local process pool's, byte for byte (one code path: the sweep's executor)."""
-        import json
-        from tests.test_planning_plan import STEP_MODEL
+        from tests.test_planning_plan import plan_inputs
         base = temp_dir(self)
-        workload, model = os.path.join(base, "w.json"), os.path.join(base, "m.json")
-        with open(workload, "w", encoding="utf-8") as out:
-            json.dump({"requests": [{"name": f"r{i}", "arrival": 0, "prefix_key": None, "prefix_tokens": 0,
-                                     "suffix_tokens": 100 + 37 * (i % 5), "output_tokens": 20 + 11 * (i % 4)}
-                                    for i in range(40)]}, out)
-        with open(model, "w", encoding="utf-8") as out:
-            json.dump(STEP_MODEL, out)
+        workload, model = plan_inputs(base)
         args = ["plan", "--workload", workload, "--step-model", model, "--goodput", "ttft:300",
                 "--max-num-seqs", "2,4,8"]
         code, local_out, err = run_cli([*args, "--out", os.path.join(base, "local")])
