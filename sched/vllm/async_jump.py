@@ -12,7 +12,57 @@ and which full block gets cached matter there.
 
 from __future__ import annotations
 
-__all__ = ["jump"]
+__all__ = ["jump", "take_turns"]
+
+
+def take_turns(sim, now, gpu_free, free, due, offset, horizon, until, num_decode, head_need=None):
+    """The clock of up to ``horizon`` decode-only loop turns from ``now`` (the part both async jumps
+    share: this module's and :mod:`sched.vllm.async_open_jump`'s).
+
+    Turn ``t`` (0, 1, ...) schedules ``num_decode`` decode tokens and takes ``due[(offset + t) %
+    block_size]`` blocks of the ``free`` ones; it starts when the GPU is free of the batch before it
+    (``gpu_free``, ticks or µs) and lasts the step time (1 tick without one; ``step_time(0,
+    num_decode, kv_blocks)`` each turn when it reads the KV blocks, else ``step_time(0, num_decode)``
+    once). Turns stop before one whose blocks do not fit (a preemption), one that would leave the
+    waiting head's ``head_need`` blocks free (an admission), and, after the first, one whose start
+    ``until`` has reached (an arrival that can matter). Returns ``(now, gpu_free, free, tops,
+    starts, ends, used)``: the time at the top of the turn after the last one taken, when the GPU
+    frees, the free blocks left, and per turn taken its loop-top time, start, end and KV blocks
+    used. Raises ``ValueError`` for a step time that is not > 0, as the walk does.
+    """
+    step_time, reads_kv, unit, capacity = sim.step_time, sim.reads_kv, sim.stamp_times is None, sim.kv.capacity
+    bs = len(due)
+    tops, starts, ends, used = [], [], [], []
+    duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
+    t = 0
+    while t < horizon:
+        if t and until is not None and until <= now:
+            break                            # an arrival that can matter joins at this turn's start
+        need = due[(offset + t) % bs]
+        if need > free or (head_need is not None and head_need <= free - need):
+            break                            # a preemption, or an admission
+        free -= need
+        start = now if now > gpu_free else gpu_free
+        if unit:
+            d = 1
+        elif reads_kv:
+            d = step_time(0, num_decode, capacity - free)
+        else:
+            if duration is None:
+                duration = step_time(0, num_decode)
+            d = duration
+        if not d > 0:
+            raise ValueError(f"step_time(0, {num_decode}) gave {d!r}: a step must last > 0")
+        end = start + d
+        tops.append(now)
+        starts.append(start)
+        ends.append(end)
+        used.append(capacity - free)
+        if gpu_free > now:                   # processing the batch before waits for its end
+            now = gpu_free
+        gpu_free = end
+        t += 1
+    return now, gpu_free, free, tops, starts, ends, used
 
 
 def jump(sim, now):
@@ -63,38 +113,10 @@ def jump(sim, now):
     if waiting and knobs.max_num_batched_tokens > n_run and n_run < knobs.max_num_seqs:
         head = sim.waiting.peek()
         head_need = kv.blocks_to_allocate(head, head.num_tokens)
-    step_time, reads_kv, unit = sim.step_time, sim.reads_kv, sim.stamp_times is None
-    free, gpu_free, ordinal = kv.num_free, batch0.end, None if unit else len(sim.stamp_times) - 1
-    tops, starts, ends, used = [], [], [], []
-    duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
-    j = 1
-    while j <= horizon:
-        if j > 1 and until is not None and until <= now:
-            break                            # an arrival that can matter joins at this turn's start
-        need = due[j % bs]
-        if need > free or (head_need is not None and head_need <= free - need):
-            break                            # a preemption, or an admission
-        free -= need
-        start = now if now > gpu_free else gpu_free
-        if unit:
-            d = 1
-        elif reads_kv:
-            d = step_time(0, n_run, kv.capacity - free)
-        else:
-            if duration is None:
-                duration = step_time(0, n_run)
-            d = duration
-        if not d > 0:
-            raise ValueError(f"step_time(0, {n_run}) gave {d!r}: a step must last > 0")
-        end = start + d
-        tops.append(now)
-        starts.append(start)
-        ends.append(end)
-        used.append(kv.capacity - free)
-        if gpu_free > now:                   # processing the batch before waits for its end
-            now = gpu_free
-        gpu_free = end
-        j += 1
+    unit = sim.stamp_times is None
+    ordinal = None if unit else len(sim.stamp_times) - 1
+    now, gpu_free, free, tops, starts, ends, used = take_turns(
+        sim, now, batch0.end, kv.num_free, due, 1, horizon, until, n_run, head_need)
     turns = len(starts)
     if not turns:   # a step time is asked only for turns taken (a replay counts its calls)
         return None

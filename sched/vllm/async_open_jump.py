@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import heapq
 
+from .async_jump import take_turns
+
 __all__ = ["jump"]
 
 
@@ -53,7 +55,7 @@ def jump(runs, now):
     if runs.others or not num_open or batch0.samplers or batch0.end is None or sim._held is not None \
             or len(sim.running) != num_open:
         return None
-    knobs, kv, bs, k = sim.knobs, sim.kv, runs.block_size, runs.turn
+    knobs, kv, k = sim.knobs, sim.kv, runs.turn
     if num_open > knobs.max_num_batched_tokens:
         return None
     heap = runs.finishes
@@ -67,38 +69,12 @@ def jump(runs, now):
     if waiting and tried and sim.head_admissible(sim.waiting.peek()):
         return None
     until = sim.arrivals.jump_limit(sim._priority, bool(waiting) or not tried)
-    due, step_time, reads_kv, unit = runs.due, sim.step_time, sim.reads_kv, sim.stamp_times is None
-    gpu_free, free, capacity = batch0.end, kv.num_free, kv.capacity
-    tops, starts, ends, used = [], [], [], []
-    duration = None   # asked once, at the first turn taken, when it does not read the KV blocks
-    j = 0
-    while j < horizon:
-        if j and until is not None and until <= now:
-            break                            # an arrival that can matter joins at this turn's start
-        need = due[(k + j) % bs]
-        if need > free:
-            break                            # the walk would preempt
-        free -= need                         # taken below, all at once: the same blocks, in order
-        start = now if now > gpu_free else gpu_free
-        if unit:
-            d = 1
-        elif reads_kv:
-            d = step_time(0, num_open, capacity - free)
-        else:
-            if duration is None:
-                duration = step_time(0, num_open)
-            d = duration
-        if not d > 0:
-            raise ValueError(f"step_time(0, {num_open}) gave {d!r}: a step must last > 0")
-        end = start + d
-        tops.append(now)
-        starts.append(start)
-        ends.append(end)
-        used.append(capacity - free)
-        if gpu_free > now:                   # processing the batch before waits for its end
-            now = gpu_free
-        gpu_free = end
-        j += 1
+    unit = sim.stamp_times is None
+    # The turns' clock (a turn whose due blocks do not fit stops it: the walk would preempt); their
+    # blocks are taken below, all at once: the same blocks, in order.
+    now, gpu_free, free, tops, starts, ends, used = take_turns(sim, now, batch0.end, kv.num_free, runs.due, k,
+                                                               horizon, until, num_open)
+    j = len(starts)
     if not j:
         return None
     # The turns' blocks off the free queue's front in one take: taking a then b blocks from the front
