@@ -146,12 +146,8 @@ class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
             seq = running[i]
             if seq.open_from is not None:   # an open run: 1 decode token, a new block when one is due
                 need = 1 if (seq.open_from - seq.num_tokens) % bs == due else 0
-                while need > kv.num_free:
-                    victim = running.pop()
-                    self._preempt(victim, start, step)
-                    preempted.append((victim, seq))
-                    if victim is seq:
-                        break
+                if need > kv.num_free:   # fcfs here: under priority open runs are walked closed
+                    i, _ = self._preempt_for(seq, need, running, i, scheduled, preempted, start, step)
                 if seq.state != "running":
                     break
                 if need:
@@ -186,21 +182,9 @@ class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
                     continue
             else:
                 need = kv.blocks_to_allocate(seq, target)
-            while need > kv.num_free:
-                if self._priority:
-                    victim = max(running, key=lambda s: s.key)
-                    where = running.index(victim)
-                    del running[where]
-                    if where < i:
-                        i -= 1
-                    if victim in scheduled:   # already scheduled in this step: its tokens return
-                        budget += scheduled.pop(victim)
-                else:
-                    victim = running.pop()
-                self._preempt(victim, start, step)
-                preempted.append((victim, seq))
-                if victim is seq:
-                    break
+            if need > kv.num_free:   # out of KV blocks: preempt the policy's victims (recompute)
+                i, back = self._preempt_for(seq, need, running, i, scheduled, preempted, start, step)
+                budget += back
             if seq.state != "running":
                 if self._priority:
                     continue

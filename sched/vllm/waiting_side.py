@@ -96,6 +96,35 @@ class WaitingSide:
             seq.state = "waiting"
             self.waiting.push(seq)
 
+    def _preempt_for(self, seq: Seq, need: int, running: list, i: int, scheduled: dict, preempted: list, t, ordinal,
+                     opened: dict | None = None) -> tuple[int, int]:
+        """Preempt (recompute) until ``need`` KV blocks are free for ``seq`` or ``seq`` itself was the
+        victim (vllm-engine.md §2): fcfs the last request of ``running``, priority the one with the
+        largest key, taken out of ``running`` (the pass's index ``i`` moves back when the victim stood
+        before it). A victim already scheduled in this step gives its tokens back (``scheduled``: request
+        -> tokens; ``opened``: open run -> the blocks it took, given back too). Each ``(victim, seq)``
+        is appended to ``preempted``. Returns ``(i, tokens given back to the budget)``."""
+        kv, back = self.kv, 0
+        while need > kv.num_free:
+            if self._priority:
+                victim = max(running, key=lambda s: s.key)
+                where = running.index(victim)
+                del running[where]
+                if where < i:
+                    i -= 1
+                if victim in scheduled:   # already scheduled in this step: its tokens return
+                    back += scheduled.pop(victim)
+                elif opened is not None and victim in opened:
+                    back += 1
+                    kv.num_free += opened.pop(victim)
+            else:
+                victim = running.pop()
+            self._preempt(victim, t, ordinal)
+            preempted.append((victim, seq))
+            if victim is seq:
+                break
+        return i, back
+
     def _preempt(self, seq: Seq, t, ordinal) -> None:
         """Recompute preemption in the step ``ordinal`` starting at ``t``: free the blocks, forget
         the computed tokens, back to the queue (fcfs: its front; priority: its place by key)."""

@@ -55,25 +55,9 @@ def walk(sim, t, ordinal, cap, timeouts):
             need = kv.blocks_to_allocate(seq, seq.computed + n)
         else:
             n, need = 1, int((seq.open_from + 1 - seq.num_tokens) % bs == due)   # a new block?
-        while need > kv.num_free:
-            # Out of KV blocks: preempt the policy's victim (recompute) and retry.
-            if sim._priority:
-                victim = max(running, key=lambda s: s.key)
-                where = running.index(victim)
-                del running[where]
-                if where < i:
-                    i -= 1
-                if victim in scheduled:   # already scheduled this step: its tokens return
-                    budget += scheduled.pop(victim)
-                elif victim in opened:
-                    budget += 1
-                    kv.num_free += opened.pop(victim)
-            else:
-                victim = running.pop()
-            sim._preempt(victim, t, ordinal)
-            preempted.append((victim, seq))
-            if victim is seq:
-                break
+        if need > kv.num_free:   # out of KV blocks: preempt the policy's victims (recompute)
+            i, back = sim._preempt_for(seq, need, running, i, scheduled, preempted, t, ordinal, opened)
+            budget += back
         if seq.state != "running":
             if sim._priority:
                 continue      # the pass goes on with the next running request
