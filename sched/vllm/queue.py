@@ -143,10 +143,6 @@ class Arrivals:
         #: The next arrival time, or ``None`` when every request has arrived.
         self.upcoming = self._when(self._pending[0]) if self._pending else None
 
-    def next_time(self):
-        """The next arrival time, or ``None`` when every request has arrived."""
-        return self.upcoming
-
     def due(self, t) -> list[Seq]:
         """The requests arriving at or before ``t`` not yet returned, in arrival order."""
         start = self._next
