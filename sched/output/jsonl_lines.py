@@ -177,20 +177,31 @@ def _case_timeline_lines(run, result: CaseResult):
         }
 
 
+#: Characters after which :func:`jsonl_chunks` ends a chunk (256 KiB of ASCII text).
+CHUNK_CHARS = 1 << 18
+
+
 def jsonl_text(records) -> str:
     return "".join(jsonl_chunks(records))
 
 
-def jsonl_chunks(records, lines_per_chunk: int = 4096):
-    """The JSON Lines text of ``records`` in chunks of a few thousand lines (for streaming)."""
+def jsonl_chunks(records, lines_per_chunk: int = 4096, chars_per_chunk: int = CHUNK_CHARS):
+    """The JSON Lines text of ``records`` in chunks (for streaming): a chunk ends after
+    ``lines_per_chunk`` lines or once it holds ``chars_per_chunk`` characters, whichever comes
+    first. Chunks stay small (a few hundred KB) so each is built and written in memory the process
+    already holds, not in fresh pages the system must hand over and take back for every chunk."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     chunk = []
+    size = 0
     for record in records:  # a dict, or a line already encoded
-        chunk.append(record if isinstance(record, str) else encode(record))
-        if len(chunk) == lines_per_chunk:
+        line = record if isinstance(record, str) else encode(record)
+        chunk.append(line)
+        size += len(line)
+        if size >= chars_per_chunk or len(chunk) == lines_per_chunk:
             chunk.append("")   # the last line's newline, joined in (not a second copy of the chunk)
             yield "\n".join(chunk)
             chunk = []
+            size = 0
     if chunk:
         chunk.append("")
         yield "\n".join(chunk)
