@@ -1,6 +1,6 @@
 """The millisecond run's per-token shortcuts give what the plain per-token paths give.
 
-- ``Request.restamp`` (step ordinals -> step ends) builds the same token runs as setting
+- ``sched.core.step_stamps.restamp`` (step ordinals -> step ends) builds the same token runs as setting
   ``token_times`` token by token; when two step ends are 1 µs apart their tokens merge into one run.
 - ``requests.jsonl`` of a step-model run written as text (ms fields appended, each stamp formatted
   once, or sliced from the step ends' texts: :mod:`sched.timing.step_ends`) is, line for line, what
@@ -12,6 +12,7 @@ import unittest
 from dataclasses import replace
 
 from sched.core.records import Request, CurrentTick
+from sched.core.step_stamps import restamp
 from sched.runs.bench import synthetic
 from sched.output.jsonl_lines import request_lines, timeline_lines
 from sched.timing import msrun
@@ -36,7 +37,7 @@ class RestampTest(unittest.TestCase):
     def test_spaced_times_give_one_run_per_token(self):
         times = [None, 100, 250, 400, 700, 1000, 1300]
         fast, slow = _request([(1, 3), (5, 2)]), _request([(1, 3), (5, 2)])
-        fast.restamp(times, spaced=True)
+        restamp(fast, times, spaced=True)
         slow.token_times = [times[s] for s in (1, 2, 3, 5, 6)]
         self.assertEqual(fast.token_runs, [(100, 1), (250, 1), (400, 1), (1000, 1), (1300, 1)])
         self.assertEqual(fast.token_runs, slow.token_runs)
@@ -46,7 +47,7 @@ class RestampTest(unittest.TestCase):
         # Steps 2 and 3 end 1 µs apart: their two tokens are one run [50, 2].
         times = [None, 10, 50, 51, 90]
         request = _request([(1, 4)])
-        request.restamp(times, spaced=False)
+        restamp(request, times, spaced=False)
         self.assertEqual(request.token_runs, [(10, 1), (50, 2), (90, 1)])
         self.assertEqual(request.num_tokens, 4)
 

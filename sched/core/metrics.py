@@ -33,6 +33,7 @@ from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
 from .packed_requests import ColumnRequests
 from .records import CaseResult, Request, Status
+from .step_stamps import shared_step_ends
 from .samples import at_rank, extend_columns, like, low_high, ordered_sample
 
 #: The record fields summarize() reads, one tuple per request.
@@ -314,15 +315,21 @@ def _summarize(result: CaseResult, given_gaps: Counter | None) -> dict:
     columns = [array("i"), array("i"), array("i"), array("i"), array("i"), *([[], array("i"), array("i")] * ranked)]
     gaps = Counter() if given_gaps is None else None   # None: given, not counted
     fields = requests.summary_fields() if packed else map(_FIELDS, requests)
+    ends = None if packed else shared_step_ends(requests)   # runs of step ordinals: read through it
     for index, (status, arrival, admitted, done, hit, priority, runs, open_from) in enumerate(fields):
-        if open_from is not None:   # still decoding: its open run counts too
-            runs = requests[index].flat_token_runs
-        if len(runs) == 2:
-            first, count = runs
-            span = count - 1
+        if ends is not None and gaps is None and open_from is None:
+            # Step ordinals, their gaps given: the first and last token's stamps through the step ends.
+            count = runs[1] if len(runs) == 2 else sum(runs[1::2])
+            first, span = (ends[runs[0]], ends[runs[-2] + runs[-1] - 1] - ends[runs[0]]) if runs else (None, None)
         else:
-            count = sum(runs[1::2])
-            first, span = (runs[0], runs[-2] + runs[-1] - 1 - runs[0]) if runs else (None, None)
+            if open_from is not None or ends is not None:   # an open run counts too; stamps in µs to count
+                runs = requests[index].flat_token_runs
+            if len(runs) == 2:
+                first, count = runs
+                span = count - 1
+            else:
+                count = sum(runs[1::2])
+                first, span = (runs[0], runs[-2] + runs[-1] - 1 - runs[0]) if runs else (None, None)
         emitted += count
         hit_tokens += hit
         if done > latest:

@@ -79,7 +79,7 @@ class Request:
 
     __slots__ = ("spec", "index", "status", "admitted_at", "hit_tokens", "prefilled_tokens",
                  "prefill_done_at", "done_at", "num_preemptions", "preempted_at", "_runs", "_num_closed",
-                 "_open_from", "_clock", "_seq")
+                 "_open_from", "_clock", "_seq", "_step_ends")
 
     def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
                  admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
@@ -100,6 +100,7 @@ class Request:
         self._clock = _clock
         self._open_from: int | None = None
         self._seq: int | None = None   # admission number, set by the simulation
+        self._step_ends = None         # a StepStampedRequest's step ends (sched.core.step_stamps)
         if token_times:
             self.token_times = token_times
         else:
@@ -113,6 +114,7 @@ class Request:
         request = cls.__new__(cls)
         request.spec, request.index, request.status, request._clock = spec, index, Status.WAITING, clock
         request.admitted_at = request.prefill_done_at = request.done_at = request._open_from = request._seq = None
+        request._step_ends = None
         request.hit_tokens = request.prefilled_tokens = request.num_preemptions = request._num_closed = 0
         request.preempted_at, request._runs = (), []
         return request
@@ -174,21 +176,6 @@ class Request:
         self._open_from = None
         for stamp in times:
             self._append_run(stamp, 1)
-
-    def restamp(self, times: list, spaced: bool) -> None:
-        """Replace each token's stamp ``s`` by ``times[s]`` (``times`` increasing; the step-time
-        clock, µs); the same runs as setting :attr:`token_times` to those times. ``spaced``: any two
-        times of ``times`` differ by more than 1, so every token is a run of its own (built in one
-        slice, no per-token call)."""
-        if not spaced or self._open_from is not None:
-            self.token_times = [times[start + k] for start, count in self.token_runs for k in range(count)]
-            return
-        runs = self._runs
-        stamps = (times[runs[0]:runs[0] + runs[1]] if len(runs) == 2 else
-                  [t for i in range(0, len(runs), 2) for t in times[runs[i]:runs[i] + runs[i + 1]]])
-        flat = [1] * (2 * len(stamps))
-        flat[0::2] = stamps
-        self._runs, self._num_closed, self._open_from = flat, len(stamps), None
 
     def emit(self, first_stamp, count: int = 1) -> None:
         """Record ``count`` output tokens stamped ``first_stamp, first_stamp + 1, ...`` (the vLLM

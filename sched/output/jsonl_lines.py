@@ -18,6 +18,7 @@ from ..core.metrics import e2e, queue_wait, ttft
 from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
+from ..core.step_stamps import shared_step_ends
 from .vllm_artifacts import timeline_lines as vllm_timeline_lines
 from ..workload.specs import RequestSpec
 
@@ -89,12 +90,16 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, r
     requests = result.requests
     # Requests packed as they ended (a vLLM case) give these fields from their columns, without a record.
     rows = requests.fields() if isinstance(requests, EndedRequests) else map(RECORD_FIELDS, requests)
+    ends = None if isinstance(requests, EndedRequests) else shared_step_ends(requests)   # runs of step ordinals
     for i, ((status, done, admitted, hit, num_preemptions, preempted_at, runs, open_from, spec),
             (head, prompt, output_text, output), given) in enumerate(
             zip(rows, parts, repeat(None) if runs_texts is None else runs_texts)):
         arrival = spec.arrival
-        if open_from is not None:   # still decoding: its open run too (an ended request: its stored runs)
-            runs = requests[i].flat_token_runs
+        if open_from is not None or (ends is not None and given is None):
+            runs = requests[i].flat_token_runs   # still decoding: its open run too; or its stamps in µs
+        elif ends is not None:   # step ordinals, the pairs given: the first stamp through the step ends
+            emitted = runs[1] if len(runs) == 2 else sum(runs[1::2])
+            runs = (ends[runs[0]], emitted) if runs else ()
         if status is _OK:
             first = runs[0]
             latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'
@@ -103,7 +108,7 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, r
             latencies = '"ttft": null, "queue_wait": null, "e2e": null'
         first_text = "null" if first is None else str(first)
         if given is not None:   # one token a run, formatted by the caller
-            pairs, emitted = given, len(runs) // 2
+            pairs, emitted = given, len(runs) // 2 if ends is None else emitted
         elif len(runs) == 2:   # one run of tokens: its count is every token emitted
             emitted = output_text if runs[1] == output else str(runs[1])
             pairs = f"[{first_text}, {emitted}]"

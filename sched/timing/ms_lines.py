@@ -73,20 +73,20 @@ def request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
         if not isinstance(line, str) or r._open_from is not None:
             yield _request_line(line)
             continue
-        runs = r._runs
         arrival, admitted, done = r.spec.arrival, r.admitted_at, r.done_at
-        first = runs[0] if runs else None
+        first = r.first_token_at
         if times_text is None:
+            runs = r.flat_token_runs
             one_each = runs[1::2].count(1) * 2 == len(runs)
             times = runs[0::2] if one_each else [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])]
             emitted = len(times)
             times_text = ", ".join(map(texts.__getitem__, times))
         else:
-            emitted = len(runs) // 2
+            emitted = r.num_tokens
         if stamps is None:
             first_text, done_text = texts[first], texts[done]
         else:   # the step ends' texts; the end is the last token's stamp unless the request timed out later
-            first_text, done_text = stamps[0], stamps[1] if done == runs[-2] else texts[done]
+            first_text, done_text = stamps[0], stamps[1] if done == r.last_token_at else texts[done]
         if r.status is done_status:
             ttft, queue_wait, e2e = texts[first - arrival], texts[admitted - arrival], texts[done - arrival]
             tpot = repr(round((done - first) / 1000 / (emitted - 1), 3)) if emitted > 1 else "null"

@@ -31,6 +31,7 @@ from operator import add, ne, sub, truediv
 from ..core.bench_metrics import CountedSample
 from ..core.metrics import gap_histogram
 from ..core.records import Status
+from ..core.step_stamps import StepStampedRequest
 
 __all__ = ["StepEnds", "ms_text"]
 
@@ -52,6 +53,9 @@ class StepEnds:
 
     def __init__(self, requests) -> None:
         self.requests = requests
+        self._texts = self._ms_pieces = None
+        if self._from_step_ordinals(requests):
+            return
         stamps = []
         for runs in (r.flat_token_runs for r in requests):   # an ended request's stored list: read only
             stamps.append(runs[0::2] if runs[1::2].count(1) * 2 == len(runs) else None)
@@ -70,7 +74,25 @@ class StepEnds:
             index = list(map(where.__getitem__, times))
             starts = [0, *compress(range(1, count), map(ne, index[1:], map(add, index, repeat(1)))), count]
             spans.append(tuple(value for a, b in zip(starts, starts[1:]) for value in (index[a], b - a)))
-        self._texts = self._ms_pieces = None
+
+    def _from_step_ordinals(self, requests) -> bool:
+        """When every request keeps its stamps as runs of step ordinals on one list of step ends
+        (:class:`sched.core.records.StepStampedRequest`), take ``ends`` and ``spans`` from them
+        directly: ``ends`` every step's end (step ``s`` at index ``s - 1``), a run of consecutive
+        steps one span. Steps in which no request sampled are ends no span names, so every span,
+        histogram and text is the one the stamps would give. Returns whether it could."""
+        if not requests or type(requests[0]) is not StepStampedRequest:
+            return False
+        table = requests[0]._step_ends
+        runs = []
+        for r in requests:
+            if type(r) is not StepStampedRequest or r._step_ends is not table:
+                return False
+            runs.append(r._runs)
+        self.ends = table[1:]   # table[0] is no step's end
+        self.spans = [(r[0] - 1, r[1]) if len(r) == 2 else
+                      tuple(v - 1 if k % 2 == 0 else v for k, v in enumerate(r)) for r in runs]
+        return True
 
     def _succeeded(self):
         """``(request, spans)`` of every successful request (status ok), in order."""

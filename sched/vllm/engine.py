@@ -40,6 +40,7 @@ import gc
 from .kv_cache import make_kv_cache
 from ..core.ended_requests import EndedRequests
 from ..core.records import TIMELINE_DETAILS, CaseResult, Request, SimulationError, Status
+from ..core.step_stamps import restamp
 from .config import VllmKnobs
 from .fastpath import DecodeRuns
 from .walk import walk
@@ -241,7 +242,7 @@ class VllmSimulation(WaitingSide):
             times = self.stamp_times
             spaced = all(b - a > 1 for a, b in zip(times[1:], times[2:]))   # one entry per step
             for rec in self.requests:
-                rec.restamp(times, spaced)
+                restamp(rec, times, spaced)
         return CaseResult(self.case, self.knobs, self.requests, self.log.records, self.budget_spent, self.busy_steps)
 
 def simulate_vllm(workload, knobs: VllmKnobs, progress=None, **options) -> CaseResult:

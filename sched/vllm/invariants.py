@@ -26,6 +26,7 @@ from operator import add, le, sub
 from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
+from ..core.step_stamps import shared_step_ends
 from .records import StepRecord
 
 __all__ = ["check_vllm_case"]
@@ -84,13 +85,16 @@ def _check_requests(result: CaseResult, fail) -> None:
     """The rules of :func:`_check_request` for every request, screened in one pass: a request that
     ended with at most one run of tokens, no open run and no preemption is passed when all its rules
     hold at once; any other (or any miss) goes through :func:`_check_request`, which names the first
-    broken rule."""
+    broken rule. Requests of a step-time run that keep step ordinals
+    (:func:`sched.core.records.shared_step_ends`) are screened with their first and last stamps read
+    through their case's step ends."""
     knobs = result.config
     timeout, block_size, caching = knobs.timeout_ticks, knobs.block_size, knobs.enable_prefix_caching
     done_status, timeout_status = Status.DONE, Status.TIMEOUT
     requests = result.requests
     # Requests packed as they ended give these fields from their columns, a record only for a miss.
     rows = requests.fields() if isinstance(requests, EndedRequests) else map(_FIELDS, requests)
+    ends = shared_step_ends(requests)   # runs of step ordinals: first and last read through it
     for i, (status, done, admitted, hit, preemptions, preempted_at, runs, open_from, spec) in enumerate(rows):
         if open_from is not None or preemptions or preempted_at or len(runs) not in (0, 2):
             _check_request(result, requests[i], fail)
@@ -100,6 +104,8 @@ def _check_requests(result: CaseResult, fail) -> None:
         shared = spec.prefix_tokens if spec.prefix_blocks is None else len(spec.prefix_blocks) * spec.block_size
         first, count = runs if runs else (None, 0)
         last = first + count - 1 if runs else None
+        if ends is not None and runs:   # step ordinals: their ends
+            first, last = ends[first], ends[last]
         if not (  # the rules of _check_request, in its order
                 (runs and count == output and done == last if status is done_status
                  else status is timeout_status and deadline is not None and done is not None and done >= deadline
