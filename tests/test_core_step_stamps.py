@@ -133,15 +133,36 @@ class StepModelRunTest(unittest.TestCase):
                 check_vllm_case(result, fail)
 
     def test_the_invariants_see_a_broken_stamp(self):
+        seen = {"preempted": 0, "several runs": 0}
         for _, result in self.runs():
             ok = next(r for r in result.requests if r.status is Status.DONE and r.num_tokens > 1)
             ok.done_at += 1   # ended ok, but not at its last token's stamp
             with self.assertRaisesRegex(InvariantError, f"request {ok.index} .*ended ok at"):
                 check_vllm_case(result, fail)
             ok.done_at -= 1
-            ok.admitted_at = ok.first_token_at   # its first token not after admission
+            ok.admitted_at, admitted = ok.first_token_at, ok.admitted_at   # its first token not after admission
             with self.assertRaisesRegex(InvariantError, f"request {ok.index} .*token times"):
                 check_vllm_case(result, fail)
+            ok.admitted_at = admitted
+            # A preempted request (checked rule by rule): its last token's stamp is not its end.
+            preempted = next((r for r in result.requests if r.num_preemptions and r.status is Status.DONE), None)
+            if preempted is not None:
+                seen["preempted"] += 1
+                preempted.done_at -= 1
+                with self.assertRaisesRegex(InvariantError, f"request {preempted.index} .*ended ok at"):
+                    check_vllm_case(result, fail)
+                preempted.done_at += 1
+            # Ordinals out of order: a request's second of three or more runs starting where its first does.
+            several = next((r for r in result.requests if len(r._runs) >= 6 and r.status is Status.DONE), None)
+            if several is not None:
+                seen["several runs"] += 1
+                runs = several._runs
+                several._runs = [*runs[:2], runs[0], *runs[3:]]
+                with self.assertRaisesRegex(InvariantError, f"request {several.index} .*strictly increase"):
+                    check_vllm_case(result, fail)
+                several._runs = runs
+            check_vllm_case(result, fail)
+        self.assertTrue(all(seen.values()), seen)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from operator import add, le, sub
 from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
-from ..core.step_stamps import shared_step_ends
+from ..core.step_stamps import StepStampedRequest, shared_step_ends
 from .records import StepRecord
 
 __all__ = ["check_vllm_case"]
@@ -121,12 +121,18 @@ def _check_request(result: CaseResult, r, fail) -> None:
     spec, knobs = r.spec, result.config
     where = f"request {r.index} ({r.name})"
     deadline = None if knobs.timeout_ticks is None else spec.arrival + knobs.timeout_ticks
-    flat = r.flat_token_runs   # [first stamp, count, ...]: the runs of token_runs, not paired up
+    # [first stamp, count, ...]: the runs of token_runs, not paired up; for a request keeping step
+    # ordinals its runs of ordinals (they increase as the step ends do, which increase by more than
+    # 1 µs), the first and last stamp read through the step ends.
+    stamped = type(r) is StepStampedRequest
+    flat = r._runs if stamped else r.flat_token_runs
     runs = bool(flat)
     starts, counts = flat[0::2], flat[1::2]
     one_each = counts.count(1) == len(counts)   # one token a run (a step-model run: every token its own)
     num_tokens = len(counts) if one_each else sum(counts)
     first, last = (flat[0], flat[-2] + flat[-1] - 1) if runs else (None, None)
+    if stamped and runs:
+        first, last = r.first_token_at, r.last_token_at
     if not r.status.ended or r.done_at is None:
         fail(result, where, f"never ended (status {r.status.value})")
     if num_tokens > spec.output_tokens:
