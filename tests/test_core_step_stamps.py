@@ -78,6 +78,7 @@ class HandMadeTest(unittest.TestCase):
         other = _request([(2, 2)], output=2, index=1)
         restamp(other, TIMES, spaced=True)
         self.assertIs(shared_step_ends([self.request, other]), TIMES)
+        self.assertIs(shared_step_ends((self.request, other)), TIMES)   # any sequence
         self.assertIsNone(shared_step_ends([_request([(3, 1)])]))
         self.assertIsNone(shared_step_ends([]))
         # Only some keep ordinals: those get their µs stamps one by one, and no list is shared.
@@ -130,6 +131,8 @@ class StepModelRunTest(unittest.TestCase):
                 self.assertEqual(summarize(result, gaps), summarize(plain, gaps))
                 self.assertEqual(summarize(result), summarize(plain))
                 self.assertEqual(list(request_lines(run)), list(request_lines(replace(run, results=[plain]))))
+                as_tuple = replace(result, requests=tuple(result.requests))   # any sequence of records
+                self.assertEqual(summarize(as_tuple, gaps), summarize(plain, gaps))
                 check_vllm_case(result, fail)
 
     def test_the_invariants_see_a_broken_stamp(self):

@@ -14,6 +14,7 @@ the ordinals.
 
 from __future__ import annotations
 
+from .packed_requests import ColumnRequests
 from .records import Request
 
 __all__ = ["StepStampedRequest", "restamp", "shared_step_ends"]
@@ -94,8 +95,10 @@ def shared_step_ends(requests) -> list | None:
     stamps (each a :class:`StepStampedRequest` on that one list), or ``None`` when none does. A
     reader that takes ``_runs`` directly (in C, one tuple per request) reads step ordinals then, and
     turns the first and last into µs through this list. Requests of which only some keep step
-    ordinals (never one finished case) get their stamps one by one here, and ``None`` is returned."""
-    if not isinstance(requests, list) or not requests:
+    ordinals (never one finished case) get their stamps one by one here, and ``None`` is returned.
+    ``requests``: any sequence of records (a list, a tuple, ...); requests packed as columns
+    (:class:`sched.core.packed_requests.ColumnRequests`) keep no step ordinals: ``None``."""
+    if isinstance(requests, ColumnRequests) or not requests:
         return None
     first = requests[0]
     table = first._step_ends if type(first) is StepStampedRequest else None
