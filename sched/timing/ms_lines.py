@@ -56,46 +56,42 @@ class _MsTexts(dict):
 def request_lines_ms(run: LabRun, ends: list[StepEnds] | None = None):
     """Lines of ``requests.jsonl`` with the ms fields (``_request_line``'s text). A ``counts`` run's
     lines are text: the ms fields are appended to it as ``json.dumps`` would write them (keys
-    added last, floats as ``repr``), from the request's record. ``ends``: each case's
+    added last, floats as ``repr``), from the request's record (its first token's stamp and its
+    count of tokens read as ``first_token_at`` and ``num_tokens``). ``ends``: each case's
     :class:`StepEnds`; a request with spans takes its ``token_runs`` and ``token_times_ms`` texts
-    from there (slices of one text per step end); any other its token times from its runs, each
-    stamp's text formatted once (:class:`_MsTexts`)."""
+    from there (slices of one text per step end); any other its token times from its
+    ``token_times``, each stamp's text formatted once (:class:`_MsTexts`). A time of the record
+    (an int, µs) is written in ms as ``repr(t / 1000)``: the text :func:`ms_text` gives, without
+    ``round`` (which changes no int's ms value) and without a call."""
     texts = _MsTexts()
     requests = [r for result in run.results for r in result.requests]
     if ends is None or run.timeline == "full":
-        lines, times_texts, stamp_texts = request_lines(run), repeat(None), repeat(None)
+        lines, times_texts = request_lines(run), repeat(None)
     else:
         lines = request_lines(run, runs_texts=[e.runs_texts() for e in ends])
         times_texts = chain.from_iterable(e.times_ms_texts() for e in ends)
-        stamp_texts = chain.from_iterable(e.first_last_ms_texts() for e in ends)
     done_status = Status.DONE
-    for line, r, times_text, stamps in zip(lines, requests, times_texts, stamp_texts):
+    for line, r, times_text in zip(lines, requests, times_texts):
         if not isinstance(line, str) or r._open_from is not None:
             yield _request_line(line)
             continue
-        arrival, admitted, done = r.spec.arrival, r.admitted_at, r.done_at
-        first = r.first_token_at
+        arrival, admitted, done, first = r.spec.arrival, r.admitted_at, r.done_at, r.first_token_at
         if times_text is None:
-            runs = r.flat_token_runs
-            one_each = runs[1::2].count(1) * 2 == len(runs)
-            times = runs[0::2] if one_each else [runs[i] + k for i in range(0, len(runs), 2) for k in range(runs[i + 1])]
+            times = r.token_times
             emitted = len(times)
             times_text = ", ".join(map(texts.__getitem__, times))
         else:
             emitted = r.num_tokens
-        if stamps is None:
-            first_text, done_text = texts[first], texts[done]
-        else:   # the step ends' texts; the end is the last token's stamp unless the request timed out later
-            first_text, done_text = stamps[0], stamps[1] if done == r.last_token_at else texts[done]
-        if r.status is done_status:
-            ttft, queue_wait, e2e = texts[first - arrival], texts[admitted - arrival], texts[done - arrival]
+        if r.status is done_status:   # admitted, with a first token and an end: every time an int
             tpot = repr(round((done - first) / 1000 / (emitted - 1), 3)) if emitted > 1 else "null"
+            yield (f'{line[:-1]}, "arrival_ms": {arrival / 1000!r}, "admitted_ms": {admitted / 1000!r}, '
+                   f'"first_token_ms": {first / 1000!r}, "done_ms": {done / 1000!r}, '
+                   f'"ttft_ms": {(first - arrival) / 1000!r}, "queue_wait_ms": {(admitted - arrival) / 1000!r}, '
+                   f'"e2e_ms": {(done - arrival) / 1000!r}, "tpot_ms": {tpot}, "token_times_ms": [{times_text}]}}')
         else:
-            ttft = queue_wait = e2e = tpot = "null"
-        yield (f'{line[:-1]}, "arrival_ms": {texts[arrival]}, "admitted_ms": {texts[admitted]}, '
-               f'"first_token_ms": {first_text}, "done_ms": {done_text}, "ttft_ms": {ttft}, '
-               f'"queue_wait_ms": {queue_wait}, "e2e_ms": {e2e}, "tpot_ms": {tpot}, '
-               f'"token_times_ms": [{times_text}]}}')
+            yield (f'{line[:-1]}, "arrival_ms": {arrival / 1000!r}, "admitted_ms": {ms_text(admitted)}, '
+                   f'"first_token_ms": {ms_text(first)}, "done_ms": {ms_text(done)}, "ttft_ms": null, '
+                   f'"queue_wait_ms": null, "e2e_ms": null, "tpot_ms": null, "token_times_ms": [{times_text}]}}')
 
 
 def timeline_lines_ms(run: LabRun):
@@ -106,7 +102,9 @@ def timeline_lines_ms(run: LabRun):
     durations = _MsTexts()   # a step's duration repeats from step to step: its text made once
     for line, record in zip(timeline_lines(run), records):
         if isinstance(line, str):
-            yield f'{line[:-1]}, "start_ms": {ms_text(record.tick)}, "duration_ms": {durations[record.duration]}}}\n'
+            start = record.tick   # an int (µs): ms_text's text, without the call
+            start = repr(start / 1000) if start.__class__ is int else ms_text(start)
+            yield f'{line[:-1]}, "start_ms": {start}, "duration_ms": {durations[record.duration]}}}\n'
             continue
         line = dict(line)
         line.update(start_ms=_ms(record.tick), duration_ms=_ms(record.duration))
