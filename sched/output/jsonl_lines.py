@@ -86,7 +86,6 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, r
     same text ``json.dumps`` gives for these integers and strings, several times faster).
     ``runs_texts``: per request, its runs of one token each as ``[s, 1], [s, 1], ...``, or ``None``."""
     case = json.JSONEncoder(ensure_ascii=False).encode(result.case.name)
-    status_text = {status: status.value for status in Status}
     requests = result.requests
     # Requests packed as they ended (a vLLM case) give these fields from their columns, without a record.
     rows = requests.fields() if isinstance(requests, EndedRequests) else map(RECORD_FIELDS, requests)
@@ -118,16 +117,14 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, r
         else:
             pairs = ", ".join(map(_PAIR, runs[0::2], runs[1::2]))
             emitted = sum(runs[1::2])
-        line = (f'{{"case": {case}, {head}'
-                f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
-                f'"done_at": {"null" if done is None else done}, "status": "{status_text[status]}", '
-                f'{prompt}{hit}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
-                f'{latencies}, "token_runs": [{pairs}]')
-        if vllm:
-            yield (f'{line}, "num_preemptions": {num_preemptions}, "preempted_at": '
-                   f'[{", ".join(map(str, preempted_at))}]}}')
-        else:
-            yield line + "}"
+        # vLLM's preemptions last (vllm-engine.md §5; lab runs never preempt: their lines stay as they were)
+        end = (f', "num_preemptions": {num_preemptions}, "preempted_at": [{", ".join(map(str, preempted_at))}]}}'
+               if vllm else "}")
+        yield (f'{{"case": {case}, {head}'
+               f'"admitted_at": {"null" if admitted is None else admitted}, "first_token_at": {first_text}, '
+               f'"done_at": {"null" if done is None else done}, "status": "{status._value_}", '
+               f'{prompt}{hit}, "output_tokens": {output_text}, "output_tokens_emitted": {emitted}, '
+               f'{latencies}, "token_runs": [{pairs}]{end}')
 
 
 def case_jsonl_lines(run, parts: list[tuple] | None = None) -> tuple:
