@@ -177,9 +177,10 @@ class StepEnds:
         if self._texts is None:
             ends = self.ends
             digits = list(map(str, ends))   # "[e, 1], " is 7 characters more than e's digits
+            texts = [f"[{', 1], ['.join(digits)}, 1]" if ends else "", _starts(digits, 7)]
+            del digits   # its pages taken again by the ms pieces
             ms = list(map(repr, map(truediv, ends, repeat(1000))))   # ms_text(e) for an int e
-            self._texts = [f"[{', 1], ['.join(digits)}, 1]" if ends else "", _starts(digits, 7),
-                           ", ".join(ms), _starts(ms, 2)]
+            self._texts = texts + [", ".join(ms), _starts(ms, 2)]
         return self._texts
 
     def runs_texts(self):
