@@ -59,7 +59,7 @@ class StepEnds:
 
     def __init__(self, requests) -> None:
         self.requests = requests
-        self._texts = self._ms_pieces = None
+        self._texts = None
         if self._from_step_ordinals(requests):
             return
         stamps = []
