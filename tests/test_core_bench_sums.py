@@ -78,23 +78,24 @@ class PairwiseSumTest(unittest.TestCase):
 
     def test_random_against_numpys_order(self):
         """Every size up to 300 (each branch: < 8, one leaf, a split, the last leaf's rest) and
-        larger ones, on both ways of adding a running sum (the builtin ``sum`` in C doubles before
-        Python 3.12, ``reduce`` after): the same double as the leaf-by-leaf reference."""
+        larger ones, on both ways of summing the leaves (the builtin ``sum`` in C doubles before
+        Python 3.12, column by column with ``map(add, ...)`` on any Python): the same double as the
+        leaf-by-leaf reference."""
         rng = random.Random(23)
         sizes = list(range(0, 301)) + [1000, 1025, 8193, 20011]
         if FULL:   # more and larger sizes
             sizes += [1023, 1024, 8191, 8192, 65536, 65541, 99999] + [rng.randint(300, 40000) for _ in range(40)]
-        chosen = module._running_sums
+        chosen = module._leaf_sums
         try:
-            for way in (module._sums_by_reduce, module._sums_by_builtin):
-                if way is module._sums_by_builtin and chosen is not way:
+            for way in (module._leaf_sums_by_columns, module._leaf_sums_by_builtin):
+                if way is module._leaf_sums_by_builtin and chosen is not way:
                     continue   # Python 3.12+: the builtin sum is compensated, not numpy's plain additions
-                module._running_sums = way
+                module._leaf_sums = way
                 for n in sizes:
                     values = samples(rng, n)
                     self.assert_same_double(pairwise_sum(values), numpy_order_sum(values), (way.__name__, n))
         finally:
-            module._running_sums = chosen
+            module._leaf_sums = chosen
 
     def test_against_numpy_where_installed(self):
         try:

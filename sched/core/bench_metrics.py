@@ -36,7 +36,7 @@ from bisect import bisect_right
 from itertools import accumulate, chain
 from typing import NamedTuple, Sequence
 
-from .pairwise_sum import pairwise_sum
+from .pairwise_sum import Pieces, pairwise_sum
 
 __all__ = ["BenchRequest", "BENCH_METRICS", "GOODPUT_KEYS", "DEFAULT_PERCENTILES", "parse_goodput_pair",
            "settle_goodput", "parse_metric_percentiles", "percentile_key", "linear_percentile", "np_sum", "np_mean",
@@ -155,10 +155,12 @@ def _middle(at, size: int) -> float:
 class CountedSample(NamedTuple):
     """A pooled sample whose values repeat (vLLM's ITLs of a simulated run: one gap per step, shared
     by every request decoding in it), given twice: ``values`` in the pooled order (what the sums
-    read: numpy's pairwise order depends on it) and ``counts``, ``{value: how many times}`` (what
-    the median and the percentiles read: the k-th smallest value by counting, not by sorting
-    millions of floats). ``squares``: ``squares(centre)`` gives ``[(x - centre) * (x - centre) for
-    x in values]`` (the caller may square each distinct value once), or ``None``."""
+    read: numpy's pairwise order depends on it; a list, or :class:`sched.core.pairwise_sum.Pieces`
+    summed piece by piece) and ``counts``, ``{value: how many times}`` (what the median and the
+    percentiles read: the k-th smallest value by counting, not by sorting millions of floats).
+    ``squares``: ``squares(centre)`` gives ``(x - centre) * (x - centre)`` of each value in order
+    (a list or :class:`~sched.core.pairwise_sum.Pieces`; the caller may square each distinct value
+    once), or ``None``."""
 
     values: list
     counts: dict
@@ -174,8 +176,9 @@ class CountedSample(NamedTuple):
 def np_sum(values: Sequence[float]) -> float:
     """``numpy.sum`` of a list of floats (float64): numpy's pairwise summation in its own order
     (:func:`sched.core.pairwise_sum.pairwise_sum`), the same double, not the exactly rounded sum.
-    ``0.0`` for no values."""
-    values = values if isinstance(values, list) else list(values)
+    ``0.0`` for no values. ``values``: a list, :class:`sched.core.pairwise_sum.Pieces` (summed piece
+    by piece) or any iterable of floats."""
+    values = values if isinstance(values, (list, Pieces)) else list(values)
     return 0.0 + pairwise_sum(values)
 
 
@@ -195,8 +198,9 @@ def np_std(values: Sequence[float], mean: float | None = None, squares: list | N
     (:func:`np_mean`, or ``mean`` when the caller has it), the squared deviations
     ``(x - mean) * (x - mean)`` summed pairwise as :func:`np_sum` does, divided by the count, the square
     root. So a sample of equal values can give numpy's tiny non-zero value rather than 0.
-    ``squares``: those squared deviations in order, when the caller has them (else made here)."""
-    values = values if isinstance(values, list) else list(values)
+    ``squares``: those squared deviations in order (a list or :class:`sched.core.pairwise_sum.Pieces`),
+    when the caller has them (else made here)."""
+    values = values if isinstance(values, (list, Pieces)) else list(values)
     centre = np_mean(values) if mean is None else mean
     if squares is None:
         squares = [(x - centre) * (x - centre) for x in values]

@@ -12,20 +12,30 @@ order (:mod:`sched.core.bench_metrics`).
 :func:`pairwise_sum` sums many leaves at once: every split point is a multiple of 8, so every leaf
 but the last holds a multiple of 8 values; each leaf is copied into a block of 128 filled with
 ``-0.0`` (``x + -0.0`` is ``x`` for every double ``x``: ``-0.0``, ``+0.0``, infinities and NaN
-included, so the filling changes no running sum), and the running sums of 64 leaves are one
-C-level ``map`` over fixed slices. Each running sum is added left to right by the builtin ``sum``
-in C doubles before Python 3.12 (its plain loop ``f_result += x``), by ``functools.reduce`` with
-``operator.add`` from 3.12 on (where ``sum`` of floats is compensated: another double).
+included, so the filling changes no running sum), and the running sums of a group of 64 leaves
+(8,192 values: a group stays in the CPU cache while it is read) are made by one of two ways that
+give the same doubles (both add left to right in C doubles):
+
+- before Python 3.12, each running sum is a fixed slice of the group summed by the builtin ``sum``
+  from ``-0.0`` (its plain loop ``f_result += x``: no float object per addition);
+- from 3.12 on (where ``sum`` of floats is compensated: another double), column by column: the
+  running sums ``j`` of every leaf of the group start as ``group[j::128]`` and each following
+  offset ``group[j + 8 i::128]`` is added to them by ``map(add, ...)`` (one C-level pass per
+  offset, faster than ``functools.reduce`` over each running sum).
+
+The values may come as one list or as :class:`Pieces`, slices of one list taken in turn (a short
+list of distinct values, say, each read many times): every leaf is copied into its group's blocks
+straight from the slices it covers, so the whole sample is never held in one list.
 """
 
 from __future__ import annotations
 
 import sys
 from functools import reduce
-from itertools import repeat
+from itertools import chain, repeat
 from operator import add
 
-__all__ = ["pairwise_sum", "block_sum", "PAIRWISE_BLOCK"]
+__all__ = ["pairwise_sum", "block_sum", "Pieces", "PAIRWISE_BLOCK"]
 
 #: At most this many values are one leaf of the pairwise summation.
 PAIRWISE_BLOCK = 128
@@ -42,6 +52,30 @@ _RUNNING = [slice(leaf * PAIRWISE_BLOCK + j, (leaf + 1) * PAIRWISE_BLOCK, 8)
 _PADDING = [-0.0] * PAIRWISE_BLOCK
 
 
+class Pieces:
+    """The values ``source[start:stop]`` for each ``(start, stop)`` of ``cuts`` in turn (a list of
+    pairs, ``0 <= start <= stop <= len(source)``; an empty cut is allowed). ``size``: how many values
+    that is; ``len`` gives it, iterating gives the values one by one. :func:`pairwise_sum` reads the
+    slices, never joining them into one list. Raises :class:`ValueError` for a cut outside ``source``."""
+
+    __slots__ = ("source", "cuts", "size")
+
+    def __init__(self, source: list, cuts: list) -> None:
+        length, size = len(source), 0
+        for start, stop in cuts:
+            if not 0 <= start <= stop <= length:
+                raise ValueError(f"cut ({start}, {stop}) is not within a list of {length} values")
+            size += stop - start
+        self.source, self.cuts, self.size = source, cuts, size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self):
+        source = self.source
+        return chain.from_iterable(source[start:stop] for start, stop in self.cuts)
+
+
 def block_sum(block: list) -> float:
     """One leaf (at most 128 values) in numpy's order (module docstring)."""
     count = len(block)
@@ -52,19 +86,35 @@ def block_sum(block: list) -> float:
     return reduce(add, block[whole:], ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)))
 
 
-def _sums_by_reduce(slices):
-    """Each slice (a non-empty list of floats) summed left to right, as doubles: ``reduce(add, s)``."""
-    return map(reduce, repeat(add), slices)
+def _combined(s0, s1, s2, s3, s4, s5, s6, s7):
+    """Leaf by leaf, ``((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))`` of its 8 running sums
+    (each argument: an iterable of one running sum per leaf)."""
+    return map(add, map(add, map(add, s0, s1), map(add, s2, s3)), map(add, map(add, s4, s5), map(add, s6, s7)))
 
 
-def _sums_by_builtin(slices):
-    """The same doubles as :func:`_sums_by_reduce` by the builtin ``sum`` from ``-0.0``
-    (``-0.0 + x`` is ``x``), a C loop of plain double additions before Python 3.12."""
-    return map(sum, slices, repeat(-0.0))
+def _leaf_sums_by_builtin(padded: list):
+    """The sums (an iterable, in order) of the 128-value leaves of ``padded`` (at most 64 leaves):
+    each running sum a fixed slice summed by the builtin ``sum`` from ``-0.0`` (``-0.0 + x`` is
+    ``x``), a C loop of plain double additions before Python 3.12 (module docstring)."""
+    running = list(map(sum, map(padded.__getitem__, _RUNNING[:len(padded) // 16]), repeat(-0.0)))
+    return _combined(*(running[j::8] for j in range(8)))
 
 
-#: How :func:`pairwise_sum` sums its running sums on this Python (module docstring).
-_running_sums = _sums_by_builtin if sys.version_info < (3, 12) else _sums_by_reduce
+def _leaf_sums_by_columns(padded: list):
+    """The same doubles as :func:`_leaf_sums_by_builtin` on any Python: running sum ``j`` of every
+    leaf starts as ``padded[j::128]``, and ``padded[j + 8 i::128]`` (``i`` = 1 .. 15) is added to
+    them left to right, one ``map(add, ...)`` per offset (module docstring)."""
+    columns = []
+    for j in range(8):
+        running = padded[j::PAIRWISE_BLOCK]
+        for offset in range(j + 8, PAIRWISE_BLOCK, 8):
+            running = map(add, running, padded[offset::PAIRWISE_BLOCK])
+        columns.append(running)
+    return _combined(*columns)
+
+
+#: How :func:`pairwise_sum` sums its leaves on this Python (module docstring).
+_leaf_sums = _leaf_sums_by_builtin if sys.version_info < (3, 12) else _leaf_sums_by_columns
 
 
 def _leaf_sizes(count: int, sizes: list) -> None:
@@ -88,27 +138,38 @@ def _combine(count: int, sums) -> float:
     return left + _combine(count - half, sums)
 
 
-def pairwise_sum(values: list) -> float:
-    """``values`` (a list of floats) summed in numpy's pairwise order (module docstring); ``-0.0``
-    for no values (numpy's empty leaf; ``numpy.sum`` adds it to ``0.0``)."""
-    count = len(values)
+def pairwise_sum(values) -> float:
+    """``values`` (a list of floats, or :class:`Pieces`) summed in numpy's pairwise order (module
+    docstring); ``-0.0`` for no values (numpy's empty leaf; ``numpy.sum`` adds it to ``0.0``)."""
+    if isinstance(values, Pieces):
+        source, cuts, count = values.source, values.cuts, values.size
+    else:
+        source, cuts, count = values, ((0, len(values)),), len(values)
     if count <= PAIRWISE_BLOCK:
-        return block_sum(values)
+        return block_sum(list(values))
     sizes = []
     _leaf_sizes(count, sizes)
     tail = sizes[-1] % 8   # only the last leaf can hold a number of values that is not a multiple of 8
     sizes[-1] -= tail
-    sums, start = [], 0
+    sums = []
+    cuts = iter(cuts)
+    start, stop = next(cuts)   # the values of source[start:stop] not read yet, then those of the next cuts
     for group in range(0, len(sizes), _LEAVES_AT_ONCE):
         padded = []
         for size in sizes[group:group + _LEAVES_AT_ONCE]:
-            padded += values[start:start + size]
+            while stop - start < size:   # the leaf goes on in the next cut
+                padded += source[start:stop]
+                size -= stop - start
+                start, stop = next(cuts)
+            padded += source[start:start + size]
             start += size
-            if size < PAIRWISE_BLOCK:
-                padded += _PADDING[size:]
-        running = list(_running_sums(map(padded.__getitem__, _RUNNING[:len(padded) // 16])))
-        s0, s1, s2, s3, s4, s5, s6, s7 = (running[j::8] for j in range(8))
-        sums += map(add, map(add, map(add, s0, s1), map(add, s2, s3)), map(add, map(add, s4, s5), map(add, s6, s7)))
+            short = len(padded) % PAIRWISE_BLOCK   # the leaf's size when below 128 (every block before is full)
+            if short:
+                padded += _PADDING[short:]
+        sums += _leaf_sums(padded)
     if tail:
-        sums[-1] = reduce(add, values[start:], sums[-1])
+        rest = source[start:stop]
+        for start, stop in cuts:
+            rest += source[start:stop]
+        sums[-1] = reduce(add, rest, sums[-1])
     return _combine(count, iter(sums))

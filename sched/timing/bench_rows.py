@@ -51,19 +51,24 @@ class BenchSettings:
         return bench_fields(self.percentiles)
 
 
-def bench_requests(result: CaseResult, us_per_tick: float = 1.0, itl: bool = True) -> tuple[list[BenchRequest], float]:
+def bench_requests(result: CaseResult, us_per_tick: float = 1.0, itl: bool = True,
+                   ends: StepEnds | None = None) -> tuple[list[BenchRequest], float]:
     """The requests of one case as the benchmark client sees them, and the run's duration, in seconds.
 
     ``us_per_tick``: microseconds per engine tick (1 on a step-model run). A request succeeded when
     it emitted every output token (status ``ok``); a timed-out one is a failure. Duration = the
     latest end of any request − 0 (the clock's origin). ``itl`` false: every request's ITL list is
-    left empty (for :func:`bench_headline`, which does not read it).
+    left empty (for :func:`bench_headline`, which does not read it); then ``ends``, the case's
+    :class:`sched.timing.step_ends.StepEnds` when the caller has it, gives a request's token count
+    and first stamp from its spans (the span lengths added, the step end it starts at) rather than
+    from its token runs.
     """
     per_second = 1_000_000 / us_per_tick   # ticks per second (divided, not multiplied: 3500 µs is 0.0035 s)
     requests = []
     latest = 0
     share = repeat(per_second)
-    for r in result.requests:
+    spans_of = repeat(None) if ends is None or itl else iter(ends.spans)
+    for r, spans in zip(result.requests, spans_of):
         if r.done_at is not None and r.done_at > latest:
             latest = r.done_at
         if r.status is not Status.DONE:
@@ -74,6 +79,8 @@ def bench_requests(result: CaseResult, us_per_tick: float = 1.0, itl: bool = Tru
             times = r.token_times
             count, first = len(times), times[0]
             gaps = list(map(truediv, map(sub, times[1:], times), share))   # (b − a) / per_second each
+        elif spans:   # the token count and the first stamp from the spans (first end, count, ...)
+            count, first, gaps = (spans[1] if len(spans) == 2 else sum(spans[1::2])), ends.ends[spans[0]], ()
         else:   # the token count and the first stamp from the runs [first stamp, count, ...]
             runs = r.flat_token_runs
             count, first, gaps = sum(runs[1::2]), runs[0], ()
@@ -90,7 +97,7 @@ def bench_row(result: CaseResult, settings: BenchSettings, ends: StepEnds | None
     The pooled ITL sample is taken from the case's step ends (:class:`sched.timing.step_ends.StepEnds`
     of ``result.requests``; ``ends`` when the caller has it, and its ITL ``histogram`` in ticks), its
     percentiles read by counting: the same doubles as sorting the pooled list."""
-    requests, duration = bench_requests(result, itl=False)
+    requests, duration = bench_requests(result, itl=False, ends=ends)
     if duration <= 0:
         return dict.fromkeys(settings.fields())
     ends = StepEnds(result.requests) if ends is None else ends

@@ -31,6 +31,7 @@ from operator import add, ne, sub, truediv
 
 from ..core.bench_metrics import CountedSample
 from ..core.metrics import gap_histogram
+from ..core.pairwise_sum import Pieces
 from ..core.records import Status
 from ..core.step_stamps import StepStampedRequest
 
@@ -135,38 +136,45 @@ class StepEnds:
         """vLLM's pooled ITL sample of the successful requests in seconds (each gap in ticks divided by
         ``per_second``, ticks per second), in request order and token order, with its counts
         ``{seconds: count}`` (from ``histogram``, :meth:`itl_histogram`, when given) and its squared
-        deviations from a centre (each step end's made once, the sample's sliced as its values)."""
-        ends = self.ends
-        seconds = list(map(truediv, map(sub, ends[1:], ends), repeat(per_second)))   # gap k: ends[k + 1] − ends[k]
+        deviations from a centre. The values and the squares are :class:`sched.core.pairwise_sum.Pieces`
+        of as many values as the counts hold, read piece by piece by the pairwise sum, never joined
+        into one list: slices (:meth:`_cuts`) of one list of seconds (each step end's gap, then the
+        gaps made one by one) or of its squares (each made once)."""
+        seconds, cuts = self._cuts(per_second)
 
-        def squares(centre: float) -> list:
-            return self._pooled([(x - centre) * (x - centre) for x in seconds],
-                                lambda gap: (gap / per_second - centre) * (gap / per_second - centre))
+        def squares(centre: float) -> Pieces:
+            return Pieces([(x - centre) * (x - centre) for x in seconds], cuts)
 
         counts: dict = {}
         for gap, times in (self.itl_histogram() if histogram is None else histogram).items():
             value = gap / per_second
             counts[value] = counts.get(value, 0) + times
-        return CountedSample(self._pooled(seconds, lambda gap: gap / per_second), counts, squares)
+        return CountedSample(Pieces(seconds, cuts), counts, squares)
 
-    def _pooled(self, per_end: list, of_gap) -> list:
-        """The pooled ITL sample of the successful requests, in request and token order, each gap
-        (in ticks) taken as ``of_gap(gap)``: a span's gaps sliced from ``per_end`` (``per_end[k]``
-        is ``of_gap(ends[k + 1] − ends[k])``), a gap between two spans or of a request without spans
-        made one by one."""
+    def _cuts(self, per_second: float) -> tuple[list, list]:
+        """``(seconds, cuts)``: the pooled ITL sample of the successful requests, in request and
+        token order, is ``seconds[start:stop]`` for each ``(start, stop)`` of ``cuts`` in turn.
+        ``seconds[k]`` for ``k < len(ends) - 1`` is the gap ``(ends[k + 1] − ends[k]) / per_second``
+        (a span's gaps are a slice of these); after them, each gap between two spans of a request and
+        each gap of a request without spans, divided by ``per_second`` one by one."""
         ends = self.ends
-        values = []
+        seconds = list(map(truediv, map(sub, ends[1:], ends), repeat(per_second)))   # gap k: ends[k + 1] − ends[k]
+        cuts = []
         for r, spans in self._succeeded():
             if spans is None:
                 times = r.token_times
-                values += map(of_gap, map(sub, times[1:], times))
+                start = len(seconds)
+                seconds += map(truediv, map(sub, times[1:], times), repeat(per_second))
+                cuts.append((start, len(seconds)))
                 continue
             for k in range(0, len(spans), 2):
                 first, count = spans[k], spans[k + 1]
                 if k:
-                    values.append(of_gap(ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]))
-                values += per_end[first:first + count - 1]
-        return values
+                    seconds.append((ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]) / per_second)
+                    cuts.append((len(seconds) - 1, len(seconds)))
+                if count > 1:
+                    cuts.append((first, first + count - 1))
+        return seconds, cuts
 
     def _joined(self):
         """``(µs text, its piece starts, ms text, its piece starts)``: ``"[e, 1]"`` and the ms text
