@@ -14,11 +14,16 @@ import unittest
 
 from sched.core import pairwise_sum as module
 from sched.core.bench_metrics import CountedSample, _stats, np_mean, np_std
-from sched.core.pairwise_sum import Pieces, pairwise_sum
+from sched.core.pairwise_sum import Pieces as PiecesOf, pairwise_sum
 from tests.helpers import FULL
 from tests.test_core_bench_sums import numpy_order_sum, samples
 
 SIZES = (0, 1, 7, 8, 127, 128, 129, 8191, 8192, 8193)
+
+
+def Pieces(source: list, cuts: list) -> PiecesOf:
+    """The slices ``source[start:stop]`` for each pair of ``cuts``."""
+    return PiecesOf(source, [start for start, _ in cuts], [stop for _, stop in cuts])
 
 
 def random_cuts(rng: random.Random, source: list, size: int, longest: int) -> list:
@@ -110,6 +115,8 @@ class PiecesSumTest(unittest.TestCase):
         for cut in ((-1, 2), (2, 1), (0, 5)):
             with self.assertRaises(ValueError):
                 Pieces([1.0, 2.0, 3.0], [(0, 1), cut])
+        with self.assertRaises(ValueError):
+            PiecesOf([1.0, 2.0], [0, 1], [1])
 
     def test_bench_statistics_of_pieces(self):
         """A counted sample whose values and squares are pieces gives the statistics of the joined

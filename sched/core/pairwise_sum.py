@@ -33,7 +33,7 @@ from __future__ import annotations
 import sys
 from functools import reduce
 from itertools import chain, repeat
-from operator import add
+from operator import add, le
 
 __all__ = ["pairwise_sum", "block_sum", "Pieces", "PAIRWISE_BLOCK"]
 
@@ -53,27 +53,26 @@ _PADDING = [-0.0] * PAIRWISE_BLOCK
 
 
 class Pieces:
-    """The values ``source[start:stop]`` for each ``(start, stop)`` of ``cuts`` in turn (a list of
-    pairs, ``0 <= start <= stop <= len(source)``; an empty cut is allowed). ``size``: how many values
-    that is; ``len`` gives it, iterating gives the values one by one. :func:`pairwise_sum` reads the
-    slices, never joining them into one list. Raises :class:`ValueError` for a cut outside ``source``."""
+    """The values ``source[start:stop]`` for each ``start`` of ``starts`` and ``stop`` of ``stops``
+    (two lists of the same length) in turn, ``0 <= start <= stop <= len(source)`` (an empty slice
+    is allowed). ``size``: how many values that is; ``len`` gives it, iterating gives the values one
+    by one. :func:`pairwise_sum` reads the slices, never joining them into one list. Raises
+    :class:`ValueError` for a slice outside ``source`` or lists of different lengths."""
 
-    __slots__ = ("source", "cuts", "size")
+    __slots__ = ("source", "starts", "stops", "size")
 
-    def __init__(self, source: list, cuts: list) -> None:
-        length, size = len(source), 0
-        for start, stop in cuts:
-            if not 0 <= start <= stop <= length:
-                raise ValueError(f"cut ({start}, {stop}) is not within a list of {length} values")
-            size += stop - start
-        self.source, self.cuts, self.size = source, cuts, size
+    def __init__(self, source: list, starts: list, stops: list) -> None:
+        if len(starts) != len(stops) or starts and (min(starts) < 0 or max(stops) > len(source)) \
+                or not all(map(le, starts, stops)):
+            raise ValueError(f"the slices ({len(starts)} starts, {len(stops)} stops) are not all within "
+                             f"a list of {len(source)} values, each start at or before its stop")
+        self.source, self.starts, self.stops, self.size = source, starts, stops, sum(stops) - sum(starts)
 
     def __len__(self) -> int:
         return self.size
 
     def __iter__(self):
-        source = self.source
-        return chain.from_iterable(source[start:stop] for start, stop in self.cuts)
+        return chain.from_iterable(map(self.source.__getitem__, map(slice, self.starts, self.stops)))
 
 
 def block_sum(block: list) -> float:
@@ -142,9 +141,9 @@ def pairwise_sum(values) -> float:
     """``values`` (a list of floats, or :class:`Pieces`) summed in numpy's pairwise order (module
     docstring); ``-0.0`` for no values (numpy's empty leaf; ``numpy.sum`` adds it to ``0.0``)."""
     if isinstance(values, Pieces):
-        source, cuts, count = values.source, values.cuts, values.size
+        source, cuts, count = values.source, zip(values.starts, values.stops), values.size
     else:
-        source, cuts, count = values, ((0, len(values)),), len(values)
+        source, cuts, count = values, iter(((0, len(values)),)), len(values)
     if count <= PAIRWISE_BLOCK:
         return block_sum(list(values))
     sizes = []
@@ -152,7 +151,6 @@ def pairwise_sum(values) -> float:
     tail = sizes[-1] % 8   # only the last leaf can hold a number of values that is not a multiple of 8
     sizes[-1] -= tail
     sums = []
-    cuts = iter(cuts)
     start, stop = next(cuts)   # the values of source[start:stop] not read yet, then those of the next cuts
     for group in range(0, len(sizes), _LEAVES_AT_ONCE):
         padded = []

@@ -140,41 +140,45 @@ class StepEnds:
         of as many values as the counts hold, read piece by piece by the pairwise sum, never joined
         into one list: slices (:meth:`_cuts`) of one list of seconds (each step end's gap, then the
         gaps made one by one) or of its squares (each made once)."""
-        seconds, cuts = self._cuts(per_second)
+        seconds, starts, stops = self._cuts(per_second)
 
         def squares(centre: float) -> Pieces:
-            return Pieces([(x - centre) * (x - centre) for x in seconds], cuts)
+            return Pieces([(x - centre) * (x - centre) for x in seconds], starts, stops)
 
         counts: dict = {}
         for gap, times in (self.itl_histogram() if histogram is None else histogram).items():
             value = gap / per_second
             counts[value] = counts.get(value, 0) + times
-        return CountedSample(Pieces(seconds, cuts), counts, squares)
+        return CountedSample(Pieces(seconds, starts, stops), counts, squares)
 
-    def _cuts(self, per_second: float) -> tuple[list, list]:
-        """``(seconds, cuts)``: the pooled ITL sample of the successful requests, in request and
-        token order, is ``seconds[start:stop]`` for each ``(start, stop)`` of ``cuts`` in turn.
+    def _cuts(self, per_second: float) -> tuple[list, list, list]:
+        """``(seconds, starts, stops)``: the pooled ITL sample of the successful requests, in request
+        and token order, is ``seconds[start:stop]`` for each ``start`` and ``stop`` in turn.
         ``seconds[k]`` for ``k < len(ends) - 1`` is the gap ``(ends[k + 1] − ends[k]) / per_second``
         (a span's gaps are a slice of these); after them, each gap between two spans of a request and
         each gap of a request without spans, divided by ``per_second`` one by one."""
         ends = self.ends
         seconds = list(map(truediv, map(sub, ends[1:], ends), repeat(per_second)))   # gap k: ends[k + 1] − ends[k]
-        cuts = []
+        starts, stops = [], []
         for r, spans in self._succeeded():
             if spans is None:
                 times = r.token_times
-                start = len(seconds)
+                starts.append(len(seconds))
                 seconds += map(truediv, map(sub, times[1:], times), repeat(per_second))
-                cuts.append((start, len(seconds)))
-                continue
-            for k in range(0, len(spans), 2):
-                first, count = spans[k], spans[k + 1]
-                if k:
-                    seconds.append((ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]) / per_second)
-                    cuts.append((len(seconds) - 1, len(seconds)))
-                if count > 1:
-                    cuts.append((first, first + count - 1))
-        return seconds, cuts
+                stops.append(len(seconds))
+            elif len(spans) == 2:   # one span: its gaps, none when it holds one token
+                starts.append(spans[0])
+                stops.append(spans[0] + spans[1] - 1)
+            else:
+                for k in range(0, len(spans), 2):
+                    first, count = spans[k], spans[k + 1]
+                    if k:
+                        starts.append(len(seconds))
+                        seconds.append((ends[first] - ends[spans[k - 2] + spans[k - 1] - 1]) / per_second)
+                        stops.append(len(seconds))
+                    starts.append(first)
+                    stops.append(first + count - 1)
+        return seconds, starts, stops
 
     def _joined(self):
         """``(µs text, its piece starts, ms text, its piece starts)``: ``"[e, 1]"`` and the ms text
