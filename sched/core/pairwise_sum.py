@@ -31,7 +31,7 @@ straight from the slices it covers, so the whole sample is never held in one lis
 from __future__ import annotations
 
 import sys
-from functools import reduce
+from functools import lru_cache, reduce
 from itertools import chain, repeat
 from operator import add, le
 
@@ -127,6 +127,19 @@ def _leaf_sizes(count: int, sizes: list) -> None:
     _leaf_sizes(count - half, sizes)
 
 
+@lru_cache(maxsize=4)
+def _leaves(count: int) -> tuple[tuple, int]:
+    """``(sizes, tail)`` of ``count`` (more than 128) values: the sizes of the leaves in order, the
+    last one less its ``tail``, the values after its largest multiple of 8 (only the last leaf can
+    hold a number of values that is not a multiple of 8). Kept for the last few counts: a mean and
+    its standard deviation sum as many values twice."""
+    sizes = []
+    _leaf_sizes(count, sizes)
+    tail = sizes[-1] % 8
+    sizes[-1] -= tail
+    return tuple(sizes), tail
+
+
 def _combine(count: int, sums) -> float:
     """The leaf sums ``sums`` (an iterator, in order) of ``count`` values added up the split tree."""
     if count <= PAIRWISE_BLOCK:
@@ -146,10 +159,7 @@ def pairwise_sum(values) -> float:
         source, cuts, count = values, iter(((0, len(values)),)), len(values)
     if count <= PAIRWISE_BLOCK:
         return block_sum(list(values))
-    sizes = []
-    _leaf_sizes(count, sizes)
-    tail = sizes[-1] % 8   # only the last leaf can hold a number of values that is not a multiple of 8
-    sizes[-1] -= tail
+    sizes, tail = _leaves(count)
     sums = []
     start, stop = next(cuts)   # the values of source[start:stop] not read yet, then those of the next cuts
     for group in range(0, len(sizes), _LEAVES_AT_ONCE):
