@@ -10,22 +10,26 @@ vLLM's bench metrics are numpy means and standard deviations of such sums, so th
 order (:mod:`sched.core.bench_metrics`).
 
 :func:`pairwise_sum` sums many leaves at once: every split point is a multiple of 8, so every leaf
-but the last holds a multiple of 8 values; each leaf is copied into a block of 128 filled with
-``-0.0`` (``x + -0.0`` is ``x`` for every double ``x``: ``-0.0``, ``+0.0``, infinities and NaN
-included, so the filling changes no running sum), and the running sums of a group of 64 leaves
-(8,192 values: a group stays in the CPU cache while it is read) are made by one of two ways that
-give the same doubles (both add left to right in C doubles):
+but the last holds a multiple of 8 values (at least 56: a split part holds at least 64), and the
+values of a *group* of 64 consecutive leaves (at most 8,192 values: a group stays in the CPU cache
+while it is read) are copied into one list, end to end. Its running sums are made by one of two
+ways that give the same doubles (both add left to right in C doubles):
 
-- before Python 3.12, each running sum is a fixed slice of the group summed by the builtin ``sum``
-  from ``-0.0`` (its plain loop ``f_result += x``: no float object per addition);
-- from 3.12 on (where ``sum`` of floats is compensated: another double), column by column: the
-  running sums ``j`` of every leaf of the group start as ``group[j::128]`` and each following
-  offset ``group[j + 8 i::128]`` is added to them by ``map(add, ...)`` (one C-level pass per
-  offset, faster than ``functools.reduce`` over each running sum).
+- before Python 3.12, each running sum is a slice of the group, ``group[o + j:o + size:8]`` for the
+  leaf at offset ``o``, summed by the builtin ``sum`` from ``-0.0`` (its plain loop
+  ``f_result += x``: no float object per addition; ``-0.0 + x`` is ``x``); the slices depend only
+  on the group's leaf sizes, and a count's groups have very few patterns of sizes (2 to 4), so
+  they are made once per pattern;
+- from 3.12 on (where ``sum`` of floats is compensated: another double), column by column: each
+  leaf is copied into a block of 128 filled with ``-0.0`` (``x + -0.0`` is ``x`` for every double
+  ``x``: ``-0.0``, ``+0.0``, infinities and NaN included, so the filling changes no running sum),
+  the running sums ``j`` of every leaf start as ``padded[j::128]`` and each following offset
+  ``padded[j + 8 i::128]`` is added to them by ``map(add, ...)`` (one C-level pass per offset,
+  faster than ``functools.reduce`` over each running sum).
 
 The values may come as one list or as :class:`Pieces`, slices of one list taken in turn (a short
-list of distinct values, say, each read many times): every leaf is copied into its group's blocks
-straight from the slices it covers, so the whole sample is never held in one list.
+list of distinct values, say, each read many times): each group is copied straight from the slices
+it covers, so the whole sample is never held in one list.
 """
 
 from __future__ import annotations
@@ -42,11 +46,6 @@ PAIRWISE_BLOCK = 128
 
 #: Leaves summed together (8,192 values: a group stays in the CPU cache while its slices are read).
 _LEAVES_AT_ONCE = 64
-
-#: Running sum ``j`` of leaf ``l`` in a group of 128-value blocks: ``padded[128 l + j::8]`` up to the
-#: block's end, at ``8 l + j``.
-_RUNNING = [slice(leaf * PAIRWISE_BLOCK + j, (leaf + 1) * PAIRWISE_BLOCK, 8)
-            for leaf in range(_LEAVES_AT_ONCE) for j in range(8)]
 
 #: ``-0.0`` values that fill a leaf to 128.
 _PADDING = [-0.0] * PAIRWISE_BLOCK
@@ -91,24 +90,31 @@ def _combined(s0, s1, s2, s3, s4, s5, s6, s7):
     return map(add, map(add, map(add, s0, s1), map(add, s2, s3)), map(add, map(add, s4, s5), map(add, s6, s7)))
 
 
-def _leaf_sums_by_builtin(padded: list):
-    """The sums (an iterable, in order) of the 128-value leaves of ``padded`` (at most 64 leaves):
-    each running sum a fixed slice summed by the builtin ``sum`` from ``-0.0`` (``-0.0 + x`` is
-    ``x``), a C loop of plain double additions before Python 3.12 (module docstring)."""
-    running = list(map(sum, map(padded.__getitem__, _RUNNING[:len(padded) // 16]), repeat(-0.0)))
-    return _combined(*(running[j::8] for j in range(8)))
+def _leaf_sums_by_builtin(group: list, leaves: tuple, running: list):
+    """The sums (an iterable, in order) of the leaves of ``group`` (their values end to end, sizes
+    ``leaves``): each running sum the slice of ``running`` (:func:`_groups`) summed by the builtin
+    ``sum`` from ``-0.0``, a C loop of plain double additions before Python 3.12 (module docstring)."""
+    sums = list(map(sum, map(group.__getitem__, running), repeat(-0.0)))
+    return _combined(*(sums[j::8] for j in range(8)))
 
 
-def _leaf_sums_by_columns(padded: list):
-    """The same doubles as :func:`_leaf_sums_by_builtin` on any Python: running sum ``j`` of every
-    leaf starts as ``padded[j::128]``, and ``padded[j + 8 i::128]`` (``i`` = 1 .. 15) is added to
-    them left to right, one ``map(add, ...)`` per offset (module docstring)."""
+def _leaf_sums_by_columns(group: list, leaves: tuple, running: list):
+    """The same doubles as :func:`_leaf_sums_by_builtin` on any Python: each leaf copied into a
+    block of 128 filled with ``-0.0``, running sum ``j`` of every leaf starts as ``padded[j::128]``,
+    and ``padded[j + 8 i::128]`` (``i`` = 1 .. 15) is added to them left to right, one
+    ``map(add, ...)`` per offset (module docstring)."""
+    padded, start = [], 0
+    for size in leaves:
+        padded += group[start:start + size]
+        start += size
+        if size < PAIRWISE_BLOCK:
+            padded += _PADDING[size:]
     columns = []
     for j in range(8):
-        running = padded[j::PAIRWISE_BLOCK]
+        sums = padded[j::PAIRWISE_BLOCK]
         for offset in range(j + 8, PAIRWISE_BLOCK, 8):
-            running = map(add, running, padded[offset::PAIRWISE_BLOCK])
-        columns.append(running)
+            sums = map(add, sums, padded[offset::PAIRWISE_BLOCK])
+        columns.append(sums)
     return _combined(*columns)
 
 
@@ -128,16 +134,29 @@ def _leaf_sizes(count: int, sizes: list) -> None:
 
 
 @lru_cache(maxsize=4)
-def _leaves(count: int) -> tuple[tuple, int]:
-    """``(sizes, tail)`` of ``count`` (more than 128) values: the sizes of the leaves in order, the
-    last one less its ``tail``, the values after its largest multiple of 8 (only the last leaf can
-    hold a number of values that is not a multiple of 8). Kept for the last few counts: a mean and
-    its standard deviation sum as many values twice."""
+def _groups(count: int) -> tuple[tuple, int]:
+    """``(groups, tail)`` of ``count`` (more than 128) values. ``groups``: per group of at most 64
+    consecutive leaves, in order, ``(leaves, need, running)``: the leaves' sizes (the last leaf's
+    less ``tail``), their sum, and the slices of the running sums of the group's values laid end to
+    end (``slice(o + j, o + size, 8)`` for the leaf of ``size`` values at offset ``o``, ``j`` = 0 ..
+    7), shared by the groups of one pattern of sizes. ``tail``: the values after the last leaf's
+    largest multiple of 8 (only the last leaf can hold a number of values that is not a multiple
+    of 8). Kept for the last few counts: a mean and its standard deviation sum as many values."""
     sizes = []
     _leaf_sizes(count, sizes)
     tail = sizes[-1] % 8
     sizes[-1] -= tail
-    return tuple(sizes), tail
+    patterns, groups = {}, []
+    for first in range(0, len(sizes), _LEAVES_AT_ONCE):
+        leaves = tuple(sizes[first:first + _LEAVES_AT_ONCE])
+        if leaves not in patterns:
+            running, offset = [], 0
+            for size in leaves:
+                running += [slice(offset + j, offset + size, 8) for j in range(8)]
+                offset += size
+            patterns[leaves] = (leaves, offset, running)
+        groups.append(patterns[leaves])
+    return tuple(groups), tail
 
 
 def _combine(count: int, sums) -> float:
@@ -159,22 +178,23 @@ def pairwise_sum(values) -> float:
         source, cuts, count = values, iter(((0, len(values)),)), len(values)
     if count <= PAIRWISE_BLOCK:
         return block_sum(list(values))
-    sizes, tail = _leaves(count)
+    groups, tail = _groups(count)
     sums = []
     start, stop = next(cuts)   # the values of source[start:stop] not read yet, then those of the next cuts
-    for group in range(0, len(sizes), _LEAVES_AT_ONCE):
-        padded = []
-        for size in sizes[group:group + _LEAVES_AT_ONCE]:
-            while stop - start < size:   # the leaf goes on in the next cut
-                padded += source[start:stop]
-                size -= stop - start
-                start, stop = next(cuts)
-            padded += source[start:start + size]
-            start += size
-            short = len(padded) % PAIRWISE_BLOCK   # the leaf's size when below 128 (every block before is full)
-            if short:
-                padded += _PADDING[short:]
-        sums += _leaf_sums(padded)
+    for leaves, need, running in groups:
+        if stop - start >= need:
+            group = source[start:start + need]
+            start += need
+        else:   # the group goes on in the next cuts (their sizes add up to the count: they hold it)
+            group = source[start:stop]
+            for start, stop in cuts:
+                missing = need - len(group)
+                if stop - start >= missing:
+                    group += source[start:start + missing]
+                    start += missing
+                    break
+                group += source[start:stop]
+        sums += _leaf_sums(group, leaves, running)
     if tail:
         rest = source[start:stop]
         for start, stop in cuts:
