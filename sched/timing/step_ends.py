@@ -27,7 +27,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from itertools import accumulate, compress, repeat
-from operator import add, ne, sub, truediv
+from operator import add, mul, ne, sub, truediv
 
 from ..core.bench_metrics import CountedSample
 from ..core.metrics import gap_histogram
@@ -143,7 +143,8 @@ class StepEnds:
         seconds, starts, stops = self._cuts(per_second)
 
         def squares(centre: float) -> Pieces:
-            return Pieces([(x - centre) * (x - centre) for x in seconds], starts, stops)
+            deviations = list(map(sub, seconds, repeat(centre)))   # x − centre, then squared: (x − centre) * (x − centre)
+            return Pieces(list(map(mul, deviations, deviations)), starts, stops)
 
         counts: dict = {}
         for gap, times in (self.itl_histogram() if histogram is None else histogram).items():
