@@ -12,7 +12,9 @@ derived once per step end and counted or sliced per request:
 - :meth:`StepEnds.itl_histogram`: the ITL sample in ticks (µs) of the successful requests as
   ``{gap: count}`` (lab.md §5's ITL; the same histogram as :func:`sched.core.metrics.gap_histogram`);
 - :meth:`StepEnds.pooled_itl`: vLLM's pooled ITL sample in seconds, in request order, with its
-  counts (bench-metrics.md §4: the mean and std read the order, the percentiles the counts);
+  counts (bench-metrics.md §4: the mean and std read the order, the percentiles the counts), as
+  slices of one list of the step ends' gaps (:class:`sched.core.pairwise_sum.Pieces`), never
+  joined into one list of millions of values;
 - :meth:`StepEnds.runs_texts` and :meth:`StepEnds.times_ms_texts`: ``requests.jsonl``'s
   ``token_runs`` text (``[s, 1], [s, 1], ...``, µs) and ``token_times_ms`` text, each a slice of one
   text made for every step end.
@@ -143,8 +145,8 @@ class StepEnds:
         seconds, starts, stops = self._cuts(per_second)
 
         def squares(centre: float) -> Pieces:
-            deviations = list(map(sub, seconds, repeat(centre)))   # x − centre, then squared: (x − centre) * (x − centre)
-            return Pieces(list(map(mul, deviations, deviations)), starts, stops)
+            deviation = repeat(centre)   # (x − centre) * (x − centre), each factor computed apart: no list of deviations
+            return Pieces(list(map(mul, map(sub, seconds, deviation), map(sub, seconds, deviation))), starts, stops)
 
         counts: dict = {}
         for gap, times in (self.itl_histogram() if histogram is None else histogram).items():
