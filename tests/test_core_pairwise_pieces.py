@@ -111,6 +111,15 @@ class PiecesSumTest(unittest.TestCase):
         self.assert_same_double(pairwise_sum(Pieces([-0.0], [(0, 1)] * 300)), -0.0, "300 negative zeros")
         self.assert_same_double(pairwise_sum(Pieces([-0.0, 0.0], [(0, 1)] * 299 + [(1, 2)])), 0.0, "one positive zero")
 
+    def test_equal_to_the_values_in_order(self):
+        pieces = Pieces([1.0, 2.0, 3.0], [(2, 3), (0, 0), (0, 2)])
+        self.assertEqual(pieces, [3.0, 1.0, 2.0])
+        self.assertEqual([3.0, 1.0, 2.0], pieces)
+        self.assertEqual(pieces, Pieces([3.0, 1.0, 2.0], [(0, 3)]))
+        self.assertNotEqual(pieces, [1.0, 2.0, 3.0])
+        self.assertNotEqual(pieces, [3.0, 1.0])
+        self.assertNotEqual(pieces, (3.0, 1.0, 2.0))
+
     def test_cut_outside_the_list(self):
         for cut in ((-1, 2), (2, 1), (0, 5)):
             with self.assertRaises(ValueError):

@@ -55,7 +55,8 @@ class Pieces:
     """The values ``source[start:stop]`` for each ``start`` of ``starts`` and ``stop`` of ``stops``
     (two lists of the same length) in turn, ``0 <= start <= stop <= len(source)`` (an empty slice
     is allowed). ``size``: how many values that is; ``len`` gives it, iterating gives the values one
-    by one. :func:`pairwise_sum` reads the slices, never joining them into one list. Raises
+    by one, ``==`` compares the values with a list's or another :class:`Pieces`' in order.
+    :func:`pairwise_sum` reads the slices, never joining them into one list. Raises
     :class:`ValueError` for a slice outside ``source`` or lists of different lengths."""
 
     __slots__ = ("source", "starts", "stops", "size")
@@ -72,6 +73,15 @@ class Pieces:
 
     def __iter__(self):
         return chain.from_iterable(map(self.source.__getitem__, map(slice, self.starts, self.stops)))
+
+    def __eq__(self, other) -> bool:
+        """Equal to a list or :class:`Pieces` of the same values in the same order (as two lists
+        compare: the whole sample is made; for checks, not for the sums)."""
+        if isinstance(other, (Pieces, list)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None
 
 
 def block_sum(block: list) -> float:
