@@ -57,10 +57,10 @@ class HandMadeTest(unittest.TestCase):
         """Seconds at 10**6 ticks a second, in request then token order; squares about a centre."""
         sample = self.ends.pooled_itl(1_000_000.0)
         gaps = [150, 150, 150, 300, 200, 150, 650, 1]
-        self.assertEqual(list(sample.values), [g / 1_000_000.0 for g in gaps])
+        self.assertEqual(sample.values, [g / 1_000_000.0 for g in gaps])
         self.assertEqual(sample.counts, {0.00015: 4, 0.0003: 1, 0.0002: 1, 0.00065: 1, 0.000001: 1})
         centre = 0.0002
-        self.assertEqual(list(sample.squares(centre)), [(g / 1e6 - centre) * (g / 1e6 - centre) for g in gaps])
+        self.assertEqual(sample.squares(centre), [(g / 1e6 - centre) * (g / 1e6 - centre) for g in gaps])
 
     def test_texts(self):
         """requests.jsonl's token_runs pairs and token_times_ms values (without the outer brackets)."""
@@ -102,9 +102,9 @@ class RandomRunsTest(unittest.TestCase):
             ok = [r for r in requests if r.status is Status.DONE]
             pooled = [(b - a) / 1e6 for r in ok for a, b in zip(r.token_times, r.token_times[1:])]
             sample = ends.pooled_itl(1e6)
-            self.assertEqual(list(sample.values), pooled)
+            self.assertEqual(sample.values, pooled)
             self.assertEqual(sample.counts, dict(Counter(pooled)))
-            self.assertEqual(list(sample.squares(0.5)), [(x - 0.5) * (x - 0.5) for x in pooled])
+            self.assertEqual(sample.squares(0.5), [(x - 0.5) * (x - 0.5) for x in pooled])
             for r, runs_text, times_text, spans in zip(requests, ends.runs_texts(), ends.times_ms_texts(), ends.spans):
                 if spans is None:
                     self.assertIsNone(runs_text)
