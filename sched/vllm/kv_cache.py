@@ -153,7 +153,6 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         self._own: dict = {}                # preempted seq -> the run of its private blocks
         self._done_run = None               # the last run of a request that had ended (nobody can hit it)
         self._copied: set = set()           # seqs whose private blocks may have two cached copies
-        self._reserved = 0                  # blocks taken for open runs, not yet settled
         self._spare: list[Block] = []       # block objects held by nobody, caching nothing (FreeQueue._take)
         #: Bumped when a shared block enters the cache or an idle cached block is touched (module docstring).
         self.epoch = 0
@@ -333,14 +332,12 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
 
     def reserve(self, count: int) -> None:
         if count:
-            self._reserved += count
             blank = self._blank
             if count <= blank:   # _take's first cases, inlined: a decode step takes few blocks
                 self._blank = blank - count
                 self.num_free -= count
                 return
-            back = self._back
-            oldest = back[next(iter(back))]
+            oldest = next(iter(self._back.values()))
             if type(oldest) is Run and oldest.count > count - blank:   # the oldest run shrinks
                 oldest.count -= count - blank
                 self._blank = 0
@@ -356,7 +353,6 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         more = -(-seq.computed // bs) - len(table)
         if more > 0:   # past the prompt of a request that may run open: private blocks
             table += [HELD] * more
-            self._reserved -= more
         if num_cached_tokens is None:
             num_cached_tokens = seq.computed
         if (full := num_cached_tokens // bs) > seq.num_cached:
