@@ -62,7 +62,7 @@ def jump(runs, now):
     while heap and heap[0][3].open_from != heap[0][2]:   # closed since: no longer its run's last turn
         heapq.heappop(heap)
     horizon = heap[0][0] - k   # turns k .. k + horizon − 1 schedule every open run (each has an entry)
-    if horizon < 1:
+    if horizon < 0:
         return None
     waiting = sim.waiting.size
     tried = num_open < knobs.max_num_batched_tokens and num_open < knobs.max_num_seqs   # admission tried?
@@ -72,39 +72,120 @@ def jump(runs, now):
     unit = sim.stamp_times is None
     # The turns' clock (a turn whose due blocks do not fit stops it: the walk would preempt); their
     # blocks are taken below, all at once: the same blocks, in order.
-    now, gpu_free, free, tops, starts, ends, used = take_turns(sim, now, batch0.end, kv.num_free, runs.due, k,
-                                                               horizon, until, num_open)
+    if horizon:
+        now, gpu_free, free, tops, starts, ends, used = take_turns(sim, now, batch0.end, kv.num_free, runs.due, k,
+                                                                   horizon, until, num_open)
+    else:
+        gpu_free, free, tops, starts, ends, used = batch0.end, kv.num_free, [], [], [], []
     j = len(starts)
-    if not j:
+    # The turn whose batch skips the runs closing (a finishing turn), taken too when nothing else
+    # happens in it (_closing).
+    closing = _closing(runs, k + j, free, num_open, tried, until, now) if j == horizon else None
+    if not j and closing is None:
         return None
-    # The turns' blocks off the free queue's front in one take: taking a then b blocks from the front
-    # takes (and evicts) the same blocks as taking a + b.
-    kv.reserve(kv.num_free - free)
-    # Turn 1 processes B (it samples no one: only its step is logged); then batches 1 .. j − 1.
-    sim.batches.pop()
-    sim.process(batch0)
-    first = starts[0] if unit else len(sim.stamp_times) - 1
-    steps = list(range(first, first + j))
-    upcoming = sim.arrivals.upcoming
-    if upcoming is None or upcoming > tops[-1]:   # nobody joins the queue in these turns
-        num_waiting = [waiting] * j
-    else:   # arrivals joining the queue at each turn's start
-        num_waiting = [waiting + n for n in sim.arrivals.count_due(tops)]
-    last = j - 1
-    if last:
-        sim.log.add_decode_steps(first, starts[:last], [ends[i] - starts[i] for i in range(last)], num_open,
-                                 used[:last], num_open, num_waiting[:last])
-    runs.steps += steps
-    runs.turn = k + j
-    if not unit:
-        sim.stamp_times += ends
-    sim.gpu_free = gpu_free
-    sim.budget_spent += j * num_open
-    sim.busy_steps += j
-    sim.num_steps += j
+    if j:
+        # The turns' blocks off the free queue's front in one take: taking a then b blocks from the
+        # front takes (and evicts) the same blocks as taking a + b.
+        kv.reserve(kv.num_free - free)
+        # Turn 1 processes B (it samples no one: only its step is logged); then batches 1 .. j − 1.
+        sim.batches.pop()
+        sim.process(batch0)
+        first = starts[0] if unit else len(sim.stamp_times) - 1
+        steps = list(range(first, first + j))
+        if closing is not None:
+            tops.append(now)   # the finishing turn's top: its waiting count
+        upcoming = sim.arrivals.upcoming
+        if upcoming is None or upcoming > tops[-1]:   # nobody joins the queue in these turns
+            num_waiting = [waiting] * len(tops)
+        else:   # arrivals joining the queue at each turn's start
+            num_waiting = [waiting + n for n in sim.arrivals.count_due(tops)]
+        last = j - 1
+        if last:
+            sim.log.add_decode_steps(first, starts[:last], [ends[i] - starts[i] for i in range(last)], num_open,
+                                     used[:last], num_open, num_waiting[:last])
+        runs.steps += steps
+        runs.turn = k + j
+        if not unit:
+            sim.stamp_times += ends
+        sim.gpu_free = gpu_free
+        sim.budget_spent += j * num_open
+        sim.busy_steps += j
+        sim.num_steps += j
+        sim._reported_finish = False
+        batch = type(batch0)(
+            step=steps[last], start=starts[last], end=ends[last], scheduled=[], samplers=[], num_prompt=0,
+            num_decode=num_open, preempted=[], admitted=[], hits=[], kv_used=used[last], num_running=num_open,
+            num_waiting=num_waiting[last], num_open=num_open)
+    else:
+        sim.batches.pop()
+        batch, num_waiting = batch0, [waiting]
+    if closing is None:
+        sim.batches.appendleft(batch)
+        return now
+    return _finish_turn(runs, now, batch, closing, num_waiting[-1])
+
+
+def _closing(runs, turn, free, num_open, tried, until, now):
+    """The open runs whose last token is in flight at ``turn`` (the turn's batch skips them), taken
+    off the finish heap, when that turn can be taken at once: at least one open run still decodes
+    in it (its batch has tokens), its due blocks fit the ``free`` ones, admission is tried in it
+    exactly when it was in the turns before (so the head still fails the gate, or none is tried),
+    and, after a turn taken, no arrival that can matter joins at its top (``until``, ``now``).
+    ``None`` (the heap as it was) otherwise."""
+    sim = runs.sim
+    if turn > runs.turn and until is not None and until <= now:
+        return None
+    heap, closing = runs.finishes, []
+    while heap and heap[0][0] == turn:
+        entry = heapq.heappop(heap)
+        if entry[3].open_from == entry[2]:
+            closing.append(entry)
+    knobs, bs, slot = sim.knobs, runs.block_size, turn % runs.block_size
+    decoding = num_open - len(closing)
+    need = runs.due[slot] - sum(1 for _, _, opened, seq in closing if (opened - seq.num_tokens) % bs == slot)
+    if closing and decoding and need <= free and \
+            (decoding < knobs.max_num_batched_tokens and num_open < knobs.max_num_seqs) == tried:
+        return closing
+    for entry in closing:
+        heapq.heappush(heap, entry)
+    return None
+
+
+def _finish_turn(runs, now, batch, closing, num_waiting):
+    """Take the finishing turn ``runs.turn`` at ``now`` (its top), ``batch`` the batch in flight
+    (already off the queue), ``closing`` the heap entries of the runs it closes (:func:`_closing`):
+    as the walk takes it, the runs are closed and the others decode (their due blocks taken, one
+    step logged for ``batch``), then ``batch`` is processed, which delivers the closed runs' last
+    tokens and ends them (freed in running order). Returns the time after the turn."""
+    sim, k = runs.sim, runs.turn
+    kv = sim.kv
+    seqs = [entry[3] for entry in closing]
+    for seq in seqs:
+        runs.close(seq, k)
+    decoding = runs.num_open
+    kv.reserve(runs.due[k % runs.block_size])
+    start = now if now > sim.gpu_free else sim.gpu_free
+    if sim.stamp_times is None:
+        step, duration = start, 1
+    else:
+        step = len(sim.stamp_times) - 1
+        duration = sim.step_time(0, decoding, kv.num_used) if sim.reads_kv else sim.step_time(0, decoding)
+        if not duration > 0:
+            raise ValueError(f"step_time(0, {decoding}) gave {duration!r}: a step must last > 0")
+        sim.stamp_times.append(start + duration)
+    end = start + duration
+    sim.gpu_free = end
+    sim.budget_spent += decoding
+    sim.busy_steps += 1
+    sim.num_steps += 1
     sim._reported_finish = False
-    sim.batches.appendleft(type(batch0)(
-        step=steps[last], start=starts[last], end=ends[last], scheduled=[], samplers=[], num_prompt=0,
-        num_decode=num_open, preempted=[], admitted=[], hits=[], kv_used=used[last], num_running=num_open,
-        num_waiting=num_waiting[last], num_open=num_open))
-    return now
+    runs.steps.append(step)
+    runs.turn = k + 1
+    sim.batches.appendleft(type(batch)(
+        step=step, start=start, end=end, scheduled=[], samplers=[], num_prompt=0, num_decode=decoding,
+        preempted=[], admitted=[], hits=[], kv_used=kv.num_used, num_running=len(sim.running),
+        num_waiting=num_waiting, num_open=decoding))
+    batch.samplers = seqs
+    batch.merged = True   # freed in running order (process)
+    sim.process(batch)
+    return batch.end if batch.end > now else now
