@@ -230,6 +230,32 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         self.assertEqual(requests_of(jumped), requests_of(walked))
         self.assertEqual(jumped.ticks, walked.ticks)
 
+    def test_a_turn_that_only_ends_runs_ends_the_jump(self):
+        """Hand check of the finishing turn taken by a jump (sched.vllm.async_open_jump._closing), as
+        test_open_runs_jump_only_while_the_head_waits but ``b`` decodes 400 tokens. Turn 300's batch
+        skips ``a`` (its last token in flight) while ``b`` decodes, and ``d`` still fails the gate (``a``
+        and ``b`` hold 25 blocks each, 2 of 52 free): jump 2 takes turns 6..300 (295 turns), processing
+        batch 299 in turn 300 ends ``a`` (last token stamped 300). ``d`` needs 39 blocks, 27 are free:
+        jump 3 takes turns 301..399 (99; turn 400 ends ``b`` with nobody decoding: an empty batch, not
+        taken by a jump); turn 401 admits ``d`` at 400 (first token stamped 401), jump 4 is turn 402
+        alone. Every record equals the walk's."""
+        workload = [RequestSpec("a", 0, None, 0, 100, 300), RequestSpec("b", 0, None, 0, 100, 400),
+                    RequestSpec("d", 5, None, 0, 620, 2)]
+        knobs = VllmKnobs(2048, 4, 0, True, 16, 53, async_scheduling=True)
+        taken = []
+        with counting_open_jumps(taken):
+            jumped = run(workload, knobs, None, "counts", True)
+        self.assertEqual(taken, [5, 295, 99, 1])
+        self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 400, 402])
+        self.assertEqual([r.done_at for r in jumped.requests], [300, 400, 402])
+        self.assertEqual((jumped.requests[2].admitted_at, jumped.requests[2].token_times), (400, [401, 402]))
+        for timeline in ("counts", "off"):
+            with self.subTest(timeline=timeline):
+                walked = run(workload, knobs, None, timeline, False)
+                again = run(workload, knobs, None, timeline, True)
+                self.assertEqual(requests_of(again), requests_of(walked))
+                self.assertEqual(again.ticks, walked.ticks)
+
     def test_a_budget_cut_is_easy_only_behind_every_open_run(self):
         """The running pass of a turn whose demand exceeds the budget is taken without walking only
         when no open run comes after the first request the budget cuts (the literal pass would give

@@ -13,7 +13,11 @@ blocks, the same evictions, as turn by turn).
 
 It stops before the turn
 
-- whose batch skips an open run (its last token in flight: the turn closes it);
+- whose batch skips an open run (its last token in flight: the turn closes it), or takes that turn
+  as its last when nothing else happens there (a *finishing turn*, :func:`_closing`): the other runs
+  still decode, their due blocks fit, and the head still fails the gate (nothing is freed before
+  the turn's admission); processing the batch before it ends the closed runs, freeing their blocks,
+  so the jump stops after it;
 - whose blocks due would not fit the free blocks (a preemption);
 - where an arrival that can matter joins (:meth:`sched.vllm.queue.Arrivals.jump_limit`).
 
@@ -44,9 +48,10 @@ def jump(runs, now):
     logs the batch before it as the walk logs it (step records with 0 prompt and ``num_open``
     decode tokens), takes its due blocks (:meth:`sched.vllm.kv_cache.PrefixCachingKV.reserve`) and
     asks the step time once (``step_time(0, num_open, kv_blocks)`` when it reads the KV blocks, else
-    ``step_time(0, num_open)`` once per jump, a pure function). Returns the time at the top of the
-    loop turn after the last one taken (the walk's ``now`` there), the last turn's batch left in
-    flight, or ``None`` (state untouched) when no turn qualifies. Raises ``ValueError`` for a step
+    ``step_time(0, num_open)`` once per jump, a pure function). A finishing turn after them is
+    taken too (:func:`_finish_turn`). Returns the time at the top of the loop turn after the last
+    one taken (the walk's ``now`` there), the last turn's batch left in flight, or ``None`` (state
+    untouched) when no turn qualifies. Raises ``ValueError`` for a step
     time that is not > 0, as the walk does.
     """
     sim = runs.sim
@@ -66,7 +71,7 @@ def jump(runs, now):
         return None
     waiting = sim.waiting.size
     tried = num_open < knobs.max_num_batched_tokens and num_open < knobs.max_num_seqs   # admission tried?
-    if waiting and tried and sim.head_admissible(sim.waiting.peek()):
+    if waiting and tried and sim.head_admissible(sim.waiting.peek(), batch0):
         return None
     until = sim.arrivals.jump_limit(sim._priority, bool(waiting) or not tried)
     unit = sim.stamp_times is None

@@ -32,12 +32,20 @@ class WaitingSide:
                     if blocked[0] is seq and blocked[2] == kv.epoch and kv.num_free < blocked[1]:
                         break
                     self._blocked = None
-                hit = kv.find_hit(seq)
+                known, need = self._admissible, None
+                if known is not None:   # looked up at this turn's top (head_admissible), nothing changed since
+                    self._admissible = None
+                    if known[0] is seq and known[3] is self.batches[0] and known[4] == kv.epoch \
+                            and (not known[1] or known[5] == kv.num_free):
+                        hit, need = known[1], known[2]
+                if need is None:
+                    hit = kv.find_hit(seq)
             else:
-                hit = []
+                hit, need = [], None
             computed = len(hit) * knobs.block_size
             n = min(seq.num_tokens - computed, cap or budget, budget)
-            need = kv.blocks_to_allocate(seq, seq.num_tokens, hit)
+            if need is None:
+                need = kv.blocks_to_allocate(seq, seq.num_tokens, hit)
             if need > kv.num_free:
                 if kv.caching and self.blocked_head is not never_blocked:   # remember what the gate saw
                     self._blocked = (seq, need, kv.epoch)                        # (blocked_head)
@@ -58,16 +66,30 @@ class WaitingSide:
             budget -= n
         return admitted, hits
 
-    def head_admissible(self, seq) -> bool:
+    #: The async engine's answer of :meth:`head_admissible` at a loop turn's top when the head passes:
+    #: ``(seq, hit, need, batch in flight, epoch, free blocks)``, reused by :meth:`admit` in the same
+    #: turn (the same batch in flight) at the same epoch. Before admission a turn only takes blocks
+    #: (a turn that frees, by preempting, admits no one), so no block has entered the cache or been
+    #: touched: an empty hit stays empty (its need, the blocks of the whole sequence, with it); a
+    #: hit with blocks is reused only while the free blocks are unchanged too (nothing taken, so
+    #: nothing evicted), else looked up again.
+    _admissible = None
+
+    def head_admissible(self, seq, inflight=None) -> bool:
         """With prefix caching: whether ``seq``, the head of the queue, passes the admission gate now
-        (its memo kept when it does not; see :meth:`blocked_head`)."""
+        (its memo kept when it does not; see :meth:`blocked_head`). ``inflight``: the async engine's
+        batch in flight at this loop turn's top; when given and the head passes, its hit and need
+        are kept for :meth:`admit` in the same turn (:attr:`_admissible`)."""
         kv = self.kv
         if self.blocked_head(seq):
             return False
-        need = kv.blocks_to_allocate(seq, seq.num_tokens, kv.find_hit(seq))
+        hit = kv.find_hit(seq)
+        need = kv.blocks_to_allocate(seq, seq.num_tokens, hit)
         if need > kv.num_free:
             self._blocked = (seq, need, kv.epoch)
             return False
+        if inflight is not None:
+            self._admissible = (seq, hit, need, inflight, kv.epoch, kv.num_free)
         return True
 
     def blocked_head(self, seq) -> bool:
