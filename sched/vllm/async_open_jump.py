@@ -141,13 +141,19 @@ def _closing(runs, turn, free, num_open, tried, until, now):
     if turn > runs.turn and until is not None and until <= now:
         return None
     heap, closing = runs.finishes, []
+    bs = runs.block_size
+    slot = turn % bs
+    need = runs.due[slot]   # the turn's due blocks, less those of the runs it closes
+    pop = heapq.heappop
     while heap and heap[0][0] == turn:
-        entry = heapq.heappop(heap)
-        if entry[3].open_from == entry[2]:
+        entry = pop(heap)
+        seq = entry[3]
+        if seq.open_from == entry[2]:
             closing.append(entry)
-    knobs, bs, slot = sim.knobs, runs.block_size, turn % runs.block_size
+            if (entry[2] - seq.num_tokens) % bs == slot:
+                need -= 1
+    knobs = sim.knobs
     decoding = num_open - len(closing)
-    need = runs.due[slot] - sum(1 for _, _, opened, seq in closing if (opened - seq.num_tokens) % bs == slot)
     if closing and decoding and need <= free and \
             (decoding < knobs.max_num_batched_tokens and num_open < knobs.max_num_seqs) == tried:
         return closing
