@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import heapq
 
+from ..core.records import Status
 from .async_jump import take_turns
 
 __all__ = ["jump"]
@@ -164,17 +165,37 @@ def _closing(runs, turn, free, num_open, tried, until, now):
 
 def _finish_turn(runs, now, batch, closing, num_waiting):
     """Take the finishing turn ``runs.turn`` at ``now`` (its top), ``batch`` the batch in flight
-    (already off the queue), ``closing`` the heap entries of the runs it closes (:func:`_closing`):
-    as the walk takes it, the runs are closed and the others decode (their due blocks taken, one
-    step logged for ``batch``), then ``batch`` is processed, which delivers the closed runs' last
-    tokens and ends them (freed in running order). Returns the time after the turn."""
+    (already off the queue, sampling no one else), ``closing`` the heap entries of the runs it closes
+    (:func:`_closing`), as the walk takes it: the runs are closed
+    (:meth:`sched.vllm.async_runs.AsyncDecodeRuns.close`) and the others decode (their due blocks
+    taken), then ``batch`` is processed (:meth:`sched.vllm.async_outputs.AsyncOutputs.process`): it
+    delivers the closed runs' last tokens and ends them, freed in running order, and is logged with
+    them. Both steps are done here at once for these runs (each one's tokens stamped in one go, never
+    listed among the others). Returns the time after the turn."""
     sim, k = runs.sim, runs.turn
-    kv = sim.kv
-    seqs = [entry[3] for entry in closing]
-    for seq in seqs:
-        runs.close(seq, k)
+    kv, bs, steps, due = sim.kv, runs.block_size, runs.steps, runs.due
+    stamp = batch.step + 1   # the stamp of the last tokens (steps[k − 1] + 1)
+    seqs = []
+    for _, _, opened, seq in closing:   # close: brought up to the start of turn k
+        due[(opened - seq.num_tokens) % bs] -= 1
+        seq.open_from = None
+        count = k - opened   # tokens of the batches opened − 1 .. k − 2, then the last one (batch k − 1)
+        seq.generated += count + 1
+        seq.num_tokens += count + 1
+        seq.computed += count
+        seq.placeholders = 0
+        rec, first = seq.rec, steps[opened - 1]
+        if stamp - 1 - first == count:
+            rec.emit(first + 1, count + 1)
+        else:
+            for j in range(opened - 1, k - 1):
+                rec.emit(steps[j] + 1)
+            rec.emit(stamp)
+        kv.settle(seq, seq.computed - 1)   # its table as the walk leaves it at the turn's start
+        seqs.append(seq)
+    runs.num_open -= len(seqs)
     decoding = runs.num_open
-    kv.reserve(runs.due[k % runs.block_size])
+    kv.reserve(due[k % bs])
     start = now if now > sim.gpu_free else sim.gpu_free
     if sim.stamp_times is None:
         step, duration = start, 1
@@ -189,14 +210,24 @@ def _finish_turn(runs, now, batch, closing, num_waiting):
     sim.budget_spent += decoding
     sim.busy_steps += 1
     sim.num_steps += 1
-    sim._reported_finish = False
     runs.steps.append(step)
     runs.turn = k + 1
+    running = sim.running
     sim.batches.appendleft(type(batch)(
         step=step, start=start, end=end, scheduled=[], samplers=[], num_prompt=0, num_decode=decoding,
-        preempted=[], admitted=[], hits=[], kv_used=kv.num_used, num_running=len(sim.running),
+        preempted=[], admitted=[], hits=[], kv_used=kv.num_used, num_running=len(running),
         num_waiting=num_waiting, num_open=decoding))
-    batch.samplers = seqs
-    batch.merged = True   # freed in running order (process)
-    sim.process(batch)
+    # Processing ``batch``: the blocks the last tokens complete cached, then the runs end.
+    for seq in seqs:
+        if seq.computed // bs > seq.num_cached:
+            kv.cache_full(seq, seq.computed)
+    if len(seqs) > 1:
+        order = {seq: i for i, seq in enumerate(running)}
+        seqs.sort(key=order.__getitem__)
+    for seq in seqs:
+        kv.free(seq)
+        del running[seq]
+        sim.end(seq, Status.DONE, batch.end)
+    sim._reported_finish = True
+    sim._add(batch, seqs)
     return batch.end if batch.end > now else now
