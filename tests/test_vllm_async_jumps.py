@@ -19,7 +19,7 @@ import random
 import unittest
 from unittest import mock
 
-from sched.vllm import async_runs, async_step
+from sched.vllm import async_open_jump, async_runs, async_step
 from sched.vllm.async_step import simulate
 from sched.vllm.config import VllmKnobs
 from sched.workload.specs import RequestSpec
@@ -249,6 +249,34 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 400, 402])
         self.assertEqual([r.done_at for r in jumped.requests], [300, 400, 402])
         self.assertEqual((jumped.requests[2].admitted_at, jumped.requests[2].token_times), (400, [401, 402]))
+        for timeline in ("counts", "off"):
+            with self.subTest(timeline=timeline):
+                walked = run(workload, knobs, None, timeline, False)
+                again = run(workload, knobs, None, timeline, True)
+                self.assertEqual(requests_of(again), requests_of(walked))
+                self.assertEqual(again.ticks, walked.ticks)
+
+    def test_a_finishing_turn_ends_two_runs_in_running_order(self):
+        """As test_a_turn_that_only_ends_runs_ends_the_jump with three runs (``a``, ``b``: 300 output
+        tokens, ``c``: 400; 77 usable blocks) and ``d`` a 1,000-token prompt (63 blocks): turn 300
+        closes ``a`` and ``b`` while ``c`` decodes (one finishing turn ending two runs, freed in
+        running order), ``d`` waits until ``c`` ends (52 blocks free after 300, 77 after 400).
+        Jumps: 1..5, 6..300, 301..399, then turn 402 alone; the records equal the walk's."""
+        workload = [RequestSpec("a", 0, None, 0, 100, 300), RequestSpec("b", 0, None, 0, 100, 300),
+                    RequestSpec("c", 0, None, 0, 100, 400), RequestSpec("d", 5, None, 0, 1000, 2)]
+        knobs = VllmKnobs(2048, 4, 0, True, 16, 78, async_scheduling=True)
+        taken, ended = [], []
+        original = async_open_jump._finish_turn
+
+        def finishing(runs, now, batch, closing, num_waiting):
+            ended.append(sorted(entry[3].spec.name for entry in closing))
+            return original(runs, now, batch, closing, num_waiting)
+        with counting_open_jumps(taken), mock.patch.object(async_open_jump, "_finish_turn", finishing):
+            jumped = run(workload, knobs, None, "counts", True)
+        self.assertEqual(taken, [5, 295, 99, 1])
+        self.assertEqual(ended, [["a", "b"]])
+        self.assertEqual([r.done_at for r in jumped.requests], [300, 300, 400, 402])
+        self.assertEqual((jumped.requests[3].admitted_at, jumped.requests[3].token_times), (400, [401, 402]))
         for timeline in ("counts", "off"):
             with self.subTest(timeline=timeline):
                 walked = run(workload, knobs, None, timeline, False)
