@@ -249,12 +249,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 400, 402])
         self.assertEqual([r.done_at for r in jumped.requests], [300, 400, 402])
         self.assertEqual((jumped.requests[2].admitted_at, jumped.requests[2].token_times), (400, [401, 402]))
-        for timeline in ("counts", "off"):
-            with self.subTest(timeline=timeline):
-                walked = run(workload, knobs, None, timeline, False)
-                again = run(workload, knobs, None, timeline, True)
-                self.assertEqual(requests_of(again), requests_of(walked))
-                self.assertEqual(again.ticks, walked.ticks)
+        self.assert_same_run(workload, knobs, None)
 
     def test_a_finishing_turn_ends_two_runs_in_running_order(self):
         """As test_a_turn_that_only_ends_runs_ends_the_jump with three runs (``a``, ``b``: 300 output
@@ -277,12 +272,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         self.assertEqual(ended, [["a", "b"]])
         self.assertEqual([r.done_at for r in jumped.requests], [300, 300, 400, 402])
         self.assertEqual((jumped.requests[3].admitted_at, jumped.requests[3].token_times), (400, [401, 402]))
-        for timeline in ("counts", "off"):
-            with self.subTest(timeline=timeline):
-                walked = run(workload, knobs, None, timeline, False)
-                again = run(workload, knobs, None, timeline, True)
-                self.assertEqual(requests_of(again), requests_of(walked))
-                self.assertEqual(again.ticks, walked.ticks)
+        self.assert_same_run(workload, knobs, None)
 
     def test_a_budget_cut_is_easy_only_behind_every_open_run(self):
         """The running pass of a turn whose demand exceeds the budget is taken without walking only
