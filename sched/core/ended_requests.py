@@ -128,7 +128,7 @@ class EndedRequests(ColumnRequests):
         preempted = self._preempted.get(i)
         request.num_preemptions, request.preempted_at = (len(preempted), list(preempted)) if preempted else (0, ())
         request.prefilled_tokens, request.prefill_done_at = 0, None
-        request._open_from = request._clock = request._seq = request._step_ends = None
+        request._open_from = request._clock = request._seq = None
         return request
 
     @property

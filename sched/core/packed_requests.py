@@ -137,7 +137,7 @@ class PackedRequests(ColumnRequests):
          request.done_at, request._num_closed, request._seq) = (
             None if column[i] == none else column[i] for column, none in zip(self._ints, self._nones))
         request._runs = self._runs[self._starts[i]:self._starts[i + 1]].tolist()
-        request._clock, request._open_from, request._step_ends = self._clock, None, None
+        request._clock, request._open_from = self._clock, None
         request.num_preemptions, request.preempted_at = 0, ()
         return request
 

@@ -79,7 +79,7 @@ class Request:
 
     __slots__ = ("spec", "index", "status", "admitted_at", "hit_tokens", "prefilled_tokens",
                  "prefill_done_at", "done_at", "num_preemptions", "preempted_at", "_runs", "_num_closed",
-                 "_open_from", "_clock", "_seq", "_step_ends")
+                 "_open_from", "_clock", "_seq")
 
     def __init__(self, spec: RequestSpec, index: int, status: Status = Status.WAITING,
                  admitted_at: int | None = None, hit_tokens: int = 0, prefilled_tokens: int = 0,
@@ -100,7 +100,6 @@ class Request:
         self._clock = _clock
         self._open_from: int | None = None
         self._seq: int | None = None   # admission number, set by the simulation
-        self._step_ends = None         # a StepStampedRequest's step ends (sched.core.step_stamps)
         if token_times:
             self.token_times = token_times
         else:
@@ -114,7 +113,6 @@ class Request:
         request = cls.__new__(cls)
         request.spec, request.index, request.status, request._clock = spec, index, Status.WAITING, clock
         request.admitted_at = request.prefill_done_at = request.done_at = request._open_from = request._seq = None
-        request._step_ends = None
         request.hit_tokens = request.prefilled_tokens = request.num_preemptions = request._num_closed = 0
         request.preempted_at, request._runs = (), []
         return request

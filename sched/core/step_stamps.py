@@ -29,16 +29,17 @@ def restamp(request: Request, times: list, spaced: bool) -> None:
     if not spaced or request._open_from is not None:
         request.token_times = [times[start + k] for start, count in request.token_runs for k in range(count)]
         return
-    request._step_ends = times
+    request._clock = times   # no run is open any more: the clock it reads its stamps with is the step ends
     request.__class__ = StepStampedRequest
 
 
 class StepStampedRequest(Request):
     """A request of a run with a step time whose stamps stay step ordinals (:func:`restamp`).
 
-    ``_runs`` holds runs of consecutive step ordinals; ``_step_ends[s]`` is the end (µs) of step
-    ``s``, one list shared by the case and increasing by more than 1 µs from step to step, so each
-    token is a run of its own in µs. Every public reading (:attr:`token_runs`,
+    ``_runs`` holds runs of consecutive step ordinals; ``_clock[s]`` is the end (µs) of step ``s``:
+    the slot that held the simulation's current tick while a run could be open now holds the clock
+    the stamps are read with, one list shared by the case, increasing by more than 1 µs from step to
+    step (so each token is a run of its own in µs). Every public reading (:attr:`token_runs`,
     :attr:`flat_token_runs`, :attr:`token_times`, :attr:`first_token_at`, :attr:`last_token_at`)
     gives the µs values a request with stamps replaced one by one would give; ``num_tokens`` and the
     other fields are the request's own. :class:`sched.timing.step_ends.StepEnds` reads the runs of
@@ -50,14 +51,14 @@ class StepStampedRequest(Request):
     @property
     def token_times(self) -> list[int]:
         """The µs stamp of each emitted output token, strictly increasing (a new list)."""
-        ends, runs = self._step_ends, self._runs
+        ends, runs = self._clock, self._runs
         if len(runs) == 2:
             return ends[runs[0]:runs[0] + runs[1]]
         return [t for i in range(0, len(runs), 2) for t in ends[runs[i]:runs[i] + runs[i + 1]]]
 
     @token_times.setter
     def token_times(self, times) -> None:
-        self.__class__ = Request   # stamps given one by one: an ordinary request again
+        self.__class__, self._clock = Request, None   # stamps given one by one: an ordinary request again
         Request.token_times.__set__(self, times)
 
     @property
@@ -76,18 +77,18 @@ class StepStampedRequest(Request):
     @property
     def first_token_at(self) -> int | None:
         runs = self._runs
-        return self._step_ends[runs[0]] if runs else None
+        return self._clock[runs[0]] if runs else None
 
     @property
     def last_token_at(self) -> int | None:
         runs = self._runs
-        return self._step_ends[runs[-2] + runs[-1] - 1] if runs else None
+        return self._clock[runs[-2] + runs[-1] - 1] if runs else None
 
     @property
     def step_runs(self) -> tuple:
         """``(step ends, runs)``: the shared list of step ends (µs by ordinal) and the flat runs of
         step ordinals ``(first, count, ...)`` (read only)."""
-        return self._step_ends, self._runs
+        return self._clock, self._runs
 
 
 def shared_step_ends(requests) -> list | None:
@@ -101,9 +102,9 @@ def shared_step_ends(requests) -> list | None:
     if isinstance(requests, ColumnRequests) or not requests:
         return None
     first = requests[0]
-    table = first._step_ends if type(first) is StepStampedRequest else None
+    table = first._clock if type(first) is StepStampedRequest else None
     stamped = StepStampedRequest
-    if table is not None and all(type(r) is stamped and r._step_ends is table for r in requests):
+    if table is not None and all(type(r) is stamped and r._clock is table for r in requests):
         return table
     for r in requests:
         if type(r) is stamped:

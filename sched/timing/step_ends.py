@@ -92,10 +92,10 @@ class StepEnds:
         histogram and text is the one the stamps would give. Returns whether it could."""
         if not requests or type(requests[0]) is not StepStampedRequest:
             return False
-        table = requests[0]._step_ends
+        table = requests[0]._clock
         runs = []
         for r in requests:
-            if type(r) is not StepStampedRequest or r._step_ends is not table:
+            if type(r) is not StepStampedRequest or r._clock is not table:
                 return False
             runs.append(r._runs)
         self.ends = table[1:]   # table[0] is no step's end
