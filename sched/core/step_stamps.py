@@ -84,12 +84,6 @@ class StepStampedRequest(Request):
         runs = self._runs
         return self._clock[runs[-2] + runs[-1] - 1] if runs else None
 
-    @property
-    def step_runs(self) -> tuple:
-        """``(step ends, runs)``: the shared list of step ends (µs by ordinal) and the flat runs of
-        step ordinals ``(first, count, ...)`` (read only)."""
-        return self._clock, self._runs
-
 
 def shared_step_ends(requests) -> list | None:
     """The list of step ends (µs by step ordinal) through which every one of ``requests`` reads its
