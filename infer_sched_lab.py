@@ -51,11 +51,19 @@ except _Terminated as _exc:
     sys.exit(_early_line(_exc))
 
 if __name__ == "__main__":
+    code = None
     try:  # main() replaces the handler while it runs and puts this one back when no signal came
         code = main()
+        # The command is over (its output complete, or refused): a Ctrl-C from here on changes nothing
+        # (Python's own handler would print a traceback, or end the exit with status 0).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         for _signum in _EARLY:
             if signal.getsignal(_signum) is _terminated:
                 signal.signal(_signum, signal.SIG_DFL)
     except _Terminated as _exc:  # the few microseconds between loading and main()'s handler, or after it
         code = _early_line(_exc)
+    except KeyboardInterrupt:  # before main()'s handler was in place, or just after it was put back
+        if code is None:
+            sys.stderr.write("infer_sched_lab.py: error: interrupted; nothing was written\n")
+            code = 130
     sys.exit(code)

@@ -193,6 +193,35 @@ class SignalTest(unittest.TestCase):
                                  (code_expected, "", f"infer_sched_lab.py: error: {line}\n"))
 
 
+    def test_ctrl_c_just_after_the_command_ends(self):
+        """Ctrl-C in the instant after main() has put Python's own handler back (its output written;
+        here it lands in the first call after main(), as it did in the wild): the command's own exit
+        code and nothing more (it was a traceback); in the instant before main()'s handler is in
+        place: one line, exit 130."""
+        after = ("def fake(argv=None):\n    return 0\n"
+                 "real_getsignal = signal.getsignal\n"
+                 "def interrupted(signum):\n"
+                 "    signal.getsignal = real_getsignal\n"
+                 "    raise KeyboardInterrupt\n"
+                 "signal.getsignal = interrupted\n")
+        before = "def fake(argv=None):\n    raise KeyboardInterrupt\n"
+        for when, fake, code_expected, err_expected in (
+                ("after", after, 0, ""),
+                ("before", before, 130, "infer_sched_lab.py: error: interrupted; nothing was written\n")):
+            code = ("import os, runpy, signal, sys\n"
+                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                    f"sys.path.insert(0, {PROJECT!r})\n"
+                    "import sched.commands.main as entry\n"
+                    + fake +
+                    "entry.main = fake\n"
+                    f"sys.argv = [{SCRIPT!r}]\n"
+                    f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
+            with self.subTest(when):
+                process = self.start(["-c", code])
+                stdout, err = process.communicate(timeout=LIMIT)
+                self.assertEqual((process.returncode, stdout, err), (code_expected, "", err_expected))
+
+
 class ConcurrentWritersTest(unittest.TestCase):
     def test_a_second_writer_waits_for_the_first(self):
         """Two --force runs into one directory used to interleave their moves and both report success
