@@ -174,24 +174,31 @@ class SignalTest(unittest.TestCase):
                                              ("SIGTERM", 143, "terminated (SIGTERM); nothing was written"),
                                              ("SIGHUP", 129, "hung up (SIGHUP: the terminal closed); "
                                                              "nothing was written")):
-            code = ("import builtins, os, runpy, signal, sys\n"
-                    # as from a terminal, also where this suite itself was started with SIGINT ignored
-                    # (a background job of a non-interactive shell): Python then leaves it ignored
-                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-                    "real = builtins.__import__\n"
-                    "def import_(name, *args, **kwargs):\n"
-                    "    if name == 'sched.commands.main':\n"
-                    f"        os.kill(os.getpid(), signal.{signame})\n"
-                    "    return real(name, *args, **kwargs)\n"
-                    "builtins.__import__ = import_\n"
-                    f"sys.argv = [{SCRIPT!r}]\n"
-                    f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
+            prelude = ("import builtins\n"
+                       "real = builtins.__import__\n"
+                       "def import_(name, *args, **kwargs):\n"
+                       "    if name == 'sched.commands.main':\n"
+                       f"        os.kill(os.getpid(), signal.{signame})\n"
+                       "    return real(name, *args, **kwargs)\n"
+                       "builtins.__import__ = import_\n")
             with self.subTest(signame):
-                process = self.start(["-c", code])
-                stdout, err = process.communicate(timeout=LIMIT)
-                self.assertEqual((process.returncode, stdout, err),
+                self.assertEqual(self.run_script_after(prelude),
                                  (code_expected, "", f"infer_sched_lab.py: error: {line}\n"))
 
+    def run_script_after(self, prelude: str) -> tuple:
+        """``(exit code, stdout, stderr)`` of the script run with no arguments after ``prelude`` (Python
+        code; ``os``, ``signal`` and ``sys`` imported, the project first on the path), Ctrl-C handled
+        as from a terminal: also where this suite was started with SIGINT ignored (a background job of
+        a non-interactive shell), which Python would otherwise leave ignored."""
+        code = ("import os, runpy, signal, sys\n"
+                "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                f"sys.path.insert(0, {PROJECT!r})\n"
+                + prelude +
+                f"sys.argv = [{SCRIPT!r}]\n"
+                f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
+        process = self.start(["-c", code])
+        stdout, err = process.communicate(timeout=LIMIT)
+        return process.returncode, stdout, err
 
     def test_ctrl_c_just_after_the_command_ends(self):
         """Ctrl-C in the instant after main() has put Python's own handler back (its output written;
@@ -208,18 +215,9 @@ class SignalTest(unittest.TestCase):
         for when, fake, code_expected, err_expected in (
                 ("after", after, 0, ""),
                 ("before", before, 130, "infer_sched_lab.py: error: interrupted; nothing was written\n")):
-            code = ("import os, runpy, signal, sys\n"
-                    "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
-                    f"sys.path.insert(0, {PROJECT!r})\n"
-                    "import sched.commands.main as entry\n"
-                    + fake +
-                    "entry.main = fake\n"
-                    f"sys.argv = [{SCRIPT!r}]\n"
-                    f"runpy.run_path({SCRIPT!r}, run_name='__main__')\n")
             with self.subTest(when):
-                process = self.start(["-c", code])
-                stdout, err = process.communicate(timeout=LIMIT)
-                self.assertEqual((process.returncode, stdout, err), (code_expected, "", err_expected))
+                prelude = f"import sched.commands.main as entry\n{fake}entry.main = fake\n"
+                self.assertEqual(self.run_script_after(prelude), (code_expected, "", err_expected))
 
 
 class ConcurrentWritersTest(unittest.TestCase):
