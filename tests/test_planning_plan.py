@@ -205,14 +205,16 @@ class FrontierTest(unittest.TestCase):
 class InterruptTest(unittest.TestCase):
     @full_only("Ctrl-C during a plan: a real process interrupted")
     def test_ctrl_c_leaves_nothing_half_written(self):
-        """SIGINT a second into a long plan: exit 130, no plan directory, no worker left behind."""
+        """SIGINT a second and a half into a long plan (5,000 requests: well over ten seconds of
+        searching; 300 once were, until the engine got faster): exit 130, no plan directory, no worker
+        left behind."""
         import signal
         import subprocess
         import sys
         import time
         from tests.helpers import PROJECT
         base = temp_dir(self)
-        workload, model = plan_inputs(base, requests=300, prompt=300, output=200)
+        workload, model = plan_inputs(base, requests=5000, prompt=300, output=200)
         out_dir = os.path.join(base, "plan")
         process = subprocess.Popen([sys.executable, os.path.join(PROJECT, "infer_sched_lab.py"), "plan", "--workload",
                                     workload, "--step-model", model, "--goodput", "ttft:300", "--max-num-seqs",
