@@ -1,4 +1,4 @@
-"""A step-time run's requests keep their stamps as step ordinals (sched.core.records.StepStampedRequest).
+"""A step-time run's requests keep their stamps as step ordinals (sched.core.step_stamps.StepStampedRequest).
 
 ``restamp(request, times, spaced=True)`` no longer writes a µs stamp per token: the request keeps its
 runs of step ordinals and reads each stamp ``s`` as ``times[s]``. By hand (µs):

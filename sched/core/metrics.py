@@ -1,4 +1,4 @@
-# One piece (~450 lines): the statistics contract of lab.md §5, each metric's definition beside the one pass that computes them all, so a definition and its fast form cannot drift apart.
+# One piece (~460 lines): the statistics contract of lab.md §5, each metric's definition beside the one pass that computes them all, so a definition and its fast form cannot drift apart.
 """The statistics contract (lab.md §5): pure functions over one case's finished requests.
 
 Named timestamps (ticks): arrival, ``admitted_at``, first token (``token_times[0]``), ``done_at``.
@@ -33,7 +33,7 @@ from operator import add, attrgetter, itemgetter, mul, sub, truediv
 
 from .packed_requests import ColumnRequests
 from .records import CaseResult, Request, Status
-from .step_stamps import shared_step_ends
+from .step_stamps import shared_step_ends, through_step_ends
 from .samples import at_rank, extend_columns, like, low_high, ordered_sample
 
 #: The record fields summarize() reads, one tuple per request.
@@ -319,8 +319,8 @@ def _summarize(result: CaseResult, given_gaps: Counter | None) -> dict:
     for index, (status, arrival, admitted, done, hit, priority, runs, open_from) in enumerate(fields):
         if ends is not None and gaps is None and open_from is None:
             # Step ordinals, their gaps given: the first and last token's stamps through the step ends.
-            count = runs[1] if len(runs) == 2 else sum(runs[1::2])
-            first, span = (ends[runs[0]], ends[runs[-2] + runs[-1] - 1] - ends[runs[0]]) if runs else (None, None)
+            first, last, count = through_step_ends(runs, ends)
+            span = None if first is None else last - first
         else:
             if open_from is not None or ends is not None:   # an open run counts too; stamps in µs to count
                 runs = requests[index].flat_token_runs

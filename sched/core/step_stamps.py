@@ -17,7 +17,7 @@ from __future__ import annotations
 from .packed_requests import ColumnRequests
 from .records import Request
 
-__all__ = ["StepStampedRequest", "restamp", "shared_step_ends"]
+__all__ = ["StepStampedRequest", "restamp", "shared_step_ends", "through_step_ends"]
 
 
 def restamp(request: Request, times: list, spaced: bool) -> None:
@@ -104,3 +104,12 @@ def shared_step_ends(requests) -> list | None:
         if type(r) is stamped:
             r.token_times = r.token_times
     return None
+
+
+def through_step_ends(runs, ends: list) -> tuple:
+    """``(first stamp, last stamp, tokens)`` of a request's flat runs of step ordinals ``runs``
+    (``(first, count, ...)``, as a :class:`StepStampedRequest` keeps them), the stamps read through
+    ``ends`` (µs by step ordinal, :func:`shared_step_ends`); ``(None, None, 0)`` without a token."""
+    if not runs:
+        return None, None, 0
+    return ends[runs[0]], ends[runs[-2] + runs[-1] - 1], runs[1] if len(runs) == 2 else sum(runs[1::2])

@@ -18,7 +18,7 @@ from ..core.metrics import e2e, queue_wait, ttft
 from ..core.ended_requests import RECORD_FIELDS, EndedRequests
 from ..core.packed_requests import ColumnRequests
 from ..core.records import CaseResult, Status
-from ..core.step_stamps import shared_step_ends
+from ..core.step_stamps import shared_step_ends, through_step_ends
 from .vllm_artifacts import timeline_lines as vllm_timeline_lines
 from ..workload.specs import RequestSpec
 
@@ -97,8 +97,8 @@ def _compact_request_lines(result: CaseResult, parts: list[tuple], vllm: bool, r
         if open_from is not None or (ends is not None and given is None):
             runs = requests[i].flat_token_runs   # still decoding: its open run too; or its stamps in µs
         elif ends is not None:   # step ordinals, the pairs given: the first stamp through the step ends
-            emitted = runs[1] if len(runs) == 2 else sum(runs[1::2])
-            runs = (ends[runs[0]], emitted) if runs else ()
+            first, _, emitted = through_step_ends(runs, ends)
+            runs = (first, emitted) if runs else ()
         if status is _OK:
             first = runs[0]
             latencies = f'"ttft": {first - arrival}, "queue_wait": {admitted - arrival}, "e2e": {done - arrival}'

@@ -54,7 +54,8 @@ def ms_text(value: int | None) -> str:
 class StepEnds:
     """The distinct token stamps of one case's ``requests`` and each request's stamps as spans.
 
-    ``ends``: the stamps (µs) of every request whose runs are one token each, increasing, each once.
+    ``ends``: the stamps (µs) of every request whose runs are one token each, increasing, each once
+    (every step's end when the requests keep step ordinals: :meth:`_from_step_ordinals`).
     ``spans``: per request, in order, a tuple ``(i0, n0, i1, n1, ...)``: its tokens are stamped
     ``ends[i0:i0 + n0]``, then ``ends[i1:i1 + n1]``, ...; ``()`` with no token; ``None`` when a run
     of its tokens is longer than one token (then nothing here describes it).
@@ -86,7 +87,7 @@ class StepEnds:
 
     def _from_step_ordinals(self, requests) -> bool:
         """When every request keeps its stamps as runs of step ordinals on one list of step ends
-        (:class:`sched.core.records.StepStampedRequest`), take ``ends`` and ``spans`` from them
+        (:class:`sched.core.step_stamps.StepStampedRequest`), take ``ends`` and ``spans`` from them
         directly: ``ends`` every step's end (step ``s`` at index ``s - 1``), a run of consecutive
         steps one span. Steps in which no request sampled are ends no span names, so every span,
         histogram and text is the one the stamps would give. Returns whether it could."""
