@@ -154,6 +154,13 @@ def counting_open_jumps(taken: list):
     return mock.patch.object(async_runs.AsyncDecodeRuns, "jump", counting)
 
 
+def jumped_counts(workload, knobs):
+    """``(result, turns taken by each open-run jump)`` of a ``counts`` run with decode jumps."""
+    taken = []
+    with counting_open_jumps(taken):
+        return run(workload, knobs, None, "counts", True), taken
+
+
 class AsyncDecodeJumpTest(unittest.TestCase):
     def assert_same_run(self, workload, knobs, step_time, max_concurrency=None):
         for timeline in ("full", "counts", "off"):
@@ -220,9 +227,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         workload = [RequestSpec("a", 0, None, 0, 100, 300), RequestSpec("b", 0, None, 0, 100, 300),
                     RequestSpec("d", 5, None, 0, 620, 2)]
         knobs = VllmKnobs(2048, 4, 0, True, 16, 53, async_scheduling=True)
-        taken = []
-        with counting_open_jumps(taken):
-            jumped = run(workload, knobs, None, "counts", True)
+        jumped, taken = jumped_counts(workload, knobs)
         self.assertEqual(taken, [5, 294, 1])
         self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 300, 302])
         self.assertEqual((jumped.requests[2].admitted_at, jumped.requests[2].token_times), (300, [301, 302]))
@@ -242,9 +247,7 @@ class AsyncDecodeJumpTest(unittest.TestCase):
         workload = [RequestSpec("a", 0, None, 0, 100, 300), RequestSpec("b", 0, None, 0, 100, 400),
                     RequestSpec("d", 5, None, 0, 620, 2)]
         knobs = VllmKnobs(2048, 4, 0, True, 16, 53, async_scheduling=True)
-        taken = []
-        with counting_open_jumps(taken):
-            jumped = run(workload, knobs, None, "counts", True)
+        jumped, taken = jumped_counts(workload, knobs)
         self.assertEqual(taken, [5, 295, 99, 1])
         self.assertEqual([r.token_times[-1] for r in jumped.requests], [300, 400, 402])
         self.assertEqual([r.done_at for r in jumped.requests], [300, 400, 402])
