@@ -38,7 +38,6 @@ _CODE = {status: code for code, status in enumerate(_STATUSES)}
 _DONE = _CODE[Status.DONE]
 _ENDED = {Status.DONE.value: _DONE, Status.TIMEOUT.value: _CODE[Status.TIMEOUT]}   # by value: a str hashes in C
 _KEPT = 255                 # the record is kept whole (:attr:`EndedRequests._kept`)
-_LIMIT = 1 << 31            # column values are 0 <= v < _LIMIT (4-byte ints)
 _ARRIVAL = attrgetter("arrival")
 _PRIORITY = attrgetter("priority")
 

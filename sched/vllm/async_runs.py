@@ -79,11 +79,7 @@ class AsyncDecodeRuns:
                 inflight = sim.batches[0]
                 inflight.samplers += closed
                 inflight.merged = True    # freed in running order (process)
-            if self.others:
-                asks = self._asks(k)
-            else:   # only open runs: the pass fits when their due blocks do (their tokens are in the budget)
-                asks = () if self.due[k % self.block_size] <= sim.kv.num_free \
-                    and self.num_open <= sim.knobs.max_num_batched_tokens else None
+            asks = self._asks(k)
             batch = None if asks is None else self._easy(now, k, asks)
             if batch is None and self.num_open and sim._priority:
                 self._close_all(k)   # a victim may have taken its block in the turn: walked closed

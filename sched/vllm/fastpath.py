@@ -161,12 +161,10 @@ class DecodeRuns:
         caching = kv.caching
         finished = self.finish(ordinal, end, not caching) if heap and heap[0][0] <= ordinal else []
         if caching:   # every request finishing in the step is freed by execute, in running order
-            if scheduled:
+            if scheduled or len(finished) > 1:
                 finished = sim.execute(scheduled, ordinal, end, finished)
-                if finished:
+                if finished and scheduled:
                     scheduled = {seq: n for seq, n in scheduled.items() if seq.state == "running"}
-            elif len(finished) > 1:
-                finished = sim.execute(scheduled, ordinal, end, finished)
             elif finished:   # one open run ends, nothing else: no order to keep
                 seq = finished[0]
                 kv.free(seq)

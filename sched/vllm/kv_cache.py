@@ -264,19 +264,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
                 shared = first - have
             if shared > 0:
                 self._take(need, table, need if shared >= need else shared)
-            else:   # private blocks: _take's first two cases inlined (the blank front, the oldest run)
-                blank = self._blank
-                if need <= blank:
-                    self._blank = blank - need
-                    self.num_free -= need
-                    table += [HELD] * need
-                elif type(oldest := self._back[next(iter(self._back))]) is Run and oldest.count > need - blank:
-                    oldest.count -= need - blank
-                    self._blank = 0
-                    self.num_free -= need
-                    table += [HELD] * need
-                else:
-                    self._take(need, table)
+            else:   # private blocks: taken as an open run's are (reserve), held as placeholders
+                self.reserve(need)
+                table += [HELD] * need
         # Blocks enter the cache when allocated for a step, before they are computed.
         if num_tokens > seq.num_tokens:
             num_tokens = seq.num_tokens
