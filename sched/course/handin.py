@@ -24,7 +24,7 @@ from .. import __version__
 from ..base.cmdline import InputError
 from ..base.files import normal_mode, note_written, open_regular
 from ..base.safe_write import ARTIFACT_FILES
-from .notes import unchanged_template
+from .notes import is_template
 from .plan import COURSE_RUNS, EXERCISE_FILES, HANDIN_MANIFEST, NOTES
 from .resimulate import authenticity
 
@@ -48,7 +48,7 @@ class HandinError(InputError):
 class Handin:
     """What :func:`collect_handin` found: ``files`` maps each packed path (``/``-separated, relative
     to the lab folder) to its bytes; ``runs`` names the course runs packed, in course order; ``unfilled`` names the notes still
-    the unchanged template (:func:`sched.course.notes.unchanged_template`), packed all the same."""
+    the unchanged template (:func:`sched.course.notes.is_template` of the bytes packed), packed all the same."""
 
     files: dict
     runs: tuple
@@ -103,7 +103,7 @@ def collect_handin(lab_dir: str = ".") -> Handin:
         contents = {path: _read(lab_dir, path) for path in sorted(files)}
     except OSError as exc:
         raise HandinError([f"{exc.filename or lab_dir}: cannot read ({exc.strerror or exc})"]) from None
-    unfilled = tuple(note for note in NOTES if unchanged_template(os.path.join(lab_dir, note), note))
+    unfilled = tuple(note for note in NOTES if note in contents and is_template(contents[note], note))   # the bytes packed
     return Handin(contents, tuple(runs), unfilled)
 
 
