@@ -140,29 +140,43 @@ class PrivateRunsTest(unittest.TestCase):
         self.assertGreater(counts["_materialize"], 0)
         self.assertGreater(counts["_ungroup"], 0)
 
-    def test_a_finished_requests_private_blocks_are_one_run(self):
-        """A 40-token own prompt in blocks of 4: 10 private blocks, 1 queue entry when it ends; they
-        stay free blocks (10 of them), evicted from the run one count at a time."""
+    def test_a_finished_requests_private_blocks_behind_a_run_are_one_run(self):
+        """Hand computation, 20 usable blocks of 4 tokens, own prompts. q (10 private blocks) ends
+        with nothing cached in the free queue: its blocks join the blank ones (nobody can hit them,
+        nothing cached is older): 20 free, no queue entry. p (3 blocks) is preempted: its run is one
+        entry; r (5 blocks) ends behind it: one more entry, a run of 5. A 64-token prompt takes 16
+        blocks: the 12 blank ones, then p's 3 (oldest first) and 1 of r's run; the 4 left of r's
+        run, at the oldest end now, are taken as blank blocks by the next 4 taken."""
         kv = PrefixCachingKV(21, 4)
-        spec = RequestSpec("q", 0, None, 0, 40, 1)
-        kv.note_prompts([spec])
-        seq = _Seq(spec, kv)
-        kv.allocate(seq, 40)
-        self.assertEqual((kv.num_free, seq.num_cached, len(seq.blocks)), (10, 10, 10))
+        specs = [RequestSpec(name, 0, None, 0, tokens, 1) for name, tokens in
+                 (("q", 40), ("p", 12), ("r", 20), ("s", 64), ("u", 16))]
+        kv.note_prompts(specs)
+        q, p, r, s, u = (_Seq(spec, kv) for spec in specs)
+        kv.allocate(q, 40)
+        self.assertEqual((kv.num_free, q.num_cached, len(q.blocks)), (10, 10, 10))
         self.assertEqual(kv._cached, {})          # nothing entered in the cache index
-        seq.generated = 1
-        kv.free(seq)
-        self.assertEqual((kv.num_free, len(kv._back)), (20, 1))
-        other = _Seq(RequestSpec("p", 0, None, 0, 52, 1), kv)
-        kv.allocate(other, 52)                    # 13 blocks: the 10 blank ones, then 3 of the run
-        self.assertEqual((kv.num_free, next(iter(kv._back.values())).count), (7, 7))
+        q.generated = 1
+        kv.free(q)
+        self.assertEqual((kv.num_free, kv._blank, len(kv._back)), (20, 20, 0))
+        kv.allocate(p, 12)
+        kv.allocate(r, 20)
+        kv.free(p)                                # preempted: no token sampled
+        r.generated = 1
+        kv.free(r)
+        self.assertEqual((kv.num_free, kv._blank, [run.count for run in kv._back.values()]), (20, 12, [3, 5]))
+        kv.allocate(s, 64)
+        self.assertEqual((kv.num_free, kv._blank, [run.count for run in kv._back.values()]), (4, 0, [4]))
+        self.assertEqual(kv.find_hit(p), [])      # p's run evicted
+        kv.allocate(u, 16)
+        self.assertEqual((kv.num_free, kv._blank, len(kv._back)), (0, 0, 0))
 
-    def test_the_runs_of_ended_requests_side_by_side_are_one_entry(self):
+    def test_the_blocks_of_ended_requests_join_the_blank_ones(self):
         """Hand computation, 40 usable blocks of 4 tokens, own prompts: a and b (10 blocks each)
-        end one after the other: their runs are one queue entry of 20 (nobody can hit them); c (5
-        blocks) is preempted: its run stays its own. A 140-token prompt (35 blocks) takes the 15
-        blank blocks, then the 20 of a and b (oldest first), and leaves c's run: c hits
-        floor(19 / 4) = 4 blocks when it comes back. The literal pool gives the same counts."""
+        end one after the other with nothing cached in the free queue: their blocks join the blank
+        ones (nobody can hit them); c (5 blocks) is preempted: its run is the one queue entry. A
+        140-token prompt (35 blocks) takes the 15 blank blocks and the 20 of a and b, and leaves
+        c's run: c hits floor(19 / 4) = 4 blocks when it comes back. The literal pool (one run
+        for a and b, one for c) gives the same counts."""
         specs = [RequestSpec(name, 0, None, 0, tokens, 1) for name, tokens in
                  (("a", 40), ("b", 40), ("c", 20), ("e", 140))]
         observed = []
@@ -179,7 +193,8 @@ class PrivateRunsTest(unittest.TestCase):
             entries = len(kv._back)
             kv.allocate(e, 140)
             observed.append((entries, kv.num_free, len(kv.find_hit(c))))
-        self.assertEqual(observed[0], (2, 5, 4))         # one run for a and b, one for c
+        self.assertEqual(observed[0], (1, 5, 4))         # c's run
+        self.assertEqual(observed[1][0], 25)             # the literal pool: one entry a block (20 + 5)
         self.assertEqual(observed[0][1:], observed[1][1:])
 
 

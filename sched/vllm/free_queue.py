@@ -9,7 +9,10 @@ the index then holds ``{block id: block}`` of its copies, oldest first, and the 
 oldest one. A request that finishes or is preempted returns its blocks to the queue
 (:meth:`FreeQueue.free`): tail first, cached ones to the back, the others to the front; its cached
 private blocks as one run (the runs of requests that have ended, side by side in the back, are one
-run: nobody can hit them).
+run: nobody can hit them). Such a run with nothing cached older than it (the back empty when it is
+freed, or the entries before it gone) is as good as blank blocks: taken first either way, evicting
+nothing anybody can hit; it joins the blank count (:meth:`FreeQueue._fold_done`), so a trace whose
+prompts share nothing takes blocks as cheaply as without prefix caching.
 
 :class:`FreeQueue` holds no state of its own: the pool inherits it, and every attribute it reads
 (``num_free``, ``_blank``, ``_back``, ``_cached``, ``_grouped``, ``_next_key``, ``_spare``, ``_own``,
@@ -38,6 +41,10 @@ class FreeQueue:
         gets ``objects`` block objects (held once, caching nothing), then :data:`HELD` for the rest."""
         self.num_free -= count
         blank = self._blank
+        if count > blank:
+            oldest = next(iter(self._back.values()))
+            if type(oldest) is Run and oldest.done:
+                blank = self._fold_done()
         if count <= blank:
             self._blank = blank - count
         else:
@@ -100,6 +107,20 @@ class FreeQueue:
         if count and table is not None:
             table.extend([HELD] * count)
 
+    def _fold_done(self) -> int:
+        """The runs of ended requests at the oldest end of the back join the blank blocks (nobody
+        can hit them and nothing cached is older: taking them as blank blocks evicts the same, and
+        no other hash leaves the cache first). Returns the blank blocks now."""
+        back = self._back
+        while back:
+            entry = back[next(iter(back))]
+            if type(entry) is not Run or not entry.done:
+                break
+            back.popitem(False)
+            self._blank += entry.count
+            entry.count = 0
+        return self._blank
+
     def free(self, seq) -> None:
         """Return every block of ``seq`` to the free queue, tail first: cached ones to the back,
         the others to the front. Its cached private blocks become one run (module docstring):
@@ -114,12 +135,14 @@ class FreeQueue:
             if cached:
                 done = seq.generated >= seq.output
                 last = self._done_run
-                if done and last is not None and last.count and next(reversed(self._back)) == last.key:
+                if done and not self._back:   # nothing cached behind them: as good as blank
+                    self._blank += cached
+                elif done and last is not None and last.count and next(reversed(self._back)) == last.key:
                     last.count += cached   # the newest entry is a run nobody can hit: one run
                 elif done or (start == self._private_from(seq) and seq not in self._copied):
                     key = self._next_key
                     self._next_key = key + 1
-                    run = self._back[key] = Run(cached, key)
+                    run = self._back[key] = Run(cached, key, done)
                     if done:
                         self._done_run = run
                     else:

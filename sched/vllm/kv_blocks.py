@@ -39,12 +39,14 @@ class Block:
 class Run:
     """``count`` cached private blocks of one request, side by side in the free queue under ``key``:
     its blocks ``first .. first + count − 1`` (``first``: its first private block), the last one
-    oldest, so eviction takes them from the top and a hit from the bottom."""
+    oldest, so eviction takes them from the top and a hit from the bottom. ``done``: its request
+    has sampled its last token (nobody can ever hit the run; runs of such requests side by side
+    are one run)."""
 
-    __slots__ = ("count", "key")
+    __slots__ = ("count", "key", "done")
 
-    def __init__(self, count: int, key: int) -> None:
-        self.count, self.key = count, key
+    def __init__(self, count: int, key: int, done: bool = False) -> None:
+        self.count, self.key, self.done = count, key, done
 
 
 class Group:

@@ -34,9 +34,10 @@ how many blocks are free. So:
 - when it frees them, its cached private blocks enter the back of the free queue as one *run* (a
   count, evicted from its oldest end like the blocks it stands for): nobody can ever hit the run of
   a request that has sampled its last token; a preempted request hits its own run from its other
-  end when it comes back. Only when such a hit leaves blocks of the run cached (two copies of a
-  block may then exist) do they become real blocks of the cache index, in place and in the order
-  the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
+  end when it comes back. A run nobody can hit with nothing cached older than it joins the blank
+  blocks (the same evictions: :mod:`sched.vllm.free_queue`). Only when a hit on its own run leaves
+  blocks of the run cached (two copies of a block may then exist) do they become real blocks of the
+  cache index, in place and in the order the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
 
 Taking blocks off the free queue's front, evicting what they cache, and a request's blocks returning
 to the queue (:meth:`free`), are :mod:`sched.vllm.free_queue`.
@@ -225,6 +226,28 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
 
     def allocate(self, seq, num_tokens: int, hit=()) -> None:
         table = seq.blocks
+        if not hit and (table[-1] is HELD if table else
+                        self._starts.get(seq.spec.name) == 0 and (not self._own or seq not in self._own)):
+            # Its blocks from here on are private (its table ends in one, or its first block is one
+            # and it has no run): placeholders taken as an open run's are, nothing entered.
+            bs = self.block_size
+            need = -(-num_tokens // bs) - len(table)
+            if need > 0:
+                self.reserve(need)
+                table += [HELD] * need
+            if num_tokens > seq.num_tokens:
+                num_tokens = seq.num_tokens
+            if (full := num_tokens // bs) > seq.num_cached:
+                hashes = seq.hashes
+                if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
+                    seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
+                elif not hashes and table[0] is HELD:   # its first block is private: only its id (_chain)
+                    hashes.append(-1 - self._next_private)
+                    self._next_private += 1
+                    seq.num_cached = full
+                else:
+                    self._cache_new(seq, num_tokens)
+            return
         run = self._own.pop(seq, None) if not table and self._own else None
         taken = 0   # blocks of its run the hit takes (from the bottom)
         if hit:
@@ -323,6 +346,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def reserve(self, count: int) -> None:
         if count:
             blank = self._blank
+            if count > blank:
+                oldest = next(iter(self._back.values()))
+                if type(oldest) is Run and oldest.done:   # nobody can hit it: blank blocks from now on
+                    blank = self._fold_done()
             if count <= blank:   # _take's first cases, inlined: a decode step takes few blocks
                 self._blank = blank - count
                 self.num_free -= count
