@@ -202,7 +202,9 @@ class DifferentialTest(unittest.TestCase):
         # B's first 16 tokens are prefix K's (a hit could help it: its lookups are not skipped).
         specs = [specs[0], RequestSpec("B", 1, "K", 16, 16, 2)]
         from sched.vllm.kv_cache import PrefixCachingKV
-        for fast, expected in ((True, 3), (False, 1 + 23 + 1)):   # A once; B at ticks 1..23 and 24
+        # Fast: B at tick 1 and 24 (A, its first block private and never held, is not looked up);
+        # literal: A once, B at ticks 1..23 and 24.
+        for fast, expected in ((True, 2), (False, 1 + 23 + 1)):
             lookups = []
             find_hit = PrefixCachingKV.find_hit
             with mock.patch.object(PrefixCachingKV, "find_hit",

@@ -25,7 +25,7 @@ class _Seq:
 
     def __init__(self, spec: RequestSpec, kv) -> None:
         self.spec, self.prompt, self.num_tokens = spec, spec.prompt_tokens, spec.prompt_tokens
-        self.blocks, self.num_cached, self.hashes = kv.new_table(), 0, []
+        self.blocks, self.num_cached, self.hashes, self.first_private = kv.new_table(), 0, [], None
 
 
 class TinyRunTest(unittest.TestCase):

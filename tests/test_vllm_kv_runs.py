@@ -29,7 +29,7 @@ class _Seq:
     def __init__(self, spec: RequestSpec, kv) -> None:
         self.spec, self.prompt, self.output = spec, spec.prompt_tokens, spec.output_tokens
         self.num_tokens, self.computed, self.generated = spec.prompt_tokens, 0, 0
-        self.blocks, self.num_cached, self.hashes = kv.new_table(), 0, []
+        self.blocks, self.num_cached, self.hashes, self.first_private = kv.new_table(), 0, [], None
         self.state = "waiting"
 
 

@@ -144,10 +144,22 @@ class BlockHashes:
             starts[spec.name] = first
         self._starts = starts
 
+    @property
+    def private_starts(self) -> dict:
+        """Request name -> index of its first private block, as :meth:`note_prompts` learnt it
+        (empty before that call; a pool whose answer does not come from it leaves it empty)."""
+        return self._starts
+
     def _private_from(self, seq) -> int:
-        """The index of ``seq``'s first private block, or :data:`~sched.vllm.block_tokens.NEVER`."""
-        first = self._starts.get(seq.spec.name)
-        return private_from(seq.spec, seq.prompt, self.block_size) if first is None else first
+        """The index of ``seq``'s first private block, or :data:`~sched.vllm.block_tokens.NEVER`
+        (kept in ``seq.first_private``: read there directly once set)."""
+        first = seq.first_private
+        if first is None:
+            first = self._starts.get(seq.spec.name)
+            if first is None:
+                first = private_from(seq.spec, seq.prompt, self.block_size)
+            seq.first_private = first
+        return first
 
 
 def private_id(first_id: int, offset: int) -> int:

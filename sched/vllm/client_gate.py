@@ -27,10 +27,10 @@ class GatedArrivals(Arrivals):
     (send times and slot times both come in order), so deadlines stay in arrival order.
     """
 
-    def __init__(self, requests, timeout, limit: int, new_table=None, make=None) -> None:
+    def __init__(self, requests, timeout, limit: int, new_table=None, make=None, private_starts=None) -> None:
         if limit < 1:
             raise ValueError(f"max concurrency must be >= 1, got {limit}")
-        super().__init__(requests, timeout, new_table, make)
+        super().__init__(requests, timeout, new_table, make, private_starts)
         self._slots = deque([0] * limit)   # when each free slot became free (0: from the start)
         self._refresh()
 
@@ -64,8 +64,7 @@ class GatedArrivals(Arrivals):
                     item.spec = spec   # a record: its Seq, made below, takes the new arrival as its key
             released.append(item)
         if self._new_table is not None:
-            new_table = self._new_table
-            released = [Seq(rec, new_table()) for rec in released]
+            released = self._seqs(released)
         self._refresh()
         if self.timeout is not None:
             self._arrived += released

@@ -104,8 +104,12 @@ class VllmSimulation(WaitingSide):
         self._ended = EndedRequests(workload) if packed else None
         self.requests = self._ended if packed else [Request(spec, index) for index, spec in enumerate(workload)]
         pending, make = (workload, Request) if packed else (self.requests, None)
-        self.arrivals = (Arrivals(pending, knobs.timeout_ticks, self.kv.new_table, make) if max_concurrency is None
-                         else GatedArrivals(pending, knobs.timeout_ticks, max_concurrency, self.kv.new_table, make))
+        if self.kv.caching:
+            self.kv.note_prompts(workload)   # which requests' output blocks nobody else can hit
+        starts = self.kv.private_starts if self.kv.caching else None
+        self.arrivals = (Arrivals(pending, knobs.timeout_ticks, self.kv.new_table, make, starts)
+                         if max_concurrency is None else
+                         GatedArrivals(pending, knobs.timeout_ticks, max_concurrency, self.kv.new_table, make, starts))
         self._gated = max_concurrency is not None
         self.num_requests = len(workload)
         self._priority = knobs.policy == "priority"
@@ -113,8 +117,6 @@ class VllmSimulation(WaitingSide):
         self.running: dict[Seq, None] = {}
         walk_only = per_step or timeline == "full" or not fast
         self.runs = None if walk_only else DecodeRuns(self)
-        if self.kv.caching:
-            self.kv.note_prompts(workload)   # which requests' output blocks nobody else can hit
         if not fast:
             self.blocked_head = never_blocked   # the literal gate: a prefix lookup every time
         self.now = 0                              # start time of the next step

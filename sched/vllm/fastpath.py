@@ -144,7 +144,7 @@ class DecodeRuns:
         # A head that no hit can help (kv.may_hit) is gated on its whole sequence as without caching.
         if sim.waiting.size and used < budget and len(sim.running) < sim.knobs.max_num_seqs and (
                 blocks_for((head := sim.waiting.peek()).num_tokens, self.block_size) - kv.held(head) <= kv.num_free
-                or kv.caching and kv.may_hit(head)):
+                or kv.caching and (head.hashes or head.first_private != 0) and kv.may_hit(head)):
             admitted, hits = sim.admit(t, cap, budget - used, scheduled)
             used = num_open + sum(scheduled.values())
         num_decode = num_open
@@ -198,7 +198,8 @@ class DecodeRuns:
             head = sim.waiting.peek()
             # With prefix caching a hit can let in a head that does not fit whole: ask the memo, or look up.
             if blocks_for(head.num_tokens, bs) - kv.held(head) <= kv.num_free or \
-                    (kv.caching and kv.may_hit(head) and sim.head_admissible(head)):
+                    (kv.caching and (head.hashes or head.first_private != 0) and kv.may_hit(head)
+                     and sim.head_admissible(head)):
                 return     # the next step admits
         heap = self.finishes
         while heap and (heap[0][3].open_from != heap[0][2] or heap[0][3].state != "running"):

@@ -170,7 +170,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         """The longest run of ``seq``'s leading full blocks in the cache, at most
         ``floor((num_tokens − 1) / block_size)`` blocks (at least one token is computed). Blocks of
         its own run are :data:`HELD` in the answer."""
-        first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+        first = seq.first_private   # _private_from, its answer kept
         if first is None:
             first = self._private_from(seq)
         hashes = seq.hashes
@@ -212,7 +212,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         private and it has never held a full one (nothing of it can be cached)."""
         if seq.hashes:
             return True
-        first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+        first = seq.first_private   # _private_from, its answer kept
         return (self._private_from(seq) if first is None else first) > 0
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
@@ -227,7 +227,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def allocate(self, seq, num_tokens: int, hit=()) -> None:
         table = seq.blocks
         if not hit and (table[-1] is HELD if table else
-                        self._starts.get(seq.spec.name) == 0 and (not self._own or seq not in self._own)):
+                        seq.first_private == 0 and (not self._own or seq not in self._own)):
             # Its blocks from here on are private (its table ends in one, or its first block is one
             # and it has no run): placeholders taken as an open run's are, nothing entered.
             bs = self.block_size
@@ -281,7 +281,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             if have and table[-1] is HELD:
                 shared = 0
             else:
-                first = self._starts.get(seq.spec.name)   # _private_from, its note_prompts answer inlined
+                first = seq.first_private   # _private_from, its answer kept
                 if first is None:
                     first = self._private_from(seq)
                 shared = first - have

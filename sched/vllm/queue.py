@@ -33,13 +33,15 @@ class Seq:
     that step (:class:`sched.vllm.fastpath.DecodeRuns` brings them up to date). With async
     scheduling (:mod:`sched.vllm.async_step`) ``placeholders`` counts output tokens scheduled to be
     sampled but not yet known, and ``stale`` those still in flight when the request was preempted;
-    both stay 0 otherwise.
+    both stay 0 otherwise. With prefix caching ``hashes`` and ``num_cached`` are the pool's
+    (:mod:`sched.vllm.block_hashes`), and ``first_private`` the index of its first private block
+    (``None`` until known: given when the request arrives, or found when the pool first asks).
     """
 
     __slots__ = ("rec", "spec", "index", "key", "prompt", "output", "num_tokens", "computed", "generated",
-                 "blocks", "num_cached", "hashes", "state", "open_from", "placeholders", "stale")
+                 "blocks", "num_cached", "hashes", "first_private", "state", "open_from", "placeholders", "stale")
 
-    def __init__(self, rec: Request, table) -> None:
+    def __init__(self, rec: Request, table, first_private=None) -> None:
         spec = rec.spec
         self.rec, self.spec, self.index = rec, spec, rec.index
         self.key = (spec.priority or 0, spec.arrival, rec.index)   # vLLM: (priority, arrival_time)
@@ -50,6 +52,7 @@ class Seq:
         self.blocks = table
         self.num_cached = 0
         self.hashes: list[int] = []
+        self.first_private = first_private   # prefix caching: its first private block, once known
         self.state = "future"
         self.open_from = None
         self.placeholders = 0
@@ -118,10 +121,13 @@ class Arrivals:
     arrives, so a long trace holds a Seq only for the requests that have arrived and not ended.
     With ``make`` (``make(spec, index) -> record``, and ``new_table``) ``requests`` is the workload
     itself (specs in workload order) and each record is made too only when its request arrives:
-    memory follows what is running or waiting, not the whole workload."""
+    memory follows what is running or waiting, not the whole workload. ``private_starts`` (name ->
+    index of the request's first private block, the prefix-caching pool's
+    :attr:`~sched.vllm.block_hashes.BlockHashes.private_starts`) gives each Seq its ``first_private``."""
 
-    def __init__(self, requests, timeout, new_table=None, make=None) -> None:
+    def __init__(self, requests, timeout, new_table=None, make=None, private_starts=None) -> None:
         self._new_table = new_table
+        self._starts = private_starts
         self._make = make
         if make is None:
             self._pending = sorted(requests, key=lambda s: (s.spec.arrival, s.index))
@@ -154,12 +160,20 @@ class Arrivals:
         pending[start:self._next] = repeat(None, len(arrived))   # the queues hold them now
         if self._make is not None:
             arrived = list(map(self._make, arrived, self._order[start:self._next]))
-        if self._new_table is not None:
-            new_table = self._new_table
-            arrived = [Seq(rec, new_table()) for rec in arrived]
+        if self._new_table is not None:   # _seqs, inlined: a long trace's requests mostly arrive one by one
+            new_table, starts = self._new_table, self._starts
+            arrived = [Seq(rec, new_table(), starts.get(rec.spec.name)) for rec in arrived] if starts else \
+                [Seq(rec, new_table()) for rec in arrived]
         if self.timeout is not None:
             self._arrived += arrived
         return arrived
+
+    def _seqs(self, records) -> list[Seq]:
+        """The arriving ``records`` as :class:`Seq` objects, each with an empty block table."""
+        new_table, starts = self._new_table, self._starts
+        if starts:
+            return [Seq(rec, new_table(), starts.get(rec.spec.name)) for rec in records]
+        return [Seq(rec, new_table()) for rec in records]
 
     def count_due(self, times, base: int = 0) -> list[int]:
         """For each of the ascending ``times`` (a list or a range), ``base`` + how many requests not
