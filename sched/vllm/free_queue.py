@@ -128,6 +128,14 @@ class FreeQueue:
         (``generated >= output``)."""
         table = seq.blocks
         size = len(table)
+        if size and table[0] is HELD and not self._back and seq.generated >= seq.output:
+            # Nothing but private blocks, of a request that has ended, nothing cached in the queue:
+            # as good as blank (below: the uncached ones and, with nothing older, the run).
+            self._blank += size
+            self.num_free += size
+            seq.blocks = []
+            seq.num_cached = 0
+            return
         if size and table[-1] is HELD:
             start = table.index(HELD)
             cached = seq.num_cached - start if seq.num_cached > start else 0

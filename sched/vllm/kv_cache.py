@@ -233,7 +233,11 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             bs = self.block_size
             need = -(-num_tokens // bs) - len(table)
             if need > 0:
-                self.reserve(need)
+                if need <= self._blank:   # reserve's first case, inlined
+                    self._blank -= need
+                    self.num_free -= need
+                else:
+                    self.reserve(need)
                 table += [HELD] * need
             if num_tokens > seq.num_tokens:
                 num_tokens = seq.num_tokens
