@@ -38,8 +38,13 @@ class WaitingSide:
                     if known[0] is seq and known[3] is self.batches[0] and known[4] == kv.epoch \
                             and (not known[1] or known[5] == kv.num_free):
                         hit, need = known[1], known[2]
-                if need is None:   # its first block private, none ever held: no hit (find_hit)
-                    hit = () if seq.first_private == 0 and not seq.hashes else kv.find_hit(seq)
+                if need is None:
+                    if seq.first_private == 0 and not seq.hashes:
+                        # Its first block is private and it has never held one: nothing of it is
+                        # cached (no lookup); it needs the blocks of its whole sequence.
+                        hit, need = (), -(-seq.num_tokens // knobs.block_size) - len(seq.blocks)
+                    else:
+                        hit = kv.find_hit(seq)
             else:
                 hit, need = [], None
             computed = len(hit) * knobs.block_size
