@@ -121,17 +121,17 @@ class BlockHashes:
                         users[node] += 1
                         parent = node
                     ends[spec.name] = parent
+        firsts = [private_from(spec, spec.prompt_tokens, bs) for spec in specs]   # each asked once
         seen: dict = {}
-        for spec in specs:
-            if private_from(spec, spec.prompt_tokens, bs) == NEVER:
+        for spec, first in zip(specs, firsts):
+            if first == NEVER:
                 # With one workload block size a chain and a length name the tokens (no token runs built).
                 end = ends.get(spec.name)
                 key = prompt_key(spec) if end is None else ("n", end, spec.prompt_tokens)
                 seen[key] = None if key in seen else spec.name
         unique = {name for name in seen.values() if name is not None}
         starts = {}
-        for spec in specs:
-            first = private_from(spec, spec.prompt_tokens, bs)
+        for spec, first in zip(specs, firsts):
             if first == NEVER and spec.name in unique:
                 first = spec.prompt_tokens // bs   # the first block holding an output token
             if spec.name in ends:   # a chain nobody else shares from workload block w on
