@@ -263,15 +263,20 @@ class DecodeRuns:
             # predate this fast path): one decode-only step record each, in step order.
             # (A step time reading the KV blocks gives each step its own duration: the one asked for.)
             r = ordinal % bs   # the blocks held at each step: the due counts from ordinal on, summed
-            used = list(accumulate(((due[r:] + due[:r]) * (span // bs + 1))[:span], initial=kv_used))
-            del used[0]
+            used = due[r:r + span] if r + span <= bs else ((due[r:] + due[:r]) * (span // bs + 1))[:span]
+            used[0] += kv_used
+            used = list(accumulate(used))
             kv.reserve(used[-1] - kv_used)   # the blocks the jump's steps take
-            starts = range(t, t + span) if sim.step_time is None else [t, *ends[:-1]]
-            durations = [1] * span if sim.step_time is None else durations if sim.reads_kv else [duration] * span
+            if sim.step_time is None:
+                starts, durations = range(t, t + span), [1] * span
+            else:
+                starts, durations = [t, *ends[:-1]], durations if sim.reads_kv else [duration] * span
             upcoming = sim.arrivals.upcoming   # no arrival before the last step starts: the same queue
-            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open,
-                                     [waiting] * span if upcoming is None or upcoming > starts[-1] and not sim._gated
-                                     else sim.arrivals.count_due(starts, waiting))
+            if upcoming is None or upcoming > starts[-1] and not sim._gated:
+                waiting = [waiting] * span
+            else:
+                waiting = sim.arrivals.count_due(starts, waiting)
+            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open, waiting)
             sim.arrive(sim.now)
             return
         kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))

@@ -161,56 +161,56 @@ class StepLog:
         would one by one: step ``ordinal + j`` starts at ``starts[j]``, lasts ``durations[j]``,
         decodes ``num_decode`` tokens of ``num_running`` requests, with ``kv_used[j]`` blocks held
         and ``num_waiting[j]`` requests waiting (both non-decreasing in ``j``). The steps a merged
-        ``counts`` record covers are merged at once."""
-        if self.detail == "off":
-            return
+        ``counts`` record covers are merged at once: only the entries of its first and last step
+        are read (``kv_used`` and ``num_waiting`` at its last, their largest), so any sequences
+        (lists, ranges) will do."""
         if self.detail != "counts":
-            for j, start in enumerate(starts):
-                self.add_step(ordinal + j, start, durations[j], (), 0, num_decode, (), (), (), (), (), kv_used[j],
-                              num_running, num_waiting[j])
+            if self.detail == "full":
+                for j, start in enumerate(starts):
+                    self.add_step(ordinal + j, start, durations[j], (), 0, num_decode, (), (), (), (), (), kv_used[j],
+                                  num_running, num_waiting[j])
             return
-        records, count, j = self.records, len(starts), 0
-        while j < count:
-            span = self._span
-            if span > 1 and records and ordinal + j < records[-1].step + span:
-                last = records[-1]
-                stop = min(count, last.step + span - ordinal)
-                k = stop - 1
-                last.num_steps = ordinal + stop - last.step
-                last.duration = starts[k] + durations[k] - last.tick
-                last.num_decode_tokens += (stop - j) * num_decode
-                if kv_used[k] > last.kv_blocks_used:
-                    last.kv_blocks_used = kv_used[k]
-                if num_running > last.num_running:
-                    last.num_running = num_running
-                if num_waiting[k] > last.num_waiting:
-                    last.num_waiting = num_waiting[k]
-                j = stop
-            elif span == 1 and count - j > 16:   # a record a step: as many at once as the list takes
-                stop = min(count, j + MAX_COUNTS_RECORDS - len(records))
-                records += map(StepCounts, range(ordinal + j, ordinal + stop), starts[j:stop], repeat(1),
-                               durations[j:stop], repeat(0), repeat(num_decode), repeat(0), repeat(0), repeat(0),
-                               repeat(0), repeat(0), kv_used[j:stop], repeat(num_running), num_waiting[j:stop])
-                if len(records) >= MAX_COUNTS_RECORDS:
-                    self._span = _halve(records, span)
-                j = stop
-            elif len(records) < MAX_COUNTS_RECORDS - 1:
-                # A new record: this step and up to span − 1 more of the jump, made whole (the values
-                # merging them step by step gives); the list does not halve yet.
+        records, count, span, j = self.records, len(starts), self._span, 0
+        if span > 1 and records and ordinal < records[-1].step + span:   # the first steps join the last record
+            last = records[-1]
+            j = min(count, last.step + span - ordinal)
+            k = j - 1
+            last.num_steps = ordinal + j - last.step
+            last.duration = starts[k] + durations[k] - last.tick
+            last.num_decode_tokens += j * num_decode
+            if kv_used[k] > last.kv_blocks_used:
+                last.kv_blocks_used = kv_used[k]
+            if num_running > last.num_running:
+                last.num_running = num_running
+            if num_waiting[k] > last.num_waiting:
+                last.num_waiting = num_waiting[k]
+        if len(records) + count - j < MAX_COUNTS_RECORDS:   # a new record per span steps; the list does not halve
+            if span == 1:   # (no record to join: j is 0)
+                if count > 16:
+                    records += map(StepCounts, range(ordinal, ordinal + count), starts, repeat(1), durations, repeat(0),
+                                   repeat(num_decode), repeat(0), repeat(0), repeat(0), repeat(0), repeat(0), kv_used,
+                                   repeat(num_running), num_waiting)
+                else:
+                    for j in range(count):
+                        records.append(StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode, 0, 0, 0, 0,
+                                                  0, kv_used[j], num_running, num_waiting[j]))
+                return
+            while j < count:   # steps j .. k, made whole (the values merging them step by step gives)
                 k = j + span - 1
                 if k >= count:
                     k = count - 1
                 records.append(StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode, 0, 0, 0, 0, 0,
                                           kv_used[j], num_running, num_waiting[j]) if k == j else
                                StepCounts(ordinal + j, starts[j], k + 1 - j, starts[k] + durations[k] - starts[j], 0,
-                                          (k + 1 - j) * num_decode, 0, 0, 0, 0, 0, max(kv_used[j], kv_used[k]),
-                                          num_running, max(num_waiting[j], num_waiting[k])))
+                                          (k + 1 - j) * num_decode, 0, 0, 0, 0, 0, kv_used[k], num_running,
+                                          num_waiting[k]))
                 j = k + 1
-            else:   # this record fills the list: it halves
-                self._span = keep_counts(records, StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode,
-                                                             0, 0, 0, 0, 0, kv_used[j], num_running, num_waiting[j]),
-                                         span)
-                j += 1
+            return
+        while j < count:   # the list fills: step by step, halving where add_step would
+            self._span = span = keep_counts(records, StepCounts(ordinal + j, starts[j], 1, durations[j], 0, num_decode,
+                                                                0, 0, 0, 0, 0, kv_used[j], num_running,
+                                                                num_waiting[j]), span)
+            j += 1
 
     def add_jump(self, ordinal, t, num_steps, duration, num_decode, kv_used, num_running, num_waiting) -> None:
         """Record a jump over ``num_steps`` decode-only steps (``counts`` only; ``full`` never jumps)."""
