@@ -170,10 +170,13 @@ class StepLog:
                     self.add_step(ordinal + j, start, durations[j], (), 0, num_decode, (), (), (), (), (), kv_used[j],
                                   num_running, num_waiting[j])
             return
-        records, count, span, j = self.records, len(starts), self._span, 0
-        if span > 1 and records and ordinal < records[-1].step + span:   # the first steps join the last record
+        records, count, span = self.records, len(starts), self._span
+        # The first j steps join the last record while it spans fewer than span steps.
+        j = records[-1].step + span - ordinal if span > 1 and records else 0
+        if j > 0:
             last = records[-1]
-            j = min(count, last.step + span - ordinal)
+            if j > count:
+                j = count
             k = j - 1
             last.num_steps = ordinal + j - last.step
             last.duration = starts[k] + durations[k] - last.tick
@@ -184,6 +187,8 @@ class StepLog:
                 last.num_running = num_running
             if num_waiting[k] > last.num_waiting:
                 last.num_waiting = num_waiting[k]
+        else:
+            j = 0
         if len(records) + count - j < MAX_COUNTS_RECORDS:   # a new record per span steps; the list does not halve
             if span == 1:   # (no record to join: j is 0)
                 if count > 16:
