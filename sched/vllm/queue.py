@@ -187,11 +187,11 @@ class Arrivals:
         while at < end and (arrival := when(pending[at])) <= last:
             first = bisect_left(times, arrival, done)   # the first time at or after the arrival
             if first > done:
-                counts += repeat(base, first - done)
+                counts += [base] * (first - done)
                 done = first
             base += 1
             at += 1
-        counts += repeat(base, size - done)
+        counts += [base] * (size - done)
         return counts
 
     def next_deadline(self):
