@@ -273,10 +273,10 @@ class DecodeRuns:
                 starts, durations = [t, *ends[:-1]], durations if sim.reads_kv else [duration] * span
             upcoming = sim.arrivals.upcoming   # no arrival before the last step starts: the same queue
             if upcoming is None or upcoming > starts[-1] and not sim._gated:
-                waiting = [waiting] * span
+                num_waiting = [waiting] * span
             else:
-                waiting = sim.arrivals.count_due(starts, waiting)
-            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open, waiting)
+                num_waiting = sim.arrivals.count_due(starts, waiting)
+            sim.log.add_decode_steps(ordinal, starts, durations, num_open, used, num_open, num_waiting)
             sim.arrive(sim.now)
             return
         kv.reserve(span // bs * num_open + sum(due[(ordinal + j) % bs] for j in range(span % bs)))
