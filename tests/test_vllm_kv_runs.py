@@ -153,7 +153,7 @@ class PrivateRunsTest(unittest.TestCase):
         kv.note_prompts(specs)
         q, p, r, s, u = (_Seq(spec, kv) for spec in specs)
         kv.allocate(q, 40)
-        self.assertEqual((kv.num_free, q.num_cached, len(q.blocks)), (10, 10, 10))
+        self.assertEqual((kv.num_free, q.num_cached, kv.held(q)), (10, 10, 10))
         self.assertEqual(kv._cached, {})          # nothing entered in the cache index
         q.generated = 1
         kv.free(q)

@@ -123,7 +123,8 @@ class AsyncDecodeRuns:
             if not n:
                 continue
             budget -= n
-            need = -(-(seq.computed + n) // bs) - len(seq.blocks)
+            table = seq.blocks   # a list, or a count of private blocks (kv.held)
+            need = -(-(seq.computed + n) // bs) - (table if type(table) is int else len(table))
             if need > 0:
                 blocks += need
             asks.append((seq, n, need))
@@ -189,7 +190,7 @@ class AsyncDecodeRuns:
         for seq in batch.samplers:
             if seq.state == "running" and seq.placeholders == 1 and not seq.stale \
                     and seq.computed == seq.num_tokens and seq.num_tokens == seq.prompt + seq.generated \
-                    and seq.generated + 2 <= seq.output and len(seq.blocks) == -(-seq.computed // bs) \
+                    and seq.generated + 2 <= seq.output and kv.held(seq) == -(-seq.computed // bs) \
                     and seq.open_from is None and kv.can_open(seq):
                 seq.open_from = k
                 self.due[(k - seq.num_tokens) % bs] += 1

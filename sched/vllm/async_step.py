@@ -172,7 +172,8 @@ class AsyncVllmSimulation(AsyncOutputs, VllmSimulation):
             if counts:
                 need = -(-target // bs) - seq.blocks
             elif cached_inline:
-                need = -(-target // bs) - len(seq.blocks)
+                table = seq.blocks   # a list, or a count of private blocks (kv.held)
+                need = -(-target // bs) - (table if type(table) is int else len(table))
                 if need <= 0:   # no new block: allocate() would only enter newly full blocks
                     if (target if target < seq.num_tokens else seq.num_tokens) // bs > seq.num_cached:
                         kv.cache_full(seq, target if target < seq.num_tokens else seq.num_tokens)

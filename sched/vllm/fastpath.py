@@ -112,13 +112,13 @@ class DecodeRuns:
         sim, bs = self.sim, self.block_size
         demand = len(sim.running) - len(self.others)
         blocks = self.due[ordinal % bs]
-        caching = sim.kv.caching
         for seq in self.others:
             n = seq.num_tokens - seq.computed
             if cap and n > cap:
                 n = cap
             demand += n
-            blocks += blocks_for(seq.computed + n, bs) - (len(seq.blocks) if caching else seq.blocks)
+            table = seq.blocks   # a count, or with prefix caching maybe a list (kv.held)
+            blocks += blocks_for(seq.computed + n, bs) - (table if type(table) is int else len(table))
         return demand <= sim.knobs.max_num_batched_tokens and blocks <= sim.kv.num_free
 
     def easy_step(self, t, ordinal: int, cap: int, timeouts):

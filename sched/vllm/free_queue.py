@@ -127,8 +127,9 @@ class FreeQueue:
         found again by ``seq`` after a preemption, by nobody once it has sampled its last token
         (``generated >= output``)."""
         table = seq.blocks
-        size = len(table)
-        if size and table[0] is HELD and not self._back and seq.generated >= seq.output:
+        counted = type(table) is int   # nothing but private blocks, a count
+        size = table if counted else len(table)
+        if size and (counted or table[0] is HELD) and not self._back and seq.generated >= seq.output:
             # Nothing but private blocks, of a request that has ended, nothing cached in the queue:
             # as good as blank (below: the uncached ones and, with nothing older, the run).
             self._blank += size
@@ -136,8 +137,8 @@ class FreeQueue:
             seq.blocks = []
             seq.num_cached = 0
             return
-        if size and table[-1] is HELD:
-            start = table.index(HELD)
+        if size and (counted or table[-1] is HELD):
+            start = 0 if counted else table.index(HELD)
             cached = seq.num_cached - start if seq.num_cached > start else 0
             self._blank += size - start - cached   # the uncached tail
             if cached:

@@ -29,8 +29,10 @@ how many blocks are free. So:
 - the front of the free queue and the never-used blocks hold nothing and are interchangeable: they
   are a count (a block object is made when a table needs one);
 - a request's *private* blocks (:mod:`sched.vllm.block_hashes`: only the request itself can hit
-  them, after a preemption) are held as one shared placeholder each (``len(seq.blocks)`` stays the
-  table's length) and are not entered in the cache index while it holds them;
+  them, after a preemption) are held as one shared placeholder each and are not entered in the
+  cache index while it holds them; a table of nothing but private blocks (its first block is one,
+  and it holds no hit) is just their count, as without prefix caching (:meth:`PrefixCachingKV.held`
+  reads either);
 - when it frees them, its cached private blocks enter the back of the free queue as one *run* (a
   count, evicted from its oldest end like the blocks it stands for): nobody can ever hit the run of
   a request that has sampled its last token; a preempted request hits its own run from its other
@@ -132,13 +134,16 @@ class KVCache:
 
 
 class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
-    """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists.
+    """KV blocks with the block-level prefix cache (vllm-engine.md §3); tables are block lists,
+    or counts.
 
     The free queue is ``blank blocks (a count: the front and the never-used blocks) + back`` (an
     LRU of cached blocks, runs and groups, oldest first; module docstring), taken from its front by
     :class:`sched.vllm.free_queue.FreeQueue` (inherited). A table is a list: a
     :class:`Block` for each block before the request's first private one (and for a private one
-    hit in the cache index after a preemption), then :data:`HELD` for each private block it holds.
+    hit in the cache index after a preemption), then :data:`HELD` for each private block it holds;
+    or, for a request whose first block is private, allocated without a hit, an ``int >= 1``: the
+    count of the private blocks it holds (a freed table is an empty list again).
     """
 
     caching = True
@@ -162,7 +167,9 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         return []
 
     def held(self, seq) -> int:
-        return len(seq.blocks)
+        """Blocks ``seq`` holds: its table's length, or the count it is."""
+        table = seq.blocks
+        return table if type(table) is int else len(table)
 
     # --- the pool ----------------------------------------------------------------------------
 
@@ -217,7 +224,8 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         # A hit block nobody holds sits in the free queue: touching it takes it out.
-        need = blocks_for(num_tokens, self.block_size) - len(seq.blocks)
+        table = seq.blocks
+        need = blocks_for(num_tokens, self.block_size) - (table if type(table) is int else len(table))
         if hit:
             size = len(hit)
             stop = hit.index(HELD) if hit[-1] is HELD else size   # a run's blocks: all idle
@@ -226,26 +234,32 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
 
     def allocate(self, seq, num_tokens: int, hit=()) -> None:
         table = seq.blocks
-        if not hit and (table[-1] is HELD if table else
-                        seq.first_private == 0 and (not self._own or seq not in self._own)):
-            # Its blocks from here on are private (its table ends in one, or its first block is one
-            # and it has no run): placeholders taken as an open run's are, nothing entered.
+        # A count: every block of it is private (its first one is; class docstring).
+        counted = type(table) is int or not table and not hit and seq.first_private == 0 and \
+            (not self._own or seq not in self._own)
+        if counted or not hit and table and table[-1] is HELD:
+            # Its blocks from here on are private (a count, or a table ending in one): taken as an
+            # open run's are (reserve), nothing entered in the cache index.
             bs = self.block_size
-            need = -(-num_tokens // bs) - len(table)
+            have = table if type(table) is int else len(table)
+            need = -(-num_tokens // bs) - have
             if need > 0:
                 if need <= self._blank:   # reserve's first case, inlined
                     self._blank -= need
                     self.num_free -= need
                 else:
                     self.reserve(need)
-                table += [HELD] * need
+                if counted:
+                    seq.blocks = have + need
+                else:
+                    table += [HELD] * need
             if num_tokens > seq.num_tokens:
                 num_tokens = seq.num_tokens
             if (full := num_tokens // bs) > seq.num_cached:
                 hashes = seq.hashes
                 if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
                     seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
-                elif not hashes and table[0] is HELD:   # its first block is private: only its id (_chain)
+                elif not hashes and (counted or table[0] is HELD):   # its first block is private: only its id
                     hashes.append(-1 - self._next_private)
                     self._next_private += 1
                     seq.num_cached = full
@@ -345,7 +359,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
 
     def can_open(self, seq) -> bool:
         table = seq.blocks
-        return bool(table) and table[-1] is HELD or self._private_from(seq) != _NEVER
+        return type(table) is int or bool(table) and table[-1] is HELD or self._private_from(seq) != _NEVER
 
     def reserve(self, count: int) -> None:
         if count:
@@ -371,9 +385,11 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         ``seq.computed``) enter the cache (async scheduling caches one token less: the one in flight)."""
         table = seq.blocks
         bs = self.block_size
-        more = -(-seq.computed // bs) - len(table)
-        if more > 0:   # past the prompt of a request that may run open: private blocks
-            table += [HELD] * more
+        if type(table) is int:   # a count (class docstring)
+            if (more := -(-seq.computed // bs) - table) > 0:
+                seq.blocks = table + more
+        elif (more := -(-seq.computed // bs) - len(table)) > 0:   # past the prompt of a request that
+            table += [HELD] * more                                # may run open: private blocks
         if num_cached_tokens is None:
             num_cached_tokens = seq.computed
         if (full := num_cached_tokens // bs) > seq.num_cached:
