@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .fit import Step
-from ..vllm.kv_cache import KVCache, blocks_for
+from ..vllm.kv_counts import KVCache, blocks_for
 from ..core.records import SimulationError
 from ..vllm.config import VllmKnobs, check_fits
 from ..vllm.async_step import make_simulation

@@ -47,7 +47,8 @@ from .engine import VllmSimulation
 from .async_jump import jump as decode_jump
 from .async_outputs import AsyncOutputs
 from .async_runs import AsyncDecodeRuns
-from .kv_cache import KVCache, PrefixCachingKV
+from .kv_cache import PrefixCachingKV
+from .kv_counts import KVCache
 
 __all__ = ["AsyncVllmSimulation", "make_simulation", "simulate"]
 

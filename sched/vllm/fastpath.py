@@ -32,7 +32,7 @@ from __future__ import annotations
 import heapq
 from itertools import accumulate, chain
 
-from .kv_cache import blocks_for
+from .kv_counts import blocks_for
 from ..core.records import Status
 
 __all__ = ["DecodeRuns"]
