@@ -10,15 +10,25 @@ drawn freely, so they are reached often; the test checks that they were.
 
 Compared after every operation: each waiting request's hit length and the blocks its admission
 would take, and the free block count. ``ISL_FULL=1`` runs 2,000 sequences instead of 300.
+
+A request that ends after its blocks were freed (a deadline; with async scheduling its last token
+arriving after a preemption) is forgotten by the pool: its run is nobody's (taken as blank blocks
+when oldest) and no reference to it is kept (hand-computed counts, and engine runs against the
+literal engine).
 """
 
 import os
 import random
 import unittest
+from collections import Counter
 from unittest import mock
 
+from sched.vllm import engine as vllm_engine
+from sched.vllm.async_step import make_simulation
+from sched.vllm.config import VllmKnobs
 from sched.vllm.kv_cache import LiteralPrefixKV, PrefixCachingKV
 from sched.workload.specs import RequestSpec
+from tests.test_vllm_differential import request_rows
 
 SEQUENCES = 2000 if os.environ.get("ISL_FULL") == "1" else 300
 
@@ -196,6 +206,74 @@ class PrivateRunsTest(unittest.TestCase):
         self.assertEqual(observed[0], (1, 5, 4))         # c's run
         self.assertEqual(observed[1][0], 25)             # the literal pool: one entry a block (20 + 5)
         self.assertEqual(observed[0][1:], observed[1][1:])
+
+    def test_the_run_of_a_request_ended_by_its_deadline_is_nobodys(self):
+        """Hand computation, 20 usable blocks of 4 tokens, own prompts (5 output tokens each). q
+        holds 10 blocks, p 3 (12 tokens: 3 full private blocks, cached); p reaches its deadline
+        while running: freed as a preemption frees (no token sampled), its run is one queue entry
+        and the pool remembers p (its own run, for a hit when it comes back): 10 free, 7 blank. p
+        has ended (forget): the pool holds p no longer. r takes the 7 blank blocks; s (8 tokens)
+        takes 2 more: from p's run, which nobody can hit, so it is taken as blank blocks: 1 free,
+        1 blank, nothing cached in the queue (kept as a run that only shrank, it would stay a
+        queue entry of 1). The literal pool gives the same free counts."""
+        specs = [RequestSpec(name, 0, None, 0, tokens, 5) for name, tokens in
+                 (("q", 40), ("p", 12), ("r", 28), ("s", 8))]
+        free_counts = []
+        for kv in (PrefixCachingKV(21, 4), LiteralPrefixKV(21, 4)):
+            kv.note_prompts(specs)
+            q, p, r, s = (_Seq(spec, kv) for spec in specs)
+            kv.allocate(q, 40)
+            kv.allocate(p, 12)
+            kv.free(p)
+            counts = [kv.num_free]
+            if type(kv) is PrefixCachingKV:
+                self.assertEqual((kv._blank, len(kv._back), list(kv._own)), (7, 1, [p]))
+            kv.forget(p)
+            kv.allocate(r, 28)
+            kv.allocate(s, 8)
+            counts.append(kv.num_free)
+            free_counts.append(counts)
+            if type(kv) is PrefixCachingKV:
+                self.assertEqual((kv._own, kv._blank, len(kv._back)), ({}, 1, 0))
+        self.assertEqual(free_counts, [[10, 1], [10, 1]])
+
+
+class EndedRequestsTest(unittest.TestCase):
+    """An engine run leaves no ended request in the pool: requests ended by their deadline while
+    running or waiting after a preemption, and (async scheduling) requests whose last token came in
+    after they were preempted; the records are the literal engine's (every fast path off)."""
+
+    def run_both(self, workload, knobs):
+        forgotten = Counter()
+        forget = PrefixCachingKV.forget
+
+        def counting(kv, seq):
+            forgotten[seq.state, seq in kv._own] += 1
+            forget(kv, seq)
+
+        with mock.patch.object(PrefixCachingKV, "forget", counting):
+            sim = make_simulation(workload, knobs, timeline="full")
+            fast = sim.run()
+        with mock.patch.object(vllm_engine, "FAST_PATHS", False):
+            literal = make_simulation(workload, knobs, timeline="full").run()
+        self.assertEqual(request_rows(fast), request_rows(literal))
+        self.assertEqual(fast.ticks, literal.ticks)
+        self.assertEqual((sim.kv._own, sim.kv._copied), ({}, set()))
+        return forgotten
+
+    def test_deadlines(self):
+        rng = random.Random(1)
+        workload = [RequestSpec(f"r{i}", i // 2, None, 0, rng.randint(5, 30), rng.randint(5, 40)) for i in range(16)]
+        forgotten = self.run_both(workload, VllmKnobs(64, 8, 0, True, 4, 20, "fcfs", 100))
+        # Both kinds of deadline met a request the pool remembered (the scenario reaches them).
+        self.assertGreater(forgotten["running", True], 0)
+        self.assertGreater(forgotten["waiting", True], 0)
+
+    def test_last_token_after_a_preemption(self):
+        rng = random.Random(1)
+        workload = [RequestSpec(f"r{i}", i // 3, None, 0, rng.randint(5, 30), rng.randint(5, 40)) for i in range(40)]
+        forgotten = self.run_both(workload, VllmKnobs(64, 8, 0, True, 4, 30, "fcfs", async_scheduling=True))
+        self.assertGreater(forgotten["ended", True], 0)
 
 
 if __name__ == "__main__":

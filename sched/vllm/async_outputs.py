@@ -66,6 +66,7 @@ class AsyncOutputs:
             else:                       # its last token came in after it was preempted
                 seq.state = "ended"
                 self.waiting.discard(seq)
+                kv.forget(seq)          # the run its preemption left is nobody's now
             self.end(seq, Status.DONE, batch.end)
             self._reported_finish = True
         self._log(batch, finished)

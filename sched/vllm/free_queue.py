@@ -182,6 +182,19 @@ class FreeQueue:
         seq.blocks = []
         seq.num_cached = 0
 
+    def forget(self, seq) -> None:
+        """``seq`` has ended after its blocks were freed (:meth:`free`) and was not admitted again: a
+        deadline (its blocks freed as a preemption's, or freed before it timed out in the waiting
+        queue) or, with async scheduling, its last token arriving after a preemption. Nobody can hit
+        the run of its private blocks any more: the run becomes an ended request's (``done``: it joins
+        the blank blocks once nothing cached is older, :meth:`_fold_done`, the same evictions), and
+        the pool holds ``seq`` no longer (memory follows what is running or waiting). Nothing else
+        changes: no block is taken or freed, no hash leaves the cache."""
+        run = self._own.pop(seq, None)
+        if run is not None:
+            run.done = True
+        self._copied.discard(seq)
+
     def _uncache(self, block: Block) -> None:
         """``block`` (taken from the free queue) leaves the cache index."""
         block_hash = block.block_hash

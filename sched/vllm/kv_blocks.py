@@ -40,8 +40,8 @@ class Run:
     """``count`` cached private blocks of one request, side by side in the free queue under ``key``:
     its blocks ``first .. first + count − 1`` (``first``: its first private block), the last one
     oldest, so eviction takes them from the top and a hit from the bottom. ``done``: its request
-    has sampled its last token (nobody can ever hit the run; runs of such requests side by side
-    are one run)."""
+    has ended (sampled its last token, or ended by a deadline after the run was freed: nobody can
+    ever hit the run; runs of such requests side by side are one run)."""
 
     __slots__ = ("count", "key", "done")
 

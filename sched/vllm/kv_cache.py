@@ -35,11 +35,12 @@ how many blocks are free. So:
   reads either);
 - when it frees them, its cached private blocks enter the back of the free queue as one *run* (a
   count, evicted from its oldest end like the blocks it stands for): nobody can ever hit the run of
-  a request that has sampled its last token; a preempted request hits its own run from its other
-  end when it comes back. A run nobody can hit with nothing cached older than it joins the blank
-  blocks (the same evictions: :mod:`sched.vllm.free_queue`). Only when a hit on its own run leaves
-  blocks of the run cached (two copies of a block may then exist) do they become real blocks of the
-  cache index, in place and in the order the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
+  a request that has ended (sampled its last token, or reached its deadline: :meth:`forget`); a
+  preempted request hits its own run from its other end when it comes back. A run nobody can hit
+  with nothing cached older than it joins the blank blocks (the same evictions:
+  :mod:`sched.vllm.free_queue`). Only when a hit on its own run leaves blocks of the run cached
+  (two copies of a block may then exist) do they become real blocks of the cache index, in place
+  and in the order the literal pool would hold them (:mod:`sched.vllm.kv_blocks`).
 
 Taking blocks off the free queue's front, evicting what they cache, and a request's blocks returning
 to the queue (:meth:`free`), are :mod:`sched.vllm.free_queue`.

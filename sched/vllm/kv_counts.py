@@ -61,6 +61,9 @@ class KVCache:
         self.num_free += seq.blocks
         seq.blocks = 0
 
+    def forget(self, seq) -> None:
+        """``seq`` ended after :meth:`free`, not admitted again: nothing is kept without prefix caching."""
+
     # --- open decode runs (sched.vllm.fastpath) ----------------------------------------------
 
     def can_open(self, seq) -> bool:

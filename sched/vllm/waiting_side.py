@@ -178,6 +178,7 @@ class WaitingSide:
                 continue
             if seq.state == "waiting":
                 self.waiting.discard(seq)
+                self.kv.forget(seq)   # a preempted request's run: nobody's now
             else:
                 if seq.open_from is not None:
                     self.runs.close(seq, ordinal)
@@ -185,6 +186,7 @@ class WaitingSide:
                 if self.runs is not None:
                     self.runs.others.pop(seq, None)
                 self.kv.free(seq)
+                self.kv.forget(seq)   # freed as a preemption frees: the run it left is nobody's
             self.end(seq, Status.TIMEOUT, t)
             expired.append(seq)
         return expired
