@@ -6,7 +6,8 @@ The engine-level differential test (tests/test_vllm_differential.py) rarely reac
 rare paths: a preempted request whose hit leaves blocks of its run cached (its last block, when it
 was allocated up to a block boundary in the step that preempted it, and nothing evicted it before
 it came back), after which its private blocks have two cached copies. Here the operations are
-drawn freely, so they are reached often; the test checks that they were.
+drawn freely, so they are reached often (deadlines too, while running and while waiting after a
+preemption); the test checks that they were.
 
 Compared after every operation: each waiting request's hit length and the blocks its admission
 would take, and the free block count. ``ISL_FULL=1`` runs 2,000 sequences instead of 300.
@@ -41,6 +42,7 @@ class _Seq:
         self.num_tokens, self.computed, self.generated = spec.prompt_tokens, 0, 0
         self.blocks, self.num_cached, self.hashes, self.first_private = kv.new_table(), 0, [], None
         self.state = "waiting"
+        self.rec_preempted = False
 
 
 def _specs(rng: random.Random) -> list[RequestSpec]:
@@ -82,7 +84,12 @@ def _play(seed: int, counts) -> None:
         results = []
         for kv, seqs in pools:
             seq = seqs[pick]
-            if seq.state == "waiting":
+            if seq.state == "waiting" and action > 0.95 and seq.rec_preempted:   # its deadline, after a preemption
+                kv.forget(seq)
+                seq.state = "ended"
+                seq.hashes = []
+                results.append("expired")
+            elif seq.state == "waiting":
                 hit = kv.find_hit(seq)
                 if kv.blocks_to_allocate(seq, seq.num_tokens, hit) > kv.num_free:
                     results.append("blocked")
@@ -94,13 +101,20 @@ def _play(seed: int, counts) -> None:
                 results.append(("admitted", len(hit)))
                 _advance(seq, computed + chunk)
             elif seq.state == "running":
+                if 0.15 <= action < 0.18:   # its deadline while running: freed as a preemption frees
+                    kv.free(seq)
+                    kv.forget(seq)
+                    seq.state = "ended"
+                    seq.hashes = []
+                    results.append("expired")
+                    continue
                 if action < 0.15:   # preempted (sometimes right after its blocks for a step were taken)
                     if action < 0.08 and seq.computed < seq.num_tokens:
                         target = seq.num_tokens
                         if kv.blocks_to_allocate(seq, target) <= kv.num_free:
                             kv.allocate(seq, target)
                     kv.free(seq)
-                    seq.computed, seq.state = 0, "waiting"
+                    seq.computed, seq.state, seq.rec_preempted = 0, "waiting", True
                     results.append("preempted")
                     continue
                 target = min(seq.num_tokens, seq.computed + random.Random(action).randint(1, 6))
@@ -132,8 +146,8 @@ def _advance(seq, target: int) -> None:
 class PrivateRunsTest(unittest.TestCase):
 
     def test_the_pool_with_runs_equals_the_literal_pool(self):
-        counts = {"sequences": 0, "_regroup": 0, "_materialize": 0, "_ungroup": 0}
-        originals = {name: getattr(PrefixCachingKV, name) for name in ("_regroup", "_materialize", "_ungroup")}
+        counts = {"sequences": 0, "_regroup": 0, "_materialize": 0, "_ungroup": 0, "forget": 0}
+        originals = {name: getattr(PrefixCachingKV, name) for name in ("_regroup", "_materialize", "_ungroup", "forget")}
 
         def counting(name):
             def method(self, *args):
@@ -149,6 +163,7 @@ class PrivateRunsTest(unittest.TestCase):
         self.assertGreater(counts["_regroup"], 0)
         self.assertGreater(counts["_materialize"], 0)
         self.assertGreater(counts["_ungroup"], 0)
+        self.assertGreater(counts["forget"], 0)
 
     def test_a_finished_requests_private_blocks_behind_a_run_are_one_run(self):
         """Hand computation, 20 usable blocks of 4 tokens, own prompts. q (10 private blocks) ends
