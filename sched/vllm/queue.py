@@ -51,7 +51,8 @@ class Seq:
         self.generated = 0
         self.blocks = table
         self.num_cached = 0
-        self.hashes: list[int] = []
+        # The prefix-caching pool's (its tables start as lists); never read without it, so no list.
+        self.hashes: list[int] | tuple = [] if type(table) is list else ()
         self.first_private = first_private   # prefix caching: its first private block, once known
         self.state = "future"
         self.open_from = None
