@@ -174,10 +174,10 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         # A count: every block of it is private (its first one is; class docstring).
         counted = type(table) is int or not table and not hit and seq.first_private == 0 and \
             (not self._own or seq not in self._own)
+        bs = self.block_size
         if counted or not hit and table and table[-1] is HELD:
             # Its blocks from here on are private (a count, or a table ending in one): taken as an
             # open run's are (reserve), nothing entered in the cache index.
-            bs = self.block_size
             have = table if type(table) is int else len(table)
             need = -(-num_tokens // bs) - have
             if need > 0:
@@ -190,19 +190,28 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
                     seq.blocks = have + need
                 else:
                     table += [HELD] * need
-            if num_tokens > seq.num_tokens:
-                num_tokens = seq.num_tokens
-            if (full := num_tokens // bs) > seq.num_cached:
-                hashes = seq.hashes
-                if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
-                    seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
-                elif not hashes and (counted or table[0] is HELD):   # its first block is private: only its id
-                    hashes.append(-1 - self._next_private)
-                    self._next_private += 1
-                    seq.num_cached = full
-                else:
-                    self._cache_new(seq, num_tokens)
-            return
+        else:
+            self._extend(seq, num_tokens, hit)
+        # Blocks enter the cache when allocated for a step, before they are computed.
+        if num_tokens > seq.num_tokens:
+            num_tokens = seq.num_tokens
+        if (full := num_tokens // bs) > seq.num_cached:
+            hashes = seq.hashes
+            if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
+                seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
+            elif not hashes and (counted or table[0] is HELD):   # its first block is private: only its id
+                hashes.append(-1 - self._next_private)                 # (_chain)
+                self._next_private += 1
+                seq.num_cached = full
+            else:
+                self._cache_new(seq, num_tokens)
+
+    def _extend(self, seq, num_tokens: int, hit) -> None:
+        """:meth:`allocate`'s blocks when its table is a list that may get block objects: the hit
+        first (its idle blocks touched, the bottom of its own run taken; blocks of the run the hit
+        leaves stay cached, :meth:`_regroup`), then new blocks up to ``num_tokens`` tokens: block
+        objects before its first private block, placeholders from it on."""
+        table = seq.blocks
         run = self._own.pop(seq, None) if not table and self._own else None
         taken = 0   # blocks of its run the hit takes (from the bottom)
         if hit:
@@ -229,9 +238,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
         if run is not None and run.count:   # blocks of its run the hit did not take stay cached
             self._regroup(seq, run, taken)
         have = len(table)
-        bs = self.block_size
-        need = -(-num_tokens // bs) - have
-        first = -1   # its first private block, when asked
+        need = -(-num_tokens // self.block_size) - have
         if need > 0:   # new blocks before the first private one are block objects
             if have and table[-1] is HELD:
                 shared = 0
@@ -245,19 +252,6 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             else:   # private blocks: taken as an open run's are (reserve), held as placeholders
                 self.reserve(need)
                 table += [HELD] * need
-        # Blocks enter the cache when allocated for a step, before they are computed.
-        if num_tokens > seq.num_tokens:
-            num_tokens = seq.num_tokens
-        if (full := num_tokens // bs) > seq.num_cached:
-            hashes = seq.hashes
-            if hashes and hashes[-1] < 0 and seq.num_cached >= len(hashes) - 1:
-                seq.num_cached = full   # past its first private block: nothing to enter (_cache_new)
-            elif first == 0 and not hashes:   # its first block is private: only that block's id (_chain)
-                hashes.append(-1 - self._next_private)
-                self._next_private += 1
-                seq.num_cached = full
-            else:
-                self._cache_new(seq, num_tokens)
 
     def cache_full(self, seq, num_tokens: int) -> None:
         """Enter ``seq``'s full blocks among its first ``num_tokens`` tokens in the cache (those past
