@@ -161,10 +161,8 @@ class Arrivals:
         pending[start:self._next] = repeat(None, len(arrived))   # the queues hold them now
         if self._make is not None:
             arrived = list(map(self._make, arrived, self._order[start:self._next]))
-        if self._new_table is not None:   # _seqs, inlined: a long trace's requests mostly arrive one by one
-            new_table, starts = self._new_table, self._starts
-            arrived = [Seq(rec, new_table(), starts.get(rec.spec.name)) for rec in arrived] if starts else \
-                [Seq(rec, new_table()) for rec in arrived]
+        if self._new_table is not None:
+            arrived = self._seqs(arrived)
         if self.timeout is not None:
             self._arrived += arrived
         return arrived
