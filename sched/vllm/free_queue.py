@@ -41,10 +41,8 @@ class FreeQueue:
         gets ``objects`` block objects (held once, caching nothing), then :data:`HELD` for the rest."""
         self.num_free -= count
         blank = self._blank
-        if count > blank:
-            oldest = next(iter(self._back.values()))
-            if type(oldest) is Run and oldest.done:
-                blank = self._fold_done()
+        if count > blank:   # ended requests' runs at the oldest end: blank blocks from now on
+            blank = self._fold_done()
         if count <= blank:
             self._blank = blank - count
         else:

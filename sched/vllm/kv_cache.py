@@ -154,10 +154,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def may_hit(self, seq) -> bool:
         """Whether :meth:`find_hit` can find anything for ``seq``: not when its first block is
         private and it has never held a full one (nothing of it can be cached)."""
-        if seq.hashes:
-            return True
-        first = seq.first_private   # _private_from, its answer kept
-        return (self._private_from(seq) if first is None else first) > 0
+        return bool(seq.hashes) or self._private_from(seq) > 0
 
     def blocks_to_allocate(self, seq, num_tokens: int, hit=()) -> int:
         # A hit block nobody holds sits in the free queue: touching it takes it out.
@@ -243,10 +240,7 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
             if have and table[-1] is HELD:
                 shared = 0
             else:
-                first = seq.first_private   # _private_from, its answer kept
-                if first is None:
-                    first = self._private_from(seq)
-                shared = first - have
+                shared = self._private_from(seq) - have
             if shared > 0:
                 self._take(need, table, need if shared >= need else shared)
             else:   # private blocks: taken as an open run's are (reserve), held as placeholders
@@ -295,10 +289,8 @@ class PrefixCachingKV(BlockHashes, PrivateCopies, FreeQueue, KVCache):
     def reserve(self, count: int) -> None:
         if count:
             blank = self._blank
-            if count > blank:
-                oldest = next(iter(self._back.values()))
-                if type(oldest) is Run and oldest.done:   # nobody can hit it: blank blocks from now on
-                    blank = self._fold_done()
+            if count > blank:   # ended requests' runs at the oldest end: blank blocks from now on
+                blank = self._fold_done()
             if count <= blank:   # _take's first cases, inlined: a decode step takes few blocks
                 self._blank = blank - count
                 self.num_free -= count
