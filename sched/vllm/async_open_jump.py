@@ -35,6 +35,7 @@ import heapq
 
 from ..core.records import Status
 from .async_jump import take_turns
+from .queue import running_order
 
 __all__ = ["jump"]
 
@@ -222,8 +223,7 @@ def _finish_turn(runs, now, batch, closing, num_waiting):
         if seq.computed // bs > seq.num_cached:
             kv.cache_full(seq, seq.computed)
     if len(seqs) > 1:
-        order = {seq: i for i, seq in enumerate(running)}
-        seqs.sort(key=order.__getitem__)
+        seqs = running_order(seqs, running)
     for seq in seqs:
         kv.free(seq)
         del running[seq]

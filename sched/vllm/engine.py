@@ -44,7 +44,7 @@ from ..core.step_stamps import restamp
 from .config import VllmKnobs
 from .fastpath import DecodeRuns
 from .walk import walk
-from .queue import Arrivals, Seq, WaitingQueue
+from .queue import Arrivals, Seq, WaitingQueue, running_order
 from .client_gate import GatedArrivals
 from .waiting_side import WaitingSide, never_blocked
 from .records import StepCounts, StepLog, StepRecord
@@ -181,12 +181,7 @@ class VllmSimulation(WaitingSide):
                     finished.append(seq)
         if closed:
             if finished or len(closed) > 1:
-                ending = [*closed, *finished]
-                # Their places in the running list: looked up one by one when few end (a list scan in
-                # C each), else through a map of every place.
-                place = list(self.running).index if len(ending) <= 16 else \
-                    {seq: i for i, seq in enumerate(self.running)}.__getitem__
-                finished = sorted(ending, key=place)
+                finished = running_order([*closed, *finished], self.running)
             else:
                 finished = list(closed)
         for seq in finished:
